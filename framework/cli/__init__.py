@@ -1,0 +1,1 @@
+"""The ``sftraffic`` command line."""

@@ -1,0 +1,53 @@
+"""``sftraffic broker``: run one event-store node."""
+
+from __future__ import annotations
+
+import argparse
+
+from framework import config as cfg
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "broker",
+        help="run one event-store node (Kafka protocol)",
+        description="Run one event-store node. Settings come from --config (TOML), SFTRAFFIC_* "
+        "environment variables and these flags, in increasing precedence.",
+    )
+    p.add_argument("--node-id", type=int, help="this broker's id (node.id)")
+    p.add_argument("--listen", metavar="HOST:PORT", help="Kafka listener (listeners), e.g. 127.0.0.1:9092")
+    p.add_argument("--advertise", metavar="HOST:PORT", help="address given to clients (advertised.listeners)")
+    p.add_argument("--data-dir", help="directory for logs and metadata (log.dirs)")
+    p.add_argument("--config", help="TOML file with broker settings (see README 'Configuration reference')")
+    p.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus /metrics here (metrics.listen)")
+    p.add_argument(
+        "--override", "-o", action="append", default=[], metavar="KEY=VALUE",
+        help="set any broker config key, e.g. -o log.retention.ms=60000 (repeatable)",
+    )
+    p.set_defaults(func=run)
+
+
+def load_config(args: argparse.Namespace) -> cfg.BrokerConfig:
+    overrides: dict[str, object] = {}
+    for item in args.override:
+        k, sep, v = item.partition("=")
+        if not sep:
+            raise cfg.ConfigError(f"--override {item!r}: expected KEY=VALUE")
+        overrides[k.strip()] = v.strip()
+    if args.node_id is not None:
+        overrides["node.id"] = args.node_id
+    if args.listen:
+        overrides["listeners"] = args.listen
+    if args.advertise:
+        overrides["advertised.listeners"] = args.advertise
+    if args.data_dir:
+        overrides["log.dirs"] = args.data_dir
+    if args.metrics:
+        overrides["metrics.listen"] = args.metrics
+    return cfg.BrokerConfig.load(args.config, overrides)
+
+
+def run(args: argparse.Namespace) -> int:
+    from framework.server.run import run as run_broker
+
+    return run_broker(load_config(args))

@@ -1,0 +1,388 @@
+"""Every configuration key, declared once: name, type, default, validator, doc and scope.
+
+Scopes:
+
+* ``broker``: read at start from the TOML file (``--config``), ``SFTRAFFIC_*`` environment
+  variables and command-line flags, in that order of increasing precedence.
+* ``stream``: defaults shared by every topic of a stream (``sftraffic streams``).
+* ``topic``: per-topic overrides (CreateTopics configs, AlterConfigs).
+
+A topic-scoped key resolves topic override → stream value → broker default (its
+``broker_name``, e.g. ``log.retention.ms`` for ``retention.ms``) → built-in default. CLI help,
+the README's configuration reference, DescribeConfigs and validation all read this table.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from framework.errors import ConfigError
+
+LONG_MAX = 9223372036854775807
+INT_MAX = 2147483647
+
+BROKER = "broker"
+STREAM = "stream"
+TOPIC = "topic"
+
+# DescribeConfigs v3+ config types
+TYPE_CODES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7, "password": 9}
+
+Validator = Callable[[Any], "str | None"]
+
+
+def at_least(lo: int | float) -> Validator:
+    def check(v: Any) -> str | None:
+        return None if v >= lo else f"must be >= {lo}"
+
+    return check
+
+
+def between(lo: int | float, hi: int | float) -> Validator:
+    def check(v: Any) -> str | None:
+        return None if lo <= v <= hi else f"must be between {lo} and {hi}"
+
+    return check
+
+
+def one_of(*choices: str) -> Validator:
+    def check(v: Any) -> str | None:
+        return None if v in choices else f"must be one of {', '.join(choices)}"
+
+    return check
+
+
+def list_of(*choices: str) -> Validator:
+    def check(v: Any) -> str | None:
+        bad = [x for x in v if x not in choices]
+        if bad or not v:
+            return f"must be a non-empty list of {', '.join(choices)}"
+        return None
+
+    return check
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigKey:
+    name: str
+    type: str  # int | long | double | bool | string | list | password
+    default: Any
+    doc: str
+    scopes: frozenset[str]
+    broker_name: str | None = None  # broker-level synonym of a topic key
+    validator: Validator | None = None
+    dynamic: bool = False  # may change on a running broker (topic/stream keys always can)
+
+    def parse(self, raw: Any, source: str = "") -> Any:
+        """Convert a string/TOML value to this key's type and validate it."""
+        where = f" (from {source})" if source else ""
+        try:
+            value = _convert(self.type, raw)
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"config {self.name}={raw!r}{where}: expected {self.type}"
+            ) from None
+        if self.validator is not None:
+            problem = self.validator(value)
+            if problem:
+                raise ConfigError(f"config {self.name}={raw!r}{where}: {problem}")
+        return value
+
+    def render(self, value: Any) -> str:
+        """The string form Kafka clients see in DescribeConfigs."""
+        if value is None:
+            return ""
+        if self.type == "bool":
+            return "true" if value else "false"
+        if self.type == "list":
+            return ",".join(value)
+        return str(value)
+
+
+def _convert(kind: str, raw: Any) -> Any:
+    if kind in ("int", "long"):
+        if isinstance(raw, bool):
+            raise TypeError
+        if isinstance(raw, int):
+            return raw
+        if isinstance(raw, float) and raw.is_integer():
+            return int(raw)
+        return int(str(raw).strip().replace("_", ""))
+    if kind == "double":
+        return float(raw)
+    if kind == "bool":
+        if isinstance(raw, bool):
+            return raw
+        s = str(raw).strip().lower()
+        if s in ("true", "1", "yes", "on"):
+            return True
+        if s in ("false", "0", "no", "off"):
+            return False
+        raise ValueError(raw)
+    if kind == "list":
+        if isinstance(raw, (list, tuple)):
+            return [str(x).strip() for x in raw if str(x).strip()]
+        return [x.strip() for x in str(raw).split(",") if x.strip()]
+    if kind in ("string", "password"):
+        if not isinstance(raw, (str, int, float)):
+            raise TypeError
+        return str(raw)
+    raise AssertionError(kind)
+
+
+_KEYS: dict[str, ConfigKey] = {}
+_BY_BROKER_NAME: dict[str, ConfigKey] = {}
+
+
+def define(
+    name: str,
+    type_: str,
+    default: Any,
+    doc: str,
+    scopes: Iterable[str],
+    *,
+    broker_name: str | None = None,
+    validator: Validator | None = None,
+    dynamic: bool = False,
+) -> ConfigKey:
+    key = ConfigKey(name, type_, default, doc, frozenset(scopes), broker_name, validator, dynamic)
+    assert name not in _KEYS, name
+    _KEYS[name] = key
+    if broker_name:
+        _BY_BROKER_NAME[broker_name] = key
+    return key
+
+
+B, S, T = BROKER, STREAM, TOPIC
+DAY_MS = 86_400_000
+
+# ---- broker ------------------------------------------------------------------------------
+define("node.id", "int", 1, "This broker's id, unique in the cluster.", [B], validator=between(0, 1_000_000))
+define("listeners", "string", "127.0.0.1:9092", "HOST:PORT the Kafka listener binds.", [B])
+define("advertised.listeners", "string", "", "HOST:PORT given to clients in Metadata (default: listeners).", [B])
+define("log.dirs", "string", "./data", "Directory holding this broker's logs and metadata.", [B])
+define("cluster.id", "string", "", "Cluster id; generated and stored in the data dir on first start when empty.", [B])
+define("num.partitions", "int", 1, "Partitions of an auto-created topic or a CreateTopics request asking for -1.", [B, S], validator=between(1, 4096))
+define("default.replication.factor", "int", 1, "Replication factor when a request asks for -1.", [B, S], validator=between(1, 16))
+define("max.partitions.per.topic", "int", 4096, "Upper bound on partitions per topic (the seeds' limit).", [B], validator=between(1, 100_000))
+define("auto.create.topics.enable", "bool", True, "Create unknown topics on Metadata requests that allow it.", [B])
+define("delete.topic.enable", "bool", True, "Allow DeleteTopics.", [B])
+define("socket.request.max.bytes", "int", 104_857_600, "Largest request frame; bigger frames close the connection.", [B], validator=at_least(1024))
+define("log.retention.check.interval.ms", "long", 300_000, "How often retention deletes expired segments.", [B], validator=at_least(1))
+define("log.flush.scheduler.interval.ms", "long", 1000, "How often flush.ms is checked.", [B], validator=at_least(1))
+define("metrics.listen", "string", "", "HOST:PORT for the Prometheus /metrics endpoint; empty disables it.", [B])
+define("log.level", "string", "INFO", "Log level of the broker process.", [B], validator=one_of("DEBUG", "INFO", "WARNING", "ERROR"))
+define("log.format", "string", "text", "Broker log format: text or json (one object per line).", [B], validator=one_of("text", "json"))
+define("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", [B], validator=between(1, 1000))
+define("offsets.retention.minutes", "long", 10_080, "Committed offsets of empty groups expire after this long.", [B], validator=at_least(1))
+define("offsets.retention.check.interval.ms", "long", 600_000, "How often expired offsets and groups are removed.", [B], validator=at_least(1))
+define("group.initial.rebalance.delay.ms", "int", 3000, "Wait for more members before the first rebalance of an empty group.", [B], validator=at_least(0))
+define("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for.", [B], validator=at_least(1))
+define("group.max.session.timeout.ms", "int", 1_800_000, "Largest session timeout a member may ask for.", [B], validator=at_least(1))
+define("group.max.size", "int", INT_MAX, "Most members in one group.", [B], validator=at_least(1))
+define("producer.id.block.size", "int", 1000, "Producer ids a broker reserves at a time.", [B], validator=at_least(1))
+
+# ---- topic (and stream, and broker default via broker_name) -------------------------------
+TS = [T, S]
+define("cleanup.policy", "list", ["delete"], "delete: drop old segments; compact: keep the latest value per key.", TS,
+       broker_name="log.cleanup.policy", validator=list_of("delete", "compact"))
+define("compression.type", "string", "producer", "Only 'producer' (keep the producer's codec); batches are stored as sent.", TS,
+       broker_name="compression.type.broker", validator=one_of("producer"))
+define("delete.retention.ms", "long", DAY_MS, "How long tombstones survive compaction.", TS,
+       broker_name="log.cleaner.delete.retention.ms", validator=at_least(0))
+define("file.delete.delay.ms", "long", 60_000, "Accepted for compatibility; segments are unlinked at once.", TS,
+       broker_name="log.segment.delete.delay.ms", validator=at_least(0))
+define("flush.messages", "long", LONG_MAX, "fsync after this many messages (1 = every batch). Default: leave it to the OS.", TS,
+       broker_name="log.flush.interval.messages", validator=at_least(1))
+define("flush.ms", "long", LONG_MAX, "fsync data older than this many ms. Default: leave it to the OS.", TS,
+       broker_name="log.flush.interval.ms", validator=at_least(0))
+define("index.interval.bytes", "int", 4096, "Bytes between entries of the sparse offset and time indexes.", TS,
+       broker_name="log.index.interval.bytes", validator=at_least(0))
+define("max.message.bytes", "int", 1_048_588, "Largest record batch accepted.", TS,
+       broker_name="message.max.bytes", validator=at_least(0))
+define("message.timestamp.type", "string", "CreateTime", "CreateTime (event time, from the producer) or LogAppendTime (broker clock).", TS,
+       broker_name="log.message.timestamp.type", validator=one_of("CreateTime", "LogAppendTime"))
+define("message.timestamp.before.max.ms", "long", LONG_MAX, "Reject batches whose max timestamp is older than this.", TS,
+       broker_name="log.message.timestamp.before.max.ms", validator=at_least(0))
+define("message.timestamp.after.max.ms", "long", LONG_MAX, "Reject batches whose max timestamp is further in the future than this.", TS,
+       broker_name="log.message.timestamp.after.max.ms", validator=at_least(0))
+define("min.cleanable.dirty.ratio", "double", 0.5, "Compaction starts when this share of the log is uncleaned.", TS,
+       broker_name="log.cleaner.min.cleanable.ratio", validator=between(0.0, 1.0))
+define("min.compaction.lag.ms", "long", 0, "Records younger than this are not compacted.", TS,
+       broker_name="log.cleaner.min.compaction.lag.ms", validator=at_least(0))
+define("max.compaction.lag.ms", "long", LONG_MAX, "Records older than this are compacted even below the dirty ratio.", TS,
+       broker_name="log.cleaner.max.compaction.lag.ms", validator=at_least(1))
+define("min.insync.replicas", "int", 1, "Replicas that must have a batch before acks=all succeeds.", TS,
+       broker_name="min.insync.replicas", validator=at_least(1))
+define("retention.bytes", "long", -1, "Keep at most this many bytes per partition (-1: no limit).", TS,
+       broker_name="log.retention.bytes", validator=at_least(-1))
+define("retention.ms", "long", 7 * DAY_MS, "Time to live: delete segments whose newest record is older (-1: forever).", TS,
+       broker_name="log.retention.ms", validator=at_least(-1))
+define("segment.bytes", "int", 1_073_741_824, "Roll a new segment at this size.", TS,
+       broker_name="log.segment.bytes", validator=at_least(1024))
+define("segment.ms", "long", 7 * DAY_MS, "Roll a new segment when the active one is this old.", TS,
+       broker_name="log.roll.ms", validator=at_least(1))
+define("segment.index.bytes", "int", 10_485_760, "Accepted for compatibility (indexes grow as needed).", TS,
+       broker_name="log.index.size.max.bytes", validator=at_least(8))
+define("segment.jitter.ms", "long", 0, "Accepted for compatibility.", TS, broker_name="log.roll.jitter.ms", validator=at_least(0))
+define("unclean.leader.election.enable", "bool", False, "Allow an out-of-sync replica to lead (may lose data).", TS,
+       broker_name="unclean.leader.election.enable")
+define("producer.id.expiration.ms", "long", 7 * DAY_MS, "Forget an idempotent producer id unused for this long (the seeds' pidexpirysecs).", [B, S, T],
+       validator=at_least(1))
+
+# ---- stream-only ------------------------------------------------------------------------
+# num.partitions and default.replication.factor above also apply per stream.
+
+
+def key(name: str) -> ConfigKey:
+    k = _KEYS.get(name) or _BY_BROKER_NAME.get(name)
+    if k is None:
+        raise ConfigError(f"unknown config {name!r}")
+    return k
+
+
+def keys(scope: str | None = None) -> list[ConfigKey]:
+    return [k for k in _KEYS.values() if scope is None or scope in k.scopes]
+
+
+def lookup(name: str) -> ConfigKey | None:
+    return _KEYS.get(name) or _BY_BROKER_NAME.get(name)
+
+
+def validate(props: Mapping[str, Any], scope: str, source: str = "") -> dict[str, Any]:
+    """Parse and validate a mapping of overrides for ``scope``; unknown names are errors."""
+    out: dict[str, Any] = {}
+    for name, raw in props.items():
+        k = _KEYS.get(name)
+        if k is None or scope not in k.scopes:
+            where = f" in {source}" if source else ""
+            known = "" if scope == BROKER else f"; {scope} configs: {', '.join(sorted(x.name for x in keys(scope)))}"
+            raise ConfigError(f"unknown {scope} config {name!r}{where}{known}")
+        out[name] = k.parse(raw, source)
+    return out
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        name = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, name + "."))
+        else:
+            out[name] = v
+    return out
+
+
+@dataclass
+class BrokerConfig:
+    """Resolved broker settings (a view over the declared keys)."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self.values:
+            return self.values[name]
+        return key(name).default
+
+    def get(self, name: str) -> Any:
+        return self[name]
+
+    def topic_default(self, topic_key: str) -> Any:
+        """Broker-wide default of a topic key (its broker synonym if set)."""
+        k = _KEYS[topic_key]
+        if k.broker_name and k.broker_name in self.values:
+            return self.values[k.broker_name]
+        if topic_key in self.values:
+            return self.values[topic_key]
+        return k.default
+
+    @property
+    def node_id(self) -> int:
+        return int(self["node.id"])
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self["log.dirs"])
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path | None = None,
+        overrides: Mapping[str, Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> BrokerConfig:
+        """Merge file < environment < overrides, validating every key with a clear message."""
+        cfg = cls()
+        if path is not None:
+            p = Path(path)
+            try:
+                with p.open("rb") as fh:
+                    data = tomllib.load(fh)
+            except FileNotFoundError:
+                raise ConfigError(f"config file {p} does not exist") from None
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(f"config file {p} is not valid TOML: {exc}") from None
+            cfg._apply(_flatten(data), str(p))
+        env = os.environ if environ is None else environ
+        by_env = {k.upper().replace(".", "_"): k for k in list(_KEYS) + list(_BY_BROKER_NAME)}
+        env_vals: dict[str, Any] = {}
+        for var, raw in env.items():
+            if not var.startswith("SFTRAFFIC_"):
+                continue
+            name = by_env.get(var[len("SFTRAFFIC_") :])
+            if name is None:
+                continue  # other SFTRAFFIC_* variables belong to the apps
+            env_vals[name] = raw
+        for name, raw in env_vals.items():
+            cfg._apply({name: raw}, f"environment SFTRAFFIC_{name.upper().replace('.', '_')}")
+        if overrides:
+            cfg._apply(dict(overrides), "command line")
+        return cfg
+
+    def _apply(self, flat: Mapping[str, Any], source: str) -> None:
+        for name, raw in flat.items():
+            k = _KEYS.get(name)
+            if k is not None and BROKER not in k.scopes:
+                k = None
+            if k is None:
+                k = _BY_BROKER_NAME.get(name)
+                if k is not None:
+                    self.values[name] = k.parse(raw, source)
+                    self.sources[name] = source
+                    continue
+                raise ConfigError(
+                    f"unknown broker config {name!r} in {source} "
+                    "(see README 'Configuration reference')"
+                )
+            self.values[name] = k.parse(raw, source)
+            self.sources[name] = source
+
+
+def parse_duration_ms(text: str) -> int:
+    """'180d', '6h', '30s', '500ms', '2w' or a plain number of ms."""
+    s = text.strip().lower()
+    units = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": DAY_MS, "w": 7 * DAY_MS, "mo": 30 * DAY_MS, "y": 365 * DAY_MS}
+    for suffix in sorted(units, key=len, reverse=True):
+        if s.endswith(suffix) and s[: -len(suffix)].strip().replace(".", "", 1).isdigit():
+            return int(float(s[: -len(suffix)]) * units[suffix])
+    try:
+        return int(s)
+    except ValueError:
+        raise ConfigError(f"cannot read duration {text!r}: use e.g. 500ms, 30s, 6h, 180d") from None
+
+
+def parse_size(text: str) -> int:
+    s = text.strip().lower().removesuffix("b")
+    mult = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+    if s and s[-1] in mult:
+        return int(float(s[:-1]) * mult[s[-1]])
+    try:
+        return int(s)
+    except ValueError:
+        raise ConfigError(f"cannot read size {text!r}: use e.g. 512k, 100m, 1g") from None

@@ -1,0 +1,372 @@
+"""Cluster metadata: streams, topics, partitions and their configuration.
+
+State changes are expressed as commands (``create_topic``, ``delete_topic``, ``alter_topic``,
+``create_stream`` ...) applied to an in-memory model and persisted after each change as one
+JSON document (``<data dir>/__metadata/metadata.json``), written to a temporary file, fsynced
+and renamed over the old one, so a crash leaves either the old or the new state, never a mix.
+
+Streams and the name mapping: a stream is a named group of topics carrying shared defaults.
+A topic named ``<stream>.<topic>`` (e.g. ``traffic_monitoring.traffic``) created while stream
+``<stream>`` exists belongs to it and inherits its configs unless the topic overrides them.
+Stream names use ``[A-Za-z0-9_-]`` (no dot), so the first dot of a topic name separates them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from framework import config as cfg
+from framework.errors import (
+    ConfigError,
+    InvalidPartitions,
+    InvalidReplicationFactor,
+    InvalidRequest,
+    InvalidTopic,
+    PolicyViolation,
+    StoreError,
+    TopicAlreadyExists,
+    UnknownTopicOrPartition,
+)
+from framework.protocol.errors import ErrorCode
+
+TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+STREAM_NAME = re.compile(r"^[A-Za-z0-9_-]{1,200}$")
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+class UnknownStream(StoreError):
+    code = ErrorCode.RESOURCE_NOT_FOUND
+
+
+class StreamAlreadyExists(StoreError):
+    code = ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+@dataclass
+class StreamInfo:
+    name: str
+    configs: dict[str, Any] = field(default_factory=dict)
+    created_ms: int = 0
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: str  # 32 hex digits
+    assignments: list[list[int]]  # partition → replica broker ids (first = preferred leader)
+    configs: dict[str, Any] = field(default_factory=dict)
+    stream: str | None = None
+    created_ms: int = 0
+    internal: bool = False
+
+    @property
+    def partitions(self) -> int:
+        return len(self.assignments)
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.assignments[0]) if self.assignments else 0
+
+    @property
+    def id_bytes(self) -> bytes:
+        return bytes.fromhex(self.topic_id)
+
+
+def validate_topic_name(name: str) -> None:
+    if not name or name in (".", ".."):
+        raise InvalidTopic(f"topic name {name!r} is not allowed")
+    if not TOPIC_NAME.match(name):
+        raise InvalidTopic(
+            f"topic name {name!r} is invalid: use at most 249 of [A-Za-z0-9._-]"
+        )
+
+
+def validate_stream_name(name: str) -> None:
+    if not STREAM_NAME.match(name or ""):
+        raise InvalidRequest(f"stream name {name!r} is invalid: use 1-200 of [A-Za-z0-9_-] (no dot)")
+
+
+Listener = Callable[[str, str], None]  # (event, topic or stream name)
+
+
+class MetadataStore:
+    """Streams and topics of one broker (single-node) — the state machine a cluster replicates."""
+
+    def __init__(self, data_dir: Path, broker: cfg.BrokerConfig) -> None:
+        self.dir = data_dir / "__metadata"
+        self.path = self.dir / "metadata.json"
+        self.broker = broker
+        self.cluster_id = ""
+        self.topics: dict[str, TopicInfo] = {}
+        self.topics_by_id: dict[bytes, TopicInfo] = {}
+        self.streams: dict[str, StreamInfo] = {}
+        self.listeners: list[Listener] = []
+        self._lock = threading.Lock()
+
+    # -- persistence -----------------------------------------------------------------------
+    def load(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            try:
+                doc = json.loads(self.path.read_text())
+            except (OSError, ValueError) as exc:
+                raise StoreError(
+                    f"cannot read {self.path}: {exc}; restore it from a backup or move the data "
+                    "dir away to start empty"
+                ) from None
+            self.cluster_id = doc.get("cluster_id", "")
+            for s in doc.get("streams", []):
+                st = StreamInfo(**s)
+                self.streams[st.name] = st
+            for t in doc.get("topics", []):
+                ti = TopicInfo(**t)
+                self.topics[ti.name] = ti
+                self.topics_by_id[ti.id_bytes] = ti
+        if not self.cluster_id:
+            self.cluster_id = self.broker["cluster.id"] or _new_cluster_id()
+            self._persist()
+
+    def _persist(self) -> None:
+        doc = {
+            "version": 1,
+            "cluster_id": self.cluster_id,
+            "streams": [asdict(s) for s in self.streams.values()],
+            "topics": [asdict(t) for t in self.topics.values()],
+        }
+        tmp = self.path.with_suffix(".json.tmp")
+        data = json.dumps(doc, indent=1, sort_keys=True).encode()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        dfd = os.open(self.dir, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+    def _notify(self, event: str, name: str) -> None:
+        for fn in list(self.listeners):
+            fn(event, name)
+
+    # -- queries ---------------------------------------------------------------------------
+    def stream_of(self, topic_name: str) -> StreamInfo | None:
+        head, dot, _ = topic_name.partition(".")
+        if not dot:
+            return None
+        return self.streams.get(head)
+
+    def topic(self, name: str) -> TopicInfo:
+        t = self.topics.get(name)
+        if t is None:
+            raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
+        return t
+
+    def topic_config_values(self, t: TopicInfo) -> dict[str, tuple[Any, str]]:
+        from framework.storage.log_config import resolve
+
+        stream = self.streams.get(t.stream) if t.stream else None
+        return resolve(t.configs, stream.configs if stream else {}, self.broker)
+
+    def stream_default(self, stream: StreamInfo | None, name: str) -> Any:
+        if stream is not None and name in stream.configs:
+            return stream.configs[name]
+        return self.broker[name]
+
+    # -- commands --------------------------------------------------------------------------
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, Any] | None = None,
+        assignments: list[list[int]] | None = None,
+        *,
+        brokers: list[int] | None = None,
+        validate_only: bool = False,
+        internal: bool = False,
+    ) -> TopicInfo:
+        validate_topic_name(name)
+        if name in self.topics:
+            raise TopicAlreadyExists(f"topic {name!r} already exists")
+        if name.startswith("__") and not internal and name in INTERNAL_TOPICS:
+            raise PolicyViolation(f"{name} is an internal topic")
+        collide = name.replace(".", "_")
+        for other in self.topics:
+            if other != name and other.replace(".", "_") == collide:
+                raise InvalidTopic(
+                    f"topic {name!r} collides with {other!r} ('.' and '_' are the same in metrics)"
+                )
+        stream = self.stream_of(name)
+        overrides = cfg.validate(dict(configs or {}), cfg.TOPIC, f"topic {name}")
+        brokers = brokers or [self.broker.node_id]
+        max_parts = int(self.broker["max.partitions.per.topic"])
+        if assignments:
+            if num_partitions not in (-1, len(assignments)) or replication_factor != -1:
+                raise InvalidRequest("give either assignments or partitions/replication factor")
+            for a in assignments:
+                if not a or len(set(a)) != len(a) or any(b not in brokers for b in a):
+                    raise InvalidRequest(f"invalid replica assignment {a} (brokers: {brokers})")
+            if len({len(a) for a in assignments}) != 1:
+                raise InvalidReplicationFactor("all partitions need the same replica count")
+            assign = [list(a) for a in assignments]
+        else:
+            n = num_partitions if num_partitions != -1 else int(self.stream_default(stream, "num.partitions"))
+            rf = replication_factor if replication_factor != -1 else int(
+                self.stream_default(stream, "default.replication.factor")
+            )
+            if n < 1 or n > max_parts:
+                raise InvalidPartitions(f"number of partitions must be between 1 and {max_parts}, got {n}")
+            if rf < 1 or rf > len(brokers):
+                raise InvalidReplicationFactor(
+                    f"replication factor {rf} is larger than the {len(brokers)} available broker(s)"
+                    if rf > len(brokers)
+                    else f"replication factor must be >= 1, got {rf}"
+                )
+            assign = [[brokers[(p + r) % len(brokers)] for r in range(rf)] for p in range(n)]
+        if len(assign) > max_parts:
+            raise InvalidPartitions(f"at most {max_parts} partitions per topic")
+        t = TopicInfo(
+            name=name,
+            topic_id=uuid.uuid4().hex,
+            assignments=assign,
+            configs=overrides,
+            stream=stream.name if stream else None,
+            created_ms=_now_ms(),
+            internal=internal,
+        )
+        if validate_only:
+            return t
+        with self._lock:
+            self.topics[name] = t
+            self.topics_by_id[t.id_bytes] = t
+            self._persist()
+        self._notify("topic_created", name)
+        return t
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        with self._lock:
+            t = self.topic(name)
+            del self.topics[name]
+            self.topics_by_id.pop(t.id_bytes, None)
+            self._persist()
+        self._notify("topic_deleted", name)
+        return t
+
+    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
+                          brokers: list[int], validate_only: bool = False) -> TopicInfo:
+        t = self.topic(name)
+        max_parts = int(self.broker["max.partitions.per.topic"])
+        if count <= t.partitions:
+            raise InvalidPartitions(f"topic {name} already has {t.partitions} partitions; it can only grow")
+        if count > max_parts:
+            raise InvalidPartitions(f"at most {max_parts} partitions per topic")
+        rf = t.replication_factor
+        new = assignments or [
+            [brokers[(p + r) % len(brokers)] for r in range(rf)] for p in range(t.partitions, count)
+        ]
+        if len(new) != count - t.partitions:
+            raise InvalidRequest("assignments must list exactly the new partitions")
+        if validate_only:
+            return t
+        with self._lock:
+            t.assignments = t.assignments + [list(a) for a in new]
+            self._persist()
+        self._notify("partitions_created", name)
+        return t
+
+    def alter_topic(self, name: str, set_: Mapping[str, Any], delete: list[str] | None = None,
+                    replace: bool = False, validate_only: bool = False) -> TopicInfo:
+        t = self.topic(name)
+        parsed = cfg.validate(dict(set_), cfg.TOPIC, f"topic {name}")
+        for k in delete or []:
+            if cfg.lookup(k) is None or cfg.TOPIC not in cfg.key(k).scopes:
+                raise ConfigError(f"unknown topic config {k!r}")
+        new = {} if replace else dict(t.configs)
+        new.update(parsed)
+        for k in delete or []:
+            new.pop(k, None)
+        if validate_only:
+            return t
+        with self._lock:
+            t.configs = new
+            self._persist()
+        self._notify("topic_altered", name)
+        return t
+
+    def create_stream(self, name: str, configs: Mapping[str, Any], validate_only: bool = False) -> StreamInfo:
+        validate_stream_name(name)
+        if name in self.streams:
+            raise StreamAlreadyExists(f"stream {name!r} already exists")
+        parsed = cfg.validate(dict(configs), cfg.STREAM, f"stream {name}")
+        s = StreamInfo(name, parsed, _now_ms())
+        if validate_only:
+            return s
+        with self._lock:
+            self.streams[name] = s
+            # topics already named <stream>.* join the stream
+            for t in self.topics.values():
+                if t.stream is None and t.name.startswith(name + "."):
+                    t.stream = name
+            self._persist()
+        self._notify("stream_changed", name)
+        return s
+
+    def alter_stream(self, name: str, set_: Mapping[str, Any], delete: list[str] | None = None,
+                     validate_only: bool = False) -> StreamInfo:
+        s = self.streams.get(name)
+        if s is None:
+            raise UnknownStream(f"stream {name!r} does not exist")
+        parsed = cfg.validate(dict(set_), cfg.STREAM, f"stream {name}")
+        new = dict(s.configs)
+        new.update(parsed)
+        for k in delete or []:
+            new.pop(k, None)
+        if validate_only:
+            return s
+        with self._lock:
+            s.configs = new
+            self._persist()
+        self._notify("stream_changed", name)
+        return s
+
+    def delete_stream(self, name: str) -> StreamInfo:
+        s = self.streams.get(name)
+        if s is None:
+            raise UnknownStream(f"stream {name!r} does not exist")
+        members = [t.name for t in self.topics.values() if t.stream == name]
+        if members:
+            raise PolicyViolation(
+                f"stream {name!r} still has {len(members)} topic(s) ({', '.join(members[:5])}); "
+                "delete them first"
+            )
+        with self._lock:
+            del self.streams[name]
+            self._persist()
+        self._notify("stream_changed", name)
+        return s
+
+    def stream_topics(self, name: str) -> list[str]:
+        return sorted(t.name for t in self.topics.values() if t.stream == name)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _new_cluster_id() -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

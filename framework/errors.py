@@ -1,0 +1,108 @@
+"""One error root for the store, mapped to Kafka error codes.
+
+Storage, coordinator and handlers raise :class:`StoreError` subclasses; the server maps any
+of them to its Kafka code in one place (``framework.server.router``). Anything else escaping a
+handler is a bug: it is logged with a traceback and answered with UNKNOWN_SERVER_ERROR.
+"""
+
+from __future__ import annotations
+
+from framework.protocol.errors import ErrorCode
+
+__all__ = [
+    "ConfigError",
+    "CorruptRecord",
+    "ErrorCode",
+    "InvalidPartitions",
+    "InvalidReplicationFactor",
+    "InvalidRequest",
+    "InvalidTopic",
+    "KafkaStorageError",
+    "MessageTooLarge",
+    "NotEnoughReplicas",
+    "NotLeader",
+    "OffsetOutOfRange",
+    "PolicyViolation",
+    "StoreError",
+    "TopicAlreadyExists",
+    "UnknownTopicOrPartition",
+]
+
+
+class StoreError(Exception):
+    """Base of every error the store reports to a client."""
+
+    code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str = "", code: ErrorCode | None = None) -> None:
+        if code is not None:
+            self.code = code
+        super().__init__(message or self.code.description or self.code.name)
+
+    @property
+    def retriable(self) -> bool:
+        return self.code.retriable
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else self.code.name
+
+
+class UnknownTopicOrPartition(StoreError):
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+class TopicAlreadyExists(StoreError):
+    code = ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+class InvalidTopic(StoreError):
+    code = ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+class InvalidPartitions(StoreError):
+    code = ErrorCode.INVALID_PARTITIONS
+
+
+class InvalidReplicationFactor(StoreError):
+    code = ErrorCode.INVALID_REPLICATION_FACTOR
+
+
+class ConfigError(StoreError):
+    """A configuration value is unknown or invalid; the message names the key."""
+
+    code = ErrorCode.INVALID_CONFIG
+
+
+class PolicyViolation(StoreError):
+    code = ErrorCode.POLICY_VIOLATION
+
+
+class InvalidRequest(StoreError):
+    code = ErrorCode.INVALID_REQUEST
+
+
+class CorruptRecord(StoreError):
+    code = ErrorCode.CORRUPT_MESSAGE
+
+
+class MessageTooLarge(StoreError):
+    code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+class OffsetOutOfRange(StoreError):
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class NotLeader(StoreError):
+    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+class NotEnoughReplicas(StoreError):
+    code = ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+class KafkaStorageError(StoreError):
+    """The disk refused a write or read (full disk, I/O error); the log is left intact."""
+
+    code = ErrorCode.KAFKA_STORAGE_ERROR

@@ -1,0 +1,2 @@
+"""Generated message classes (see tools/gen_protocol.py)."""
+

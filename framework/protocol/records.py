@@ -1,0 +1,426 @@
+"""Kafka record batches (magic v2): a header view for the hot path, records for cold paths.
+
+Batch layout (61-byte header, then records; CRC-32C covers byte 21 to the end)::
+
+    0  base_offset            int64     assigned by the broker (patched in place)
+    8  batch_length           int32     bytes after this field
+    12 partition_leader_epoch int32     outside the CRC, patched by the leader
+    16 magic                  int8      2
+    17 crc                    uint32    CRC-32C of bytes 21..end
+    21 attributes             int16     0-2 compression, 3 timestamp type, 4 transactional,
+                                        5 control, 6 delete horizon
+    23 last_offset_delta      int32
+    27 base_timestamp         int64
+    35 max_timestamp          int64
+    43 producer_id            int64
+    51 producer_epoch         int16
+    53 base_sequence          int32
+    57 records_count          int32
+    61 records...
+
+The broker never decodes records on the produce/fetch path: it checks the header and CRC,
+patches the base offset (and the max timestamp for LogAppendTime topics) and stores the bytes.
+Record-level code here serves the cold paths: timestamp look-ups, compaction, the group
+coordinator's internal topic and tests.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import cramjam
+import crc32c as _crc32c
+
+from framework.protocol.schema import Buffer
+
+HEADER_SIZE = 61
+LOG_OVERHEAD = 12  # base_offset + batch_length
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49
+MAGIC_V2 = 2
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
+CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
+CODECS_BY_NAME = {v: k for k, v in CODEC_NAMES.items()}
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_PREFIX = struct.Struct(">qi")  # base offset, batch length
+_Q = struct.Struct(">q")
+_I = struct.Struct(">I")
+_H = struct.Struct(">h")
+
+crc32c = _crc32c.crc32c
+
+
+class BatchHeader(NamedTuple):
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size(self) -> int:
+        """Bytes of the whole batch, header included."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def is_log_append_time(self) -> bool:
+        return bool(self.attributes & TIMESTAMP_TYPE_MASK)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence < 0:
+            return -1
+        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
+
+def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
+    """Parse the 61-byte header at ``pos`` (raises struct.error when short)."""
+    return BatchHeader._make(_HEADER.unpack_from(buf, pos))
+
+
+def read_prefix(buf: Buffer, pos: int = 0) -> tuple[int, int]:
+    """(base_offset, batch_length) at ``pos``: the 12 bytes every log entry starts with."""
+    return _PREFIX.unpack_from(buf, pos)  # type: ignore[return-value]
+
+
+class InvalidBatch(ValueError):
+    """A batch failed validation; ``corrupt`` separates CRC/framing damage from policy."""
+
+    def __init__(self, message: str, corrupt: bool = True) -> None:
+        super().__init__(message)
+        self.corrupt = corrupt
+
+
+def compute_crc(batch: Buffer) -> int:
+    mv = memoryview(batch)
+    return crc32c(mv[21:])  # type: ignore[no-any-return]
+
+
+def validate_batches(buf: Buffer) -> list[BatchHeader]:
+    """Check framing, magic and CRC of every batch in ``buf``; no side effects.
+
+    Raises :class:`InvalidBatch` on the first problem. Used by produce (whole request
+    payload) and by log recovery (see ``scan_valid_prefix``).
+    """
+    mv = memoryview(buf)
+    n = len(mv)
+    pos = 0
+    out: list[BatchHeader] = []
+    if n == 0:
+        raise InvalidBatch("empty record set")
+    while pos < n:
+        if n - pos < HEADER_SIZE:
+            raise InvalidBatch(f"truncated batch header at byte {pos}")
+        h = BatchHeader._make(_HEADER.unpack_from(mv, pos))
+        if h.magic != MAGIC_V2:
+            raise InvalidBatch(f"unsupported record batch magic {h.magic} (only v2)", corrupt=False)
+        end = pos + LOG_OVERHEAD + h.batch_length
+        if h.batch_length < MIN_BATCH_LENGTH or end > n:
+            raise InvalidBatch(f"batch length {h.batch_length} out of bounds at byte {pos}")
+        if crc32c(mv[pos + 21 : end]) != h.crc:
+            raise InvalidBatch(f"CRC mismatch in batch at byte {pos}")
+        if h.records_count <= 0 or h.last_offset_delta != h.records_count - 1:
+            raise InvalidBatch(
+                f"batch declares {h.records_count} records but last offset delta "
+                f"{h.last_offset_delta}"
+            )
+        if h.compression > ZSTD:
+            raise InvalidBatch(f"unknown compression codec {h.compression}")
+        out.append(h)
+        pos = end
+    return out
+
+
+def scan_valid_prefix(buf: Buffer, expected_base: int | None = None) -> tuple[int, list[tuple[int, BatchHeader]]]:
+    """Length of the longest prefix of whole, CRC-valid batches with increasing offsets.
+
+    Returns (valid_bytes, [(position, header), ...]). Recovery truncates the file there.
+    """
+    mv = memoryview(buf)
+    n = len(mv)
+    pos = 0
+    out: list[tuple[int, BatchHeader]] = []
+    nxt = expected_base
+    while n - pos >= HEADER_SIZE:
+        h = BatchHeader._make(_HEADER.unpack_from(mv, pos))
+        end = pos + LOG_OVERHEAD + h.batch_length
+        if (
+            h.magic != MAGIC_V2
+            or h.batch_length < MIN_BATCH_LENGTH
+            or end > n
+            or (nxt is not None and h.base_offset < nxt)
+            or h.last_offset_delta < 0
+            or crc32c(mv[pos + 21 : end]) != h.crc
+        ):
+            break
+        out.append((pos, h))
+        nxt = h.next_offset
+        pos = end
+    return pos, out
+
+
+def set_base_offset(batch: bytearray | memoryview, pos: int, base_offset: int) -> None:
+    _Q.pack_into(batch, pos, base_offset)
+
+
+def set_leader_epoch(batch: bytearray | memoryview, pos: int, epoch: int) -> None:
+    struct.pack_into(">i", batch, pos + 12, epoch)
+
+
+def set_log_append_time(batch: bytearray | memoryview, pos: int, size: int, now_ms: int) -> None:
+    """Mark the batch LogAppendTime, set its max timestamp and recompute the CRC."""
+    mv = memoryview(batch)
+    attrs = _H.unpack_from(mv, pos + 21)[0]
+    _H.pack_into(mv, pos + 21, attrs | TIMESTAMP_TYPE_MASK)
+    _Q.pack_into(mv, pos + 35, now_ms)
+    _I.pack_into(mv, pos + 17, crc32c(mv[pos + 21 : pos + size]))
+
+
+# ---------------------------------------------------------------------------------------
+# records (cold paths)
+
+
+@dataclass(slots=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+
+def _read_varint(buf: Buffer, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise InvalidBatch("varint too long")
+    return (result >> 1) ^ -(result & 1), pos
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    v = (value << 1) ^ (value >> 63)
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+_XERIAL = b"\x82SNAPPY\x00"
+
+
+def decompress(codec: int, data: Buffer) -> bytes:
+    if codec == NONE:
+        return bytes(data)
+    if codec == GZIP:
+        return gzip.decompress(data)
+    if codec == SNAPPY:
+        raw = bytes(data)
+        if raw.startswith(_XERIAL):  # snappy-java framing used by the Java client
+            out = bytearray()
+            pos = 16
+            while pos < len(raw):
+                (n,) = struct.unpack_from(">i", raw, pos)
+                pos += 4
+                out += bytes(cramjam.snappy.decompress_raw(raw[pos : pos + n]))
+                pos += n
+            return bytes(out)
+        return bytes(cramjam.snappy.decompress_raw(raw))
+    if codec == LZ4:
+        return bytes(cramjam.lz4.decompress(bytes(data)))
+    if codec == ZSTD:
+        return bytes(cramjam.zstd.decompress(bytes(data)))
+    raise InvalidBatch(f"unknown compression codec {codec}")
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    if codec == NONE:
+        return data
+    if codec == GZIP:
+        return gzip.compress(data, compresslevel=1)
+    if codec == SNAPPY:
+        return bytes(cramjam.snappy.compress_raw(data))
+    if codec == LZ4:
+        return bytes(cramjam.lz4.compress(data))
+    if codec == ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    raise ValueError(f"unknown compression codec {codec}")
+
+
+def decode_batch(batch: Buffer) -> tuple[BatchHeader, list[Record]]:
+    """Decode every record of one batch (decompressing if needed)."""
+    h = read_header(batch)
+    mv = memoryview(batch)[: h.size]
+    body = decompress(h.compression, mv[HEADER_SIZE:])
+    recs: list[Record] = []
+    pos = 0
+    log_append = h.is_log_append_time
+    for _ in range(h.records_count):
+        length, pos = _read_varint(body, pos)
+        end = pos + length
+        pos += 1  # attributes
+        ts_delta, pos = _read_varint(body, pos)
+        off_delta, pos = _read_varint(body, pos)
+        klen, pos = _read_varint(body, pos)
+        key = None
+        if klen >= 0:
+            key = body[pos : pos + klen]
+            pos += klen
+        vlen, pos = _read_varint(body, pos)
+        value = None
+        if vlen >= 0:
+            value = body[pos : pos + vlen]
+            pos += vlen
+        nh, pos = _read_varint(body, pos)
+        headers: list[tuple[str, bytes | None]] = []
+        for _ in range(nh):
+            hk, pos = _read_varint(body, pos)
+            hkey = body[pos : pos + hk].decode("utf-8", "replace")
+            pos += hk
+            hv, pos = _read_varint(body, pos)
+            hval = None
+            if hv >= 0:
+                hval = body[pos : pos + hv]
+                pos += hv
+            headers.append((hkey, hval))
+        if pos != end:
+            raise InvalidBatch("record length does not match its fields")
+        ts = h.max_timestamp if log_append else h.base_timestamp + ts_delta
+        recs.append(Record(h.base_offset + off_delta, ts, key, value, headers))
+    return h, recs
+
+
+def iter_batches(buf: Buffer) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each whole batch in ``buf``; stops at a partial tail."""
+    mv = memoryview(buf)
+    n = len(mv)
+    pos = 0
+    while n - pos >= HEADER_SIZE:
+        h = BatchHeader._make(_HEADER.unpack_from(mv, pos))
+        if h.batch_length < MIN_BATCH_LENGTH or pos + h.size > n:
+            return
+        yield pos, h
+        pos += h.size
+
+
+def build_batch(
+    records: list[tuple[bytes | None, bytes | None]]
+    | list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
+    *,
+    base_offset: int = 0,
+    timestamp_ms: int = 0,
+    timestamps: list[int] | None = None,
+    compression: int = NONE,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    leader_epoch: int = -1,
+    control: bool = False,
+    transactional: bool = False,
+) -> bytes:
+    """Encode one v2 batch (used by the coordinator, tools and tests)."""
+    body = bytearray()
+    ts_list = timestamps or [timestamp_ms] * len(records)
+    base_ts = min(ts_list) if ts_list else timestamp_ms
+    for i, rec in enumerate(records):
+        key, value = rec[0], rec[1]
+        hdrs = rec[2] if len(rec) > 2 else []  # type: ignore[misc]
+        r = bytearray()
+        r.append(0)
+        _write_varint(r, ts_list[i] - base_ts)
+        _write_varint(r, i)
+        if key is None:
+            _write_varint(r, -1)
+        else:
+            _write_varint(r, len(key))
+            r += key
+        if value is None:
+            _write_varint(r, -1)
+        else:
+            _write_varint(r, len(value))
+            r += value
+        _write_varint(r, len(hdrs))
+        for hk, hv in hdrs:
+            hkb = hk.encode()
+            _write_varint(r, len(hkb))
+            r += hkb
+            if hv is None:
+                _write_varint(r, -1)
+            else:
+                _write_varint(r, len(hv))
+                r += hv
+        _write_varint(body, len(r))
+        body += r
+    payload = compress(compression, bytes(body))
+    attrs = compression
+    if transactional:
+        attrs |= TRANSACTIONAL_MASK
+    if control:
+        attrs |= CONTROL_MASK
+    max_ts = max(ts_list) if ts_list else timestamp_ms
+    batch_length = HEADER_SIZE - LOG_OVERHEAD + len(payload)
+    out = bytearray(
+        _HEADER.pack(
+            base_offset,
+            batch_length,
+            leader_epoch,
+            MAGIC_V2,
+            0,
+            attrs,
+            len(records) - 1,
+            base_ts,
+            max_ts,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(records),
+        )
+    )
+    out += payload
+    _I.pack_into(out, 17, crc32c(memoryview(out)[21:]))
+    return bytes(out)

@@ -1,0 +1,48 @@
+"""AlterConfigs (33): replace a topic's dynamic configuration (legacy, non-incremental)."""
+
+from __future__ import annotations
+
+from framework.errors import StoreError
+from framework.protocol.errors import ErrorCode
+from framework.protocol.messages.alter_configs import (
+    AlterConfigsRequest,
+    AlterConfigsResourceResponse,
+    AlterConfigsResponse,
+)
+from framework.server.context import RequestContext
+
+API_KEY = 33
+TOPIC, BROKER = 2, 4
+
+BROKER_STATIC = (
+    "broker configs are static in sftraffic: edit the broker's TOML file (or SFTRAFFIC_* "
+    "variables) and restart it"
+)
+
+
+def handle(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
+    out = []
+    for res in req.resources:
+        r = AlterConfigsResourceResponse(error_code=0, resource_type=res.resource_type, resource_name=res.resource_name)
+        out.append(r)
+        try:
+            if res.resource_type == TOPIC:
+                values = {c.name: c.value for c in res.configs if c.value is not None}
+                ctx.broker.metadata.alter_topic(res.resource_name, values, replace=True, validate_only=req.validate_only)
+            elif res.resource_type == BROKER:
+                raise StoreError(BROKER_STATIC, ErrorCode.INVALID_REQUEST)
+            else:
+                raise StoreError(f"resource type {res.resource_type} is not supported", ErrorCode.INVALID_REQUEST)
+        except StoreError as exc:
+            r.error_code = exc.code
+            r.error_message = exc.message
+    return AlterConfigsResponse(responses=out)
+
+
+def error_response(req: AlterConfigsRequest, code: int, message: str) -> AlterConfigsResponse:
+    return AlterConfigsResponse(
+        responses=[
+            AlterConfigsResourceResponse(error_code=code, error_message=message, resource_type=r.resource_type, resource_name=r.resource_name)
+            for r in req.resources
+        ]
+    )

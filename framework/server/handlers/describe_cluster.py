@@ -1,0 +1,35 @@
+"""DescribeCluster (60): cluster id, controller and brokers (what AdminClient.describe_cluster shows)."""
+
+from __future__ import annotations
+
+from framework.protocol.errors import ErrorCode
+from framework.protocol.messages.describe_cluster import (
+    DescribeClusterBroker,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+)
+from framework.server.context import RequestContext
+from framework.server.handlers.metadata import CLUSTER_OPERATIONS, NOT_REQUESTED
+
+API_KEY = 60
+
+
+def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
+    b = ctx.broker
+    if ctx.version >= 1 and req.endpoint_type not in (1,):
+        return DescribeClusterResponse(
+            error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, error_message="only broker endpoints (1) are served",
+            endpoint_type=req.endpoint_type, cluster_id=b.metadata.cluster_id, controller_id=-1,
+        )
+    return DescribeClusterResponse(
+        error_code=0,
+        endpoint_type=1,
+        cluster_id=b.metadata.cluster_id,
+        controller_id=b.controller_id,
+        brokers=[DescribeClusterBroker(broker_id=n.node_id, host=n.host, port=n.port, rack=n.rack) for n in b.nodes()],
+        cluster_authorized_operations=CLUSTER_OPERATIONS if req.include_cluster_authorized_operations else NOT_REQUESTED,
+    )
+
+
+def error_response(req: DescribeClusterRequest, code: int, message: str) -> DescribeClusterResponse:
+    return DescribeClusterResponse(error_code=code, error_message=message, cluster_id="", controller_id=-1)

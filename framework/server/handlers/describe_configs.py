@@ -1,0 +1,116 @@
+"""DescribeConfigs (32): topic and broker configuration with sources and synonyms.
+
+Config sources follow Kafka's codes. A value inherited from the topic's stream is reported as
+DYNAMIC_DEFAULT_BROKER_CONFIG (3), with a synonym named ``stream:<stream>:<key>``; Kafka has no
+stream level, so this is the closest code a Kafka tool understands.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from framework import config as cfg
+from framework.errors import StoreError
+from framework.protocol.errors import ErrorCode
+from framework.protocol.messages.describe_configs import (
+    DescribeConfigsRequest,
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
+)
+from framework.server.context import RequestContext
+
+API_KEY = 32
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+SOURCE_CODES = {"topic": 1, "stream": 3, "broker": 4, "default": 5}
+
+
+def _entry(
+    name: str, value: Any, source: str, read_only: bool, stream: str | None, synonyms: bool, docs: bool,
+    broker_cfg: cfg.BrokerConfig,
+) -> DescribeConfigsResourceResult:
+    k = cfg.key(name)
+    syn: list[DescribeConfigsSynonym] = []
+    if synonyms:
+        if source == "topic":
+            syn.append(DescribeConfigsSynonym(name=name, value=k.render(value), source=1))
+        if source in ("topic", "stream") and stream is not None:
+            syn.append(DescribeConfigsSynonym(name=f"stream:{stream}:{name}", value=k.render(value), source=3))
+        if k.broker_name and k.broker_name in broker_cfg.values:
+            syn.append(DescribeConfigsSynonym(name=k.broker_name, value=k.render(broker_cfg.values[k.broker_name]), source=4))
+        syn.append(DescribeConfigsSynonym(name=k.broker_name or name, value=k.render(k.default), source=5))
+    return DescribeConfigsResourceResult(
+        name=name,
+        value=k.render(value),
+        read_only=read_only,
+        config_source=SOURCE_CODES[source],
+        is_sensitive=k.type == "password",
+        synonyms=syn,
+        config_type=cfg.TYPE_CODES.get(k.type, 2),
+        documentation=k.doc if docs else None,
+    )
+
+
+def describe_topic(ctx: RequestContext, name: str, keys: list[str] | None, synonyms: bool, docs: bool) -> list[DescribeConfigsResourceResult]:
+    md = ctx.broker.metadata
+    t = md.topic(name)
+    values = md.topic_config_values(t)
+    out = []
+    for k, (v, src) in sorted(values.items()):
+        if keys is not None and k not in keys:
+            continue
+        out.append(_entry(k, v, src, False, t.stream, synonyms, docs, ctx.broker.config))
+    return out
+
+
+def describe_broker(ctx: RequestContext, keys: list[str] | None, synonyms: bool, docs: bool) -> list[DescribeConfigsResourceResult]:
+    bc = ctx.broker.config
+    out = []
+    for k in cfg.keys(cfg.BROKER):
+        if keys is not None and k.name not in keys:
+            continue
+        src = "broker" if k.name in bc.values else "default"
+        out.append(_entry(k.name, bc[k.name], src, True, None, synonyms, docs, bc))
+    for k in cfg.keys(cfg.TOPIC):
+        if not k.broker_name or (keys is not None and k.broker_name not in keys):
+            continue
+        src = "broker" if k.broker_name in bc.values else "default"
+        e = _entry(k.name, bc.topic_default(k.name), src, True, None, synonyms, docs, bc)
+        e.name = k.broker_name
+        out.append(e)
+    return out
+
+
+def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
+    results = []
+    docs = req.include_documentation
+    for res in req.resources:
+        r = DescribeConfigsResult(error_code=0, resource_type=res.resource_type, resource_name=res.resource_name)
+        results.append(r)
+        keys = list(res.configuration_keys) if res.configuration_keys is not None else None
+        try:
+            if res.resource_type == TOPIC:
+                r.configs = describe_topic(ctx, res.resource_name, keys, req.include_synonyms, docs)
+            elif res.resource_type == BROKER:
+                if res.resource_name not in ("", str(ctx.broker.node_id)):
+                    raise StoreError(f"broker {res.resource_name} is not this broker", ErrorCode.INVALID_REQUEST)
+                r.configs = describe_broker(ctx, keys, req.include_synonyms, docs)
+            elif res.resource_type == BROKER_LOGGER:
+                r.configs = []
+            else:
+                raise StoreError(f"resource type {res.resource_type} is not supported", ErrorCode.INVALID_REQUEST)
+        except StoreError as exc:
+            r.error_code = exc.code
+            r.error_message = exc.message
+    return DescribeConfigsResponse(results=results)
+
+
+def error_response(req: DescribeConfigsRequest, code: int, message: str) -> DescribeConfigsResponse:
+    return DescribeConfigsResponse(
+        results=[
+            DescribeConfigsResult(error_code=code, error_message=message, resource_type=r.resource_type, resource_name=r.resource_name)
+            for r in req.resources
+        ]
+    )

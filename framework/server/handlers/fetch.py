@@ -1,0 +1,150 @@
+"""Fetch (1): serve stored batches up to the high watermark, long-polling when asked.
+
+The records of a partition are one ``pread`` of the segment file, passed to the socket
+untouched. When fewer than ``min_bytes`` are available and ``max_wait_ms`` > 0 the request
+waits (without blocking its connection's peers) until an append wakes it or time runs out.
+Fetch sessions (KIP-227) are not kept: the broker answers session id 0 and clients send full
+requests, as Kafka allows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
+from framework.errors import OffsetOutOfRange, StoreError
+from framework.protocol.errors import ErrorCode
+from framework.protocol.messages.fetch import (
+    FetchableTopicResponse,
+    FetchRequest,
+    FetchResponse,
+    PartitionData,
+)
+from framework.replication.partition import Partition
+from framework.server import metrics
+from framework.server.context import RequestContext
+
+API_KEY = 1
+
+_Target = tuple[int, Any, Partition | None, int]  # (topic slot, FetchPartition, partition, error)
+
+
+def _resolve(ctx: RequestContext, req: FetchRequest) -> tuple[list[FetchableTopicResponse], list[_Target]]:
+    broker = ctx.broker
+    v = ctx.version
+    topics: list[FetchableTopicResponse] = []
+    targets: list[_Target] = []
+    for ft in req.topics:
+        if v >= 13:
+            info = broker.metadata.topics_by_id.get(ft.topic_id)
+            name = info.name if info is not None else None
+            missing = ErrorCode.UNKNOWN_TOPIC_ID
+        else:
+            name = ft.topic
+            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        parts = broker.partitions.get(name) if name is not None else None
+        slot = len(topics)
+        topics.append(FetchableTopicResponse(topic_id=ft.topic_id, topic=ft.topic, partitions=[]))
+        for fp in ft.partitions:
+            if parts is None:
+                targets.append((slot, fp, None, missing))
+            elif not 0 <= fp.partition < len(parts):
+                targets.append((slot, fp, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            else:
+                targets.append((slot, fp, parts[fp.partition], 0))
+    return topics, targets
+
+
+def _read(
+    req: FetchRequest, v: int, topics: list[FetchableTopicResponse], targets: list[_Target]
+) -> tuple[FetchResponse, int, bool]:
+    budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+    total = 0
+    error = False
+    committed = req.isolation_level == 1
+    for t in topics:
+        t.partitions = []
+    for slot, fp, part, code in targets:
+        pd = PartitionData(
+            partition_index=fp.partition,
+            high_watermark=-1,
+            last_stable_offset=-1,
+            log_start_offset=-1,
+            aborted_transactions=[] if committed else None,
+            records=b"",
+        )
+        topics[slot].partitions.append(pd)
+        if part is None or part.deleted:
+            pd.error_code = code or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            error = True
+            continue
+        lg = part.log
+        hw = lg.high_watermark
+        pd.high_watermark = hw
+        pd.last_stable_offset = hw
+        pd.log_start_offset = lg.log_start_offset
+        try:
+            if v >= 9:
+                part.check_epoch(fp.current_leader_epoch)
+            if budget > 0 and fp.partition_max_bytes > 0:
+                data = lg.read(fp.fetch_offset, min(fp.partition_max_bytes, budget), hw, total == 0)
+                if data:
+                    pd.records = data
+                    n = len(data)
+                    budget -= n
+                    total += n
+                    metrics.child(metrics.BYTES_OUT, part.topic).inc(n)
+            elif fp.fetch_offset < lg.log_start_offset or fp.fetch_offset > lg.log_end_offset:
+                raise OffsetOutOfRange()
+        except StoreError as exc:
+            pd.error_code = exc.code
+            error = True
+        except OSError:
+            pd.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+            error = True
+    return FetchResponse(session_id=0, responses=topics), total, error
+
+
+def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse | Coroutine[Any, Any, FetchResponse]:
+    v = ctx.version
+    if v >= 7 and req.session_id != 0:
+        return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
+    topics, targets = _resolve(ctx, req)
+    resp, total, error = _read(req, v, topics, targets)
+    if error or total >= req.min_bytes or req.max_wait_ms <= 0 or not targets:
+        return resp
+    return _delayed(ctx, req, topics, targets)
+
+
+async def _delayed(
+    ctx: RequestContext, req: FetchRequest, topics: list[FetchableTopicResponse], targets: list[_Target]
+) -> FetchResponse:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + req.max_wait_ms / 1000
+    parts = {id(p): p for _, _, p, _ in targets if p is not None}
+    while True:
+        remaining = deadline - loop.time()
+        if remaining <= 0 or ctx.broker.stopping:
+            break
+        fut: asyncio.Future[None] = loop.create_future()
+        for p in parts.values():
+            p.add_waiter(fut)
+        timer = loop.call_later(remaining, _wake, fut)
+        try:
+            await fut
+        finally:
+            timer.cancel()
+        resp, total, error = _read(req, ctx.version, topics, targets)
+        if error or total >= req.min_bytes:
+            return resp
+    return _read(req, ctx.version, topics, targets)[0]
+
+
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def error_response(req: FetchRequest, code: int, message: str) -> FetchResponse:
+    return FetchResponse(error_code=code, session_id=0)

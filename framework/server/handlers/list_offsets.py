@@ -1,0 +1,78 @@
+"""ListOffsets (2): earliest, latest, max-timestamp and by-timestamp look-ups (seek by time)."""
+
+from __future__ import annotations
+
+from framework.errors import StoreError
+from framework.protocol.errors import ErrorCode
+from framework.protocol.messages.list_offsets import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+from framework.replication.partition import Partition
+from framework.server.context import RequestContext
+
+API_KEY = 2
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+
+
+def lookup(part: Partition, timestamp: int) -> tuple[int, int]:
+    """(offset, timestamp) answering a ListOffsets query; (-1, -1) when nothing matches."""
+    lg = part.log
+    if timestamp == LATEST:
+        return part.high_watermark, -1
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return lg.log_start_offset, -1
+    if timestamp == LATEST_TIERED:
+        return -1, -1
+    if timestamp == MAX_TIMESTAMP:
+        found = lg.max_timestamp_offset()
+        return (found[0], found[1]) if found else (-1, -1)
+    if timestamp < 0:
+        raise StoreError(f"unknown special timestamp {timestamp}", ErrorCode.INVALID_REQUEST)
+    found = lg.offset_for_timestamp(timestamp)
+    return (found[0], found[1]) if found else (-1, -1)
+
+
+def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
+    broker = ctx.broker
+    v = ctx.version
+    topics = []
+    for t in req.topics:
+        parts = broker.partitions.get(t.name)
+        out = []
+        for p in t.partitions:
+            r = ListOffsetsPartitionResponse(partition_index=p.partition_index, timestamp=-1, offset=-1, leader_epoch=-1)
+            out.append(r)
+            if parts is None or not 0 <= p.partition_index < len(parts):
+                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            part = parts[p.partition_index]
+            try:
+                if v >= 4:
+                    part.check_epoch(p.current_leader_epoch)
+                r.offset, r.timestamp = lookup(part, p.timestamp)
+                r.leader_epoch = part.leader_epoch
+            except StoreError as exc:
+                r.error_code = exc.code
+            except OSError:
+                r.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+        topics.append(ListOffsetsTopicResponse(name=t.name, partitions=out))
+    return ListOffsetsResponse(topics=topics)
+
+
+def error_response(req: ListOffsetsRequest, code: int, message: str) -> ListOffsetsResponse:
+    return ListOffsetsResponse(
+        topics=[
+            ListOffsetsTopicResponse(
+                name=t.name,
+                partitions=[
+                    ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=code, timestamp=-1, offset=-1)
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ]
+    )

@@ -1,0 +1,92 @@
+"""Produce (0): validate and append record batches; acks 0, 1 and -1 (all).
+
+Hot path: batches stay opaque (header + CRC check, base offset patched in the request buffer,
+written as-is). acks=0 gets no response, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import time
+
+from framework.errors import StoreError
+from framework.protocol.errors import ErrorCode
+from framework.protocol.messages.produce import (
+    PartitionProduceResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TopicProduceResponse,
+)
+from framework.server import metrics
+from framework.server.context import RequestContext
+
+API_KEY = 0
+
+_BYTES_IN = metrics.BYTES_IN
+_MSGS_IN = metrics.MESSAGES_IN
+_child = metrics.child
+
+
+def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | None:
+    partitions = ctx.broker.partitions
+    acks = req.acks
+    now = int(time.time() * 1000)
+    bad_acks = acks not in (0, 1, -1)
+    responses = []
+    for td in req.topic_data:
+        name = td.name
+        parts = partitions.get(name)
+        out = []
+        nbytes = 0
+        nmsgs = 0
+        for pd in td.partition_data:
+            idx = pd.index
+            r = PartitionProduceResponse(index=idx, base_offset=-1)
+            out.append(r)
+            if parts is None or not 0 <= idx < len(parts):
+                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                r.error_message = f"topic {name!r} partition {idx} does not exist"
+                continue
+            if bad_acks:
+                r.error_code = ErrorCode.INVALID_REQUIRED_ACKS
+                continue
+            records = pd.records
+            if not records:
+                r.error_code = ErrorCode.CORRUPT_MESSAGE
+                r.error_message = "empty record set"
+                continue
+            part = parts[idx]
+            try:
+                info = part.append_records(records, acks, now)  # type: ignore[arg-type]
+            except StoreError as exc:
+                r.error_code = exc.code
+                r.error_message = exc.message
+                continue
+            r.base_offset = info.first_offset
+            r.log_append_time_ms = info.log_append_time
+            r.log_start_offset = part.log.log_start_offset
+            nbytes += info.bytes
+            nmsgs += info.records
+        if nbytes:
+            _child(_BYTES_IN, name).inc(nbytes)
+            _child(_MSGS_IN, name).inc(nmsgs)
+        responses.append(TopicProduceResponse(name=name, partition_responses=out))
+    if acks == 0:
+        return None
+    return ProduceResponse(responses=responses)
+
+
+def error_response(req: ProduceRequest, code: int, message: str) -> ProduceResponse | None:
+    if req.acks == 0:
+        return None
+    return ProduceResponse(
+        responses=[
+            TopicProduceResponse(
+                name=td.name,
+                partition_responses=[
+                    PartitionProduceResponse(index=pd.index, error_code=code, base_offset=-1, error_message=message)
+                    for pd in td.partition_data
+                ],
+            )
+            for td in req.topic_data
+        ]
+    )

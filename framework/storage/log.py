@@ -1,0 +1,448 @@
+"""A partition's log: an ordered list of segments with one active (last) segment.
+
+Directory ``<data dir>/<topic>-<partition>/`` holds the segment files (see segment.py). The
+log keeps these invariants:
+
+* segments are sorted by base offset, contiguous in offsets (``seg[i].next_offset <=
+  seg[i+1].base_offset``) and only the last one is appended to;
+* ``log_start_offset <= high_watermark <= log_end_offset``; every offset below
+  ``log_start_offset`` is gone (retention, DeleteRecords) and reads below it fail with
+  OFFSET_OUT_OF_RANGE;
+* a write either appends whole, CRC-checked batches with broker-assigned offsets or changes
+  nothing (check in :meth:`validate`, then apply in :meth:`append`).
+
+The log knows nothing of sockets, requests or replicas; the partition layer decides the high
+watermark. Not thread-safe: used from the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+
+from framework.errors import (
+    CorruptRecord,
+    InvalidRequest,
+    KafkaStorageError,
+    MessageTooLarge,
+    OffsetOutOfRange,
+    StoreError,
+)
+from framework.protocol import records as rb
+from framework.protocol.errors import ErrorCode
+from framework.storage.log_config import LogConfig
+from framework.storage.segment import LogSegment
+
+log = logging.getLogger("sftraffic.storage")
+
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    records: int
+    bytes: int
+
+
+@dataclass(slots=True)
+class LoadReport:
+    segments: int
+    recovered_segments: int
+    truncated_bytes: int
+    rebuilt_indexes: int
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+class Log:
+    def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig) -> None:
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.high_watermark = 0
+        self.recovery_point = 0
+        self.unflushed_messages = 0
+        self.last_flush_ms = int(time.time() * 1000)
+        self.leader_epoch = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = False,
+    ) -> tuple[Log, LoadReport]:
+        """Load (or create) the log in ``directory``, recovering what a crash may have torn.
+
+        Segments at or after the one holding ``recovery_point`` are fully validated after an
+        unclean shutdown; indexes that fail their sanity check are rebuilt from the data.
+        """
+        directory.mkdir(parents=True, exist_ok=True)
+        self = cls(directory, topic, partition, config)
+        report = LoadReport(0, 0, 0, 0)
+        for stray in directory.glob("*.cleaned"):
+            stray.unlink()  # a compaction that did not finish
+        for stray in directory.glob("*.swap"):
+            stray.unlink()
+        bases = sorted(int(p.name[:20]) for p in directory.glob("*.log") if p.name[:20].isdigit())
+        interval = config.index_interval_bytes
+        recover_from = None
+        if not clean_shutdown and bases:
+            i = max(bisect_right(bases, recovery_point) - 1, 0)
+            recover_from = bases[i]
+        truncated_at: int | None = None
+        for base in bases:
+            seg = LogSegment.open(directory, base, interval)
+            if truncated_at is not None:
+                # everything after a truncated segment is unreliable (Kafka deletes it)
+                log.warning("%s: deleting segment %s after a truncated one", self.name, base)
+                seg.delete()
+                continue
+            needs_recovery = recover_from is not None and base >= recover_from
+            if not needs_recovery and not seg.load_indexes():
+                log.warning("%s: rebuilding indexes of segment %d", self.name, base)
+                report.rebuilt_indexes += 1
+                needs_recovery = True
+            if needs_recovery:
+                cut = seg.recover()
+                report.recovered_segments += 1
+                if cut:
+                    log.warning(
+                        "%s: truncated %d bytes of torn or corrupt data at the end of segment %d",
+                        self.name, cut, base,
+                    )
+                    report.truncated_bytes += cut
+                    truncated_at = base
+            self.segments.append(seg)
+        # an empty non-first segment is fine; no segments at all: create one
+        if not self.segments:
+            start = max(log_start_offset, 0)
+            self.segments.append(LogSegment.create(directory, start, interval))
+        self._bases = [s.base_offset for s in self.segments]
+        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        if self.log_start_offset > self.log_end_offset:
+            self.log_start_offset = self.log_end_offset
+        self.high_watermark = self.log_end_offset
+        self.recovery_point = self.log_end_offset
+        report.segments = len(self.segments)
+        return self, report
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def close(self) -> None:
+        for s in self.segments:
+            s.close()
+
+    def delete_files(self) -> None:
+        for s in self.segments:
+            s.delete()
+        self.segments = []
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # -- writes ----------------------------------------------------------------------------
+    def validate(self, payload: memoryview, now_ms: int) -> list[rb.BatchHeader]:
+        """Check a producer's record set without side effects; raise a StoreError if bad."""
+        try:
+            batches = rb.validate_batches(payload)
+        except rb.InvalidBatch as exc:
+            if exc.corrupt:
+                raise CorruptRecord(f"{self.name}: {exc}") from None
+            raise StoreError(f"{self.name}: {exc}", ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT) from None
+        cfg = self.config
+        pos = 0
+        for h in batches:
+            if h.size > cfg.max_message_bytes:
+                raise MessageTooLarge(
+                    f"{self.name}: batch of {h.size} bytes exceeds max.message.bytes="
+                    f"{cfg.max_message_bytes}"
+                )
+            if h.is_control:
+                raise InvalidRequest(f"{self.name}: producers may not write control batches")
+            if h.is_transactional:
+                raise StoreError(
+                    f"{self.name}: transactions are not supported",
+                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                )
+            if not cfg.log_append_time and h.max_timestamp >= 0:
+                if h.max_timestamp < now_ms - cfg.timestamp_before_max_ms or (
+                    h.max_timestamp > now_ms + cfg.timestamp_after_max_ms
+                ):
+                    raise StoreError(
+                        f"{self.name}: timestamp {h.max_timestamp} outside the accepted range",
+                        ErrorCode.INVALID_TIMESTAMP,
+                    )
+            if cfg.compact:  # cold path: compacted topics need a key on every record
+                _, recs = rb.decode_batch(payload[pos : pos + h.size])
+                if any(r.key is None for r in recs):
+                    raise CorruptRecord(f"{self.name}: compacted topic requires a key on every record")
+            pos += h.size
+        return batches
+
+    def append(
+        self,
+        payload: memoryview,
+        batches: list[rb.BatchHeader],
+        now_ms: int,
+        *,
+        assign_offsets: bool = True,
+    ) -> AppendInfo:
+        """Assign offsets to validated batches (patching them in place) and write them.
+
+        ``payload`` must be writable (a memoryview of the request frame). With
+        ``assign_offsets=False`` (replication) the batches keep their offsets, which must
+        follow the log end.
+        """
+        leo = self.log_end_offset
+        cfg = self.config
+        append_time = -1
+        patched: list[rb.BatchHeader] = []
+        pos = 0
+        nxt = leo
+        records = 0
+        if assign_offsets:
+            for h in batches:
+                rb.set_base_offset(payload, pos, nxt)
+                if h.partition_leader_epoch != self.leader_epoch:
+                    rb.set_leader_epoch(payload, pos, self.leader_epoch)
+                if cfg.log_append_time:
+                    append_time = now_ms
+                    rb.set_log_append_time(payload, pos, h.size, now_ms)
+                    h = h._replace(max_timestamp=now_ms)
+                h = h._replace(base_offset=nxt)
+                patched.append(h)
+                nxt += h.last_offset_delta + 1
+                records += h.records_count
+                pos += h.size
+        else:
+            if batches[0].base_offset < leo:
+                raise InvalidRequest(
+                    f"{self.name}: replicated batch at {batches[0].base_offset} below end {leo}"
+                )
+            patched = batches
+            records = sum(h.records_count for h in batches)
+        last = patched[-1].last_offset
+        seg = self.active
+        if seg.size > 0 and (
+            seg.size + len(payload) > cfg.segment_bytes
+            or now_ms - seg.created_ms >= cfg.segment_ms
+            or last - seg.base_offset > INT32_MAX
+        ):
+            seg = self.roll(patched[0].base_offset)
+        seg.append(payload, patched)
+        self.unflushed_messages += records
+        if self.unflushed_messages >= cfg.flush_messages:
+            self.flush()
+        return AppendInfo(patched[0].base_offset, last, append_time, records, len(payload))
+
+    def roll(self, base_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end (Kafka's ``roll``)."""
+        base = self.log_end_offset if base_offset is None else base_offset
+        old = self.active
+        if old.size == 0 and old.base_offset == base:
+            return old
+        old.roll_close()
+        seg = LogSegment.create(self.dir, base, self.config.index_interval_bytes)
+        self.segments.append(seg)
+        self._bases.append(base)
+        return seg
+
+    def flush(self) -> None:
+        """fsync every segment holding unflushed data; advance the recovery point."""
+        try:
+            for seg in self.segments:
+                if seg.next_offset > self.recovery_point:
+                    seg.flush()
+        except OSError as exc:
+            raise KafkaStorageError(f"{self.name}: fsync failed: {exc.strerror}") from exc
+        self.recovery_point = self.log_end_offset
+        self.unflushed_messages = 0
+        self.last_flush_ms = int(time.time() * 1000)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every offset >= ``offset`` (a follower diverging from its leader)."""
+        if offset >= self.log_end_offset:
+            return
+        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            self.segments.pop().delete()
+            self._bases.pop()
+        seg = self.active
+        if seg.base_offset >= offset:
+            seg.delete()
+            self.segments[-1] = LogSegment.create(self.dir, offset, self.config.index_interval_bytes)
+            self._bases[-1] = offset
+        else:
+            seg.truncate_to(offset)
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        for s in self.segments:
+            s.delete()
+        self.segments = [LogSegment.create(self.dir, offset, self.config.index_interval_bytes)]
+        self._bases = [offset]
+        self.log_start_offset = self.high_watermark = self.recovery_point = offset
+
+    # -- reads -----------------------------------------------------------------------------
+    def _segment_for(self, offset: int) -> int:
+        return max(bisect_right(self._bases, offset) - 1, 0)
+
+    def read(self, offset: int, max_bytes: int, upper_bound: int, min_one: bool = True) -> bytes:
+        """Stored bytes starting at the batch holding ``offset``, below ``upper_bound``.
+
+        Raises OffsetOutOfRange when ``offset`` is below the log start or past the log end.
+        """
+        leo = self.log_end_offset
+        if offset < self.log_start_offset or offset > leo:
+            raise OffsetOutOfRange(
+                f"{self.name}: offset {offset} outside [{self.log_start_offset}, {leo}]"
+            )
+        if offset >= upper_bound:
+            return b""
+        i = self._segment_for(offset)
+        while i < len(self.segments):
+            seg = self.segments[i]
+            if seg.next_offset > offset:
+                if upper_bound >= seg.next_offset:
+                    max_pos = seg.size
+                else:
+                    max_pos = seg.position_of(upper_bound)
+                data = seg.read(offset, max_bytes, max_pos, min_one)
+                if data:
+                    return data
+            i += 1
+            if i < len(self.segments) and self.segments[i].base_offset >= upper_bound:
+                break
+        return b""
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp``."""
+        for seg in self.segments:
+            if seg.max_timestamp >= timestamp:
+                found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None and found[0] < self.high_watermark:
+                    return found
+                if found is not None:
+                    return None
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3)."""
+        best: LogSegment | None = None
+        for seg in self.segments:
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        if best is None:
+            return None
+        ts = best.max_timestamp
+        found = best.find_offset_by_timestamp(ts, self.log_start_offset)
+        return found if found is not None else (best.offset_of_max_timestamp, ts)
+
+    # -- retention -------------------------------------------------------------------------
+    def delete_retained_segments(self, now_ms: int) -> int:
+        """Delete whole segments past ``retention.ms`` / ``retention.bytes``; bytes freed.
+
+        Only segments entirely below the high watermark go. When every segment qualifies the
+        log first rolls, so an empty active segment remains at the log end (Kafka's rule).
+        """
+        cfg = self.config
+        if not cfg.delete:
+            return 0
+        victims = 0
+        total = self.size_bytes
+        for i, seg in enumerate(self.segments):
+            if seg.next_offset > self.high_watermark or seg.size == 0:
+                break
+            expired = cfg.retention_ms >= 0 and seg.max_timestamp >= 0 and (
+                now_ms - seg.max_timestamp > cfg.retention_ms
+            )
+            if cfg.retention_ms >= 0 and seg.max_timestamp < 0:
+                expired = now_ms - _mtime_ms(seg) > cfg.retention_ms
+            too_big = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
+            if not (expired or too_big):
+                break
+            total -= seg.size
+            victims = i + 1
+        return self._delete_first(victims, "retention")
+
+    def _delete_first(self, count: int, reason: str) -> int:
+        if count == 0:
+            return 0
+        if count == len(self.segments):
+            self.roll()
+        freed = 0
+        for seg in self.segments[:count]:
+            freed += seg.size
+            seg.delete()
+        del self.segments[:count]
+        del self._bases[:count]
+        new_start = self.segments[0].base_offset
+        if new_start > self.log_start_offset:
+            log.info(
+                "%s: %s deleted %d segment(s), %d bytes; log start offset %d -> %d",
+                self.name, reason, count, freed, self.log_start_offset, new_start,
+            )
+            self.log_start_offset = new_start
+        return freed
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset to ``offset`` (<= high watermark)."""
+        if offset == -1:
+            offset = self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            raise OffsetOutOfRange(
+                f"{self.name}: cannot delete records up to {offset}; high watermark is "
+                f"{self.high_watermark}"
+            )
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+        count = 0
+        for seg in self.segments[:-1]:
+            if seg.next_offset <= offset:
+                count += 1
+            else:
+                break
+        self._delete_first(count, "DeleteRecords")
+        self.log_start_offset = max(self.log_start_offset, offset)
+        return self.log_start_offset
+
+
+def _mtime_ms(seg: LogSegment) -> int:
+    try:
+        return int(os.stat(seg.path).st_mtime * 1000)
+    except FileNotFoundError:
+        return 0

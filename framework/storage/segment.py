@@ -1,0 +1,342 @@
+"""One log segment: a file of record batches plus its offset and time indexes.
+
+Files, named by the segment's base offset as 20 zero-padded digits (Kafka's layout)::
+
+    00000000000000000000.log        record batches (Kafka v2 format), exactly as served
+    00000000000000000000.index      sparse offset index (see offset_index.py)
+    00000000000000000000.timeindex  sparse time index (see time_index.py)
+
+The ``.log`` file is a concatenation of whole record batches whose base offsets strictly
+increase, all >= the segment's base offset. Its size is only ever changed by appending whole
+batches or by truncating back to a batch boundary, so after any crash the file is a valid
+prefix followed at most by one torn batch, which :meth:`LogSegment.recover` cuts off.
+
+Not thread-safe: one partition owns its segments and uses them from the event loop (fsync
+may run in a worker thread; it does not touch in-memory state).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from pathlib import Path
+
+from framework.errors import KafkaStorageError
+from framework.protocol import records as rb
+from framework.storage.offset_index import CorruptIndex, OffsetIndex
+from framework.storage.time_index import TimeIndex
+
+SCAN_WINDOW = 64 * 1024
+RECOVER_WINDOW = 4 * 1024 * 1024
+
+
+def segment_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class LogSegment:
+    __slots__ = (
+        "_bytes_since_index",
+        "_fd",
+        "base_offset",
+        "created_ms",
+        "dir",
+        "index",
+        "index_interval",
+        "max_timestamp",
+        "next_offset",
+        "offset_of_max_timestamp",
+        "path",
+        "size",
+        "time_index",
+    )
+
+    def __init__(self, directory: Path, base_offset: int, index_interval: int = 4096) -> None:
+        self.dir = directory
+        self.base_offset = base_offset
+        self.path = directory / segment_name(base_offset, ".log")
+        self.index = OffsetIndex(directory / segment_name(base_offset, ".index"), base_offset)
+        self.time_index = TimeIndex(directory / segment_name(base_offset, ".timeindex"), base_offset)
+        self.index_interval = index_interval
+        self.size = 0
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.created_ms = int(time.time() * 1000)
+        self._bytes_since_index = 0
+        self._fd = -1
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, index_interval: int = 4096) -> LogSegment:
+        seg = cls(directory, base_offset, index_interval)
+        seg._fd = os.open(seg.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        seg.index.flush()
+        seg.time_index.flush()
+        return seg
+
+    @classmethod
+    def open(cls, directory: Path, base_offset: int, index_interval: int = 4096) -> LogSegment:
+        """Open an existing segment without scanning it (indexes loaded, checked by caller)."""
+        seg = cls(directory, base_offset, index_interval)
+        seg._fd = os.open(seg.path, os.O_RDWR)
+        seg.size = os.fstat(seg._fd).st_size
+        return seg
+
+    def load_indexes(self) -> bool:
+        """Load and check both indexes and find the next offset; False if a rebuild is needed."""
+        try:
+            self.index.load()
+            self.index.sanity_check(self.size)
+            self.time_index.load()
+        except CorruptIndex:
+            return False
+        # find the end: scan batch prefixes from the last index entry to the end of file
+        last_off, pos = self.index.last_entry()
+        nxt = self.base_offset
+        end_pos = pos
+        while end_pos + rb.LOG_OVERHEAD <= self.size:
+            prefix = os.pread(self._fd, rb.HEADER_SIZE, end_pos)
+            if len(prefix) < rb.HEADER_SIZE:
+                return False
+            h = rb.read_header(prefix)
+            if h.batch_length < rb.MIN_BATCH_LENGTH or end_pos + h.size > self.size:
+                return False
+            nxt = h.next_offset
+            end_pos += h.size
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp = h.max_timestamp
+                self.offset_of_max_timestamp = h.last_offset
+        if end_pos != self.size:
+            return False
+        if self.size == 0:
+            nxt = self.base_offset
+        self.next_offset = max(nxt, last_off)
+        try:
+            self.time_index.sanity_check(self.next_offset)
+        except CorruptIndex:
+            return False
+        if self.time_index.max_timestamp > self.max_timestamp:
+            self.max_timestamp = self.time_index.max_timestamp
+            self.offset_of_max_timestamp = self.time_index.offsets[-1]
+        return True
+
+    def recover(self) -> int:
+        """Validate every batch, truncate after the last valid one and rebuild the indexes.
+
+        Returns the number of bytes cut off. CRC, framing, magic and offset order are checked
+        (Kafka's ``LogSegment.recover``).
+        """
+        self.index.reset()
+        self.time_index.reset()
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self._bytes_since_index = 0
+        pos = 0
+        nxt = self.base_offset
+        size = os.fstat(self._fd).st_size
+        while pos < size:
+            chunk = os.pread(self._fd, min(RECOVER_WINDOW, size - pos), pos)
+            valid, batches = rb.scan_valid_prefix(chunk, nxt)
+            for bpos, bh in batches:
+                self._index_batch(pos + bpos, bh)
+                nxt = bh.next_offset
+            pos += valid
+            rest = len(chunk) - valid
+            if rest == 0:
+                continue
+            if pos + rest >= size and rest < rb.HEADER_SIZE:
+                break  # torn header at the end of the file
+            if rest >= rb.HEADER_SIZE:
+                h = rb.read_header(chunk, valid)
+                if h.batch_length < rb.MIN_BATCH_LENGTH or pos + h.size > size:
+                    break  # garbage or a torn batch at the end
+                if h.size <= rest:
+                    break  # a whole batch that failed validation
+                # the batch straddles the window: read it whole
+                whole = os.pread(self._fd, h.size, pos)
+                v2, bs = rb.scan_valid_prefix(whole, nxt)
+                if not bs:
+                    break
+                for bpos, bh in bs:
+                    self._index_batch(pos + bpos, bh)
+                    nxt = bh.next_offset
+                pos += v2
+            # else: header straddles the window; the next pread starts at pos
+        truncated = size - pos
+        if truncated:
+            os.ftruncate(self._fd, pos)
+        self.size = pos
+        self.next_offset = nxt
+        self._final_time_entry()
+        self.index.flush()
+        self.time_index.flush()
+        return truncated
+
+    def _final_time_entry(self) -> None:
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    def _index_batch(self, position: int, h: rb.BatchHeader) -> None:
+        if h.max_timestamp > self.max_timestamp:
+            self.max_timestamp = h.max_timestamp
+            self.offset_of_max_timestamp = h.last_offset
+        if self._bytes_since_index > self.index_interval:
+            self.index.append(h.base_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index = 0
+        self._bytes_since_index += h.size
+
+    # -- writes ----------------------------------------------------------------------------
+    def append(self, data: memoryview, batches: list[rb.BatchHeader]) -> None:
+        """Append whole batches (already validated and offset-patched) at the end.
+
+        On an I/O error the file is cut back to its previous size, so the segment never
+        holds a partial batch written by us; :class:`KafkaStorageError` is raised.
+        """
+        start = self.size
+        total = len(data)
+        written = 0
+        try:
+            while written < total:
+                written += os.pwrite(self._fd, data[written:], start + written)
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, start)
+            except OSError:
+                pass
+            reason = "disk full" if exc.errno == errno.ENOSPC else exc.strerror
+            raise KafkaStorageError(f"cannot write {self.path}: {reason}") from exc
+        pos = start
+        for h in batches:
+            self._index_batch(pos, h)
+            pos += h.size
+        self.size = start + total
+        self.next_offset = batches[-1].next_offset
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch with base offset >= ``offset``; returns bytes removed."""
+        if offset >= self.next_offset:
+            return 0
+        pos = self.position_of(offset) if offset > self.base_offset else 0
+        removed = self.size - pos
+        os.ftruncate(self._fd, pos)
+        self.size = pos
+        # rebuild in-memory state for what is left
+        self.recover()
+        return removed
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+        self.index.flush(fsync=True)
+        self.time_index.flush(fsync=True)
+
+    def flush_log_only(self) -> None:
+        os.fsync(self._fd)
+
+    def roll_close(self) -> None:
+        """Called when this segment stops being the active one: persist indexes."""
+        self._final_time_entry()
+        self.index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self._final_time_entry()
+            self.index.flush()
+            self.time_index.flush()
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        for p in (self.path, self.index.path, self.time_index.path):
+            try:
+                p.unlink()
+            except FileNotFoundError:
+                pass
+
+    # -- reads -----------------------------------------------------------------------------
+    def position_of(self, offset: int) -> int:
+        """Byte position of the batch containing ``offset`` (or the first batch after it).
+
+        Returns ``self.size`` when every batch ends before ``offset``.
+        """
+        _, pos = self.index.lookup(offset)
+        size = self.size
+        fd = self._fd
+        while pos < size:
+            window = os.pread(fd, min(SCAN_WINDOW, size - pos), pos)
+            wpos = 0
+            wlen = len(window)
+            while wlen - wpos >= rb.LOG_OVERHEAD:
+                base, length = rb.read_prefix(window, wpos)
+                bsize = length + rb.LOG_OVERHEAD
+                if wlen - wpos >= rb.HEADER_SIZE:
+                    h = rb.read_header(window, wpos)
+                    if h.next_offset > offset:
+                        return pos + wpos
+                elif base >= offset:
+                    return pos + wpos
+                else:
+                    break  # need the full header: re-read from here
+                wpos += bsize
+            if wpos == 0:
+                # header straddles the window or batch bigger than the window
+                hdr = os.pread(fd, rb.HEADER_SIZE, pos)
+                if len(hdr) < rb.HEADER_SIZE:
+                    return size
+                h = rb.read_header(hdr)
+                if h.next_offset > offset:
+                    return pos
+                wpos = h.size
+            pos += wpos
+        return size
+
+    def read(self, offset: int, max_bytes: int, max_position: int, min_one: bool) -> bytes:
+        """Bytes from the batch holding ``offset`` up to ``max_bytes`` (Kafka's FileRecords slice).
+
+        The slice may end inside a batch (clients drop a partial trailing batch, as with
+        Kafka). With ``min_one`` the first batch is returned whole even if it is larger than
+        ``max_bytes`` (KIP-74). Nothing at or past ``max_position`` is returned.
+        """
+        pos = self.position_of(offset)
+        limit = min(max_position, self.size)
+        if pos >= limit:
+            return b""
+        length = min(max_bytes, limit - pos)
+        if min_one:
+            hdr = os.pread(self._fd, rb.LOG_OVERHEAD, pos)
+            if len(hdr) == rb.LOG_OVERHEAD:
+                first = rb.read_prefix(hdr)[1] + rb.LOG_OVERHEAD
+                length = max(length, min(first, limit - pos))
+        if length <= 0:
+            return b""
+        return os.pread(self._fd, length, pos)
+
+    def read_at(self, position: int, length: int) -> bytes:
+        return os.pread(self._fd, length, position)
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp``."""
+        if self.max_timestamp < timestamp:
+            return None
+        scan_from = max(self.time_index.lookup(timestamp), start_offset)
+        pos = self.position_of(scan_from)
+        while pos < self.size:
+            hdr = os.pread(self._fd, rb.HEADER_SIZE, pos)
+            h = rb.read_header(hdr)
+            if h.max_timestamp >= timestamp and h.next_offset > start_offset:
+                batch = os.pread(self._fd, h.size, pos)
+                _, recs = rb.decode_batch(batch)
+                for r in recs:
+                    if r.timestamp >= timestamp and r.offset >= start_offset:
+                        return r.offset, r.timestamp
+            pos += h.size
+        return None
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.path.name}, size={self.size}, next={self.next_offset})"
