@@ -185,6 +185,7 @@ define("group.initial.rebalance.delay.ms", "int", 3000, "Wait for more members b
 define("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for.", [B], validator=at_least(1))
 define("group.max.session.timeout.ms", "int", 1_800_000, "Largest session timeout a member may ask for.", [B], validator=at_least(1))
 define("group.max.size", "int", INT_MAX, "Most members in one group.", [B], validator=at_least(1))
+define("producer.id.expiration.check.interval.ms", "long", 600_000, "How often expired producer ids are removed.", [B], validator=at_least(1))
 define("producer.id.block.size", "int", 1000, "Producer ids a broker reserves at a time.", [B], validator=at_least(1))
 
 # ---- topic (and stream, and broker default via broker_name) -------------------------------

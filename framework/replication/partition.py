@@ -58,13 +58,12 @@ class Partition:
     def append_records(self, payload: memoryview, acks: int, now_ms: int) -> AppendInfo:
         """Validate, then append a producer's record set as leader (check, then apply)."""
         lg = self.log
-        batches = lg.validate(payload, now_ms)
         if acks == -1 and len(self.isr) < lg.config.min_insync_replicas:
             raise NotEnoughReplicas(
                 f"{self.topic}-{self.index}: {len(self.isr)} in-sync replica(s), "
                 f"min.insync.replicas={lg.config.min_insync_replicas}"
             )
-        info = lg.append(payload, batches, now_ms)
+        info = lg.append_as_leader(payload, now_ms)
         if len(self.isr) <= 1:
             self.advance_high_watermark(lg.log_end_offset)
         return info

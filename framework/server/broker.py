@@ -17,6 +17,7 @@ from typing import Any
 
 from framework import config as cfg
 from framework.coordinator.metadata import MetadataStore, TopicInfo
+from framework.coordinator.producer_ids import ProducerIdManager
 from framework.errors import StoreError, UnknownTopicOrPartition
 from framework.replication.partition import Partition
 from framework.server import metrics
@@ -53,6 +54,9 @@ class Broker:
         self.advertised_host, self.advertised_port = split_host_port(adv, "advertised listener")
         self.logs = LogManager(config.data_dir)
         self.metadata = MetadataStore(config.data_dir, config)
+        self.producer_ids = ProducerIdManager(
+            config.data_dir / "__metadata", config["producer.id.block.size"], config.node_id
+        )
         self.partitions: dict[str, list[Partition]] = {}
         self.server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -93,7 +97,10 @@ class Broker:
         self._tasks = [
             loop.create_task(self._every(self.config["log.retention.check.interval.ms"], self._retention)),
             loop.create_task(self._every(self.config["log.flush.scheduler.interval.ms"], self._flush)),
-            loop.create_task(self._every(60_000, self.logs.checkpoint)),
+            loop.create_task(self._every(60_000, self._checkpoint)),
+            loop.create_task(
+                self._every(self.config["producer.id.expiration.check.interval.ms"], self._expire_producers)
+            ),
         ]
         listen = self.config["metrics.listen"]
         if listen:
@@ -133,6 +140,20 @@ class Broker:
         freed = self.logs.enforce_retention(int(time.time() * 1000))
         if freed:
             metrics.RETENTION_BYTES.inc(freed)
+
+    def _checkpoint(self) -> None:
+        self.logs.checkpoint()
+        for lg in self.logs.logs.values():
+            if lg.producer_state.dirty:
+                lg.producer_state.take_snapshot(lg.log_end_offset)
+
+    def _expire_producers(self) -> None:
+        now = int(time.time() * 1000)
+        for lg in self.logs.logs.values():
+            gone = lg.producer_state.remove_expired(now, lg.config.producer_id_expiration_ms)
+            if gone:
+                log.info("%s: expired %d producer id(s) unused for %d ms", lg.name, len(gone),
+                         lg.config.producer_id_expiration_ms)
 
     def _flush(self) -> None:
         self.logs.flush_due(int(time.time() * 1000))

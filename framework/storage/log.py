@@ -22,7 +22,8 @@ import os
 import shutil
 import time
 from bisect import bisect_right
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from framework.errors import (
@@ -36,6 +37,7 @@ from framework.errors import (
 from framework.protocol import records as rb
 from framework.protocol.errors import ErrorCode
 from framework.storage.log_config import LogConfig
+from framework.storage.producer_state import Duplicate, ProducerStateManager
 from framework.storage.segment import LogSegment
 
 log = logging.getLogger("sftraffic.storage")
@@ -50,6 +52,8 @@ class AppendInfo:
     log_append_time: int  # -1 unless the topic uses LogAppendTime
     records: int
     bytes: int
+    batches: list[rb.BatchHeader] = field(default_factory=list)
+    duplicate: bool = False
 
 
 @dataclass(slots=True)
@@ -78,6 +82,7 @@ class Log:
         self.unflushed_messages = 0
         self.last_flush_ms = int(time.time() * 1000)
         self.leader_epoch = 0
+        self.producer_state = ProducerStateManager(directory, f"{topic}-{partition}")
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -145,7 +150,25 @@ class Log:
         self.high_watermark = self.log_end_offset
         self.recovery_point = self.log_end_offset
         report.segments = len(self.segments)
+        self._load_producer_state()
         return self, report
+
+    def _load_producer_state(self) -> None:
+        ps = self.producer_state
+        leo = self.log_end_offset
+        start = ps.load_latest(leo)
+        if start < 0 and len(self.segments) > 2:
+            start = self.segments[-2].base_offset  # no snapshot: recent producers only
+        start = max(start, self.log_start_offset)
+        if start < leo:
+            n = ps.replay(self.iter_headers(start), int(time.time() * 1000))
+            if n:
+                log.info("%s: rebuilt producer state from %d batch(es) after offset %d", self.name, n, start)
+
+    def iter_headers(self, start_offset: int) -> Iterator[rb.BatchHeader]:
+        for seg in self.segments:
+            if seg.next_offset > start_offset:
+                yield from seg.iter_headers(start_offset)
 
     @property
     def name(self) -> str:
@@ -164,6 +187,11 @@ class Log:
         return sum(s.size for s in self.segments)
 
     def close(self) -> None:
+        if self.segments:
+            try:
+                self.producer_state.take_snapshot(self.log_end_offset)
+            except OSError as exc:
+                log.error("%s: cannot write producer snapshot: %s", self.name, exc)
         for s in self.segments:
             s.close()
 
@@ -266,7 +294,26 @@ class Log:
         self.unflushed_messages += records
         if self.unflushed_messages >= cfg.flush_messages:
             self.flush()
-        return AppendInfo(patched[0].base_offset, last, append_time, records, len(payload))
+        return AppendInfo(patched[0].base_offset, last, append_time, records, len(payload), patched)
+
+    def append_as_leader(self, payload: memoryview, now_ms: int) -> AppendInfo:
+        """Validate a producer's batches, check producer ids/sequences, append, record.
+
+        Check, then apply: nothing is written (and no producer state changes) unless every
+        batch passes. A retried batch already in the log is answered with its original
+        offsets and not written again.
+        """
+        batches = self.validate(payload, now_ms)
+        pending = None
+        if batches[0].producer_id >= 0 or len(batches) > 1:
+            checked = self.producer_state.check(batches)
+            if isinstance(checked, Duplicate):
+                return AppendInfo(checked.first_offset, checked.last_offset, -1, 0, 0, [], True)
+            pending = checked
+        info = self.append(payload, batches, now_ms)
+        if pending is not None:
+            self.producer_state.apply(pending, info.batches, now_ms)
+        return info
 
     def roll(self, base_offset: int | None = None) -> LogSegment:
         """Start a new active segment at the log end (Kafka's ``roll``)."""
@@ -278,6 +325,7 @@ class Log:
         seg = LogSegment.create(self.dir, base, self.config.index_interval_bytes)
         self.segments.append(seg)
         self._bases.append(base)
+        self.producer_state.take_snapshot(base)
         return seg
 
     def flush(self) -> None:
@@ -306,6 +354,7 @@ class Log:
             self._bases[-1] = offset
         else:
             seg.truncate_to(offset)
+        self.producer_state.truncate_to(offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from framework.errors import KafkaStorageError
@@ -316,6 +317,26 @@ class LogSegment:
         if length <= 0:
             return b""
         return os.pread(self._fd, length, pos)
+
+    def iter_headers(self, start_offset: int) -> Iterator[rb.BatchHeader]:
+        """Headers of the batches holding offsets >= ``start_offset``, in order."""
+        pos = self.position_of(start_offset) if start_offset > self.base_offset else 0
+        size = self.size
+        while pos < size:
+            window = os.pread(self._fd, min(RECOVER_WINDOW, size - pos), pos)
+            wpos = 0
+            while len(window) - wpos >= rb.HEADER_SIZE:
+                h = rb.read_header(window, wpos)
+                yield h
+                wpos += h.size
+            if wpos == 0:
+                hdr = os.pread(self._fd, rb.HEADER_SIZE, pos)
+                if len(hdr) < rb.HEADER_SIZE:
+                    return
+                h = rb.read_header(hdr)
+                yield h
+                wpos = h.size
+            pos += wpos
 
     def read_at(self, position: int, length: int) -> bytes:
         return os.pread(self._fd, length, position)
