@@ -40,6 +40,7 @@ from framework.protocol.messages import (
     produce,
     sasl_authenticate,
     sasl_handshake,
+    stream_admin,
     sync_group,
 )
 
@@ -48,7 +49,7 @@ from framework.protocol.messages import (
 class ApiEntry:
     key: int
     name: str
-    kio_name: str
+    kio_name: str | None
     request: type
     response: type
     min_version: int
@@ -58,7 +59,7 @@ class ApiEntry:
         return version >= self.request.FLEXIBLE  # type: ignore[attr-defined,no-any-return]
 
 
-def _e(name: str, kio_name: str, req: type, resp: type, lo: int, hi: int) -> ApiEntry:
+def _e(name: str, kio_name: str | None, req: type, resp: type, lo: int, hi: int) -> ApiEntry:
     return ApiEntry(req.API_KEY, name, kio_name, req, resp, lo, hi)  # type: ignore[attr-defined]
 
 
@@ -93,6 +94,8 @@ _ENTRIES = [
     _e("OffsetDelete", "offset_delete", offset_delete.OffsetDeleteRequest, offset_delete.OffsetDeleteResponse, 0, 0),
     _e("DescribeCluster", "describe_cluster", describe_cluster.DescribeClusterRequest, describe_cluster.DescribeClusterResponse, 0, 1),
     _e("DescribeProducers", "describe_producers", describe_producers.DescribeProducersRequest, describe_producers.DescribeProducersResponse, 0, 0),
+    # sftraffic extension (not a Kafka API): stream policies
+    _e("StreamAdmin", None, stream_admin.StreamAdminRequest, stream_admin.StreamAdminResponse, 0, 0),
 ]
 
 #: api key → entry

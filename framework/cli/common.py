@@ -1,0 +1,67 @@
+"""Shared CLI bits: --bootstrap, KEY=VALUE parsing, Kafka error → one line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from framework.errors import StoreError
+
+DEFAULT_BOOTSTRAP = os.environ.get("SFTRAFFIC_BOOTSTRAP", "127.0.0.1:9092")
+
+
+def add_bootstrap(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--bootstrap", "-b", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
+        help=f"broker to talk to (default {DEFAULT_BOOTSTRAP}, or $SFTRAFFIC_BOOTSTRAP)",
+    )
+
+
+def parse_kv(items: list[str], what: str = "--config") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or []:
+        k, sep, v = item.partition("=")
+        if not sep or not k.strip():
+            raise StoreError(f"{what} {item!r}: expected KEY=VALUE")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def kafka_error(exc: BaseException) -> StoreError:
+    """Turn a confluent-kafka exception into a one-line StoreError."""
+    err: Any = exc.args[0] if exc.args else None
+    if hasattr(err, "str") and hasattr(err, "name"):
+        text = err.str()
+        if err.name() in ("_TRANSPORT", "_TIMED_OUT", "_ALL_BROKERS_DOWN"):
+            return StoreError(f"no broker reachable ({text}); is it running? check --bootstrap")
+        return StoreError(f"{err.name()}: {text}")
+    return StoreError(str(exc))
+
+
+def ensure_reachable(bootstrap: str, timeout: float = 3.0) -> None:
+    """Fail fast with one line when no broker listens at ``bootstrap``."""
+    import socket
+
+    last = ""
+    for hp in bootstrap.split(","):
+        host, _, port = hp.strip().rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return
+        except (OSError, ValueError) as exc:
+            last = getattr(exc, "strerror", None) or str(exc)
+    raise StoreError(
+        f"no broker reachable at {bootstrap} ({last}); is it running? "
+        "start one with `sftraffic broker` or `sftraffic up`, or pass --bootstrap"
+    )
+
+
+def quiet_logger() -> Any:
+    """A logger for librdkafka that drops its connection chatter (errors surface as exceptions)."""
+    import logging
+
+    lg = logging.getLogger("sftraffic.librdkafka")
+    lg.addHandler(logging.NullHandler())
+    lg.propagate = False
+    return lg

@@ -1,0 +1,119 @@
+"""A minimal blocking Kafka-protocol client over our codec (CLI admin, tests).
+
+It speaks to one broker: negotiates versions with ApiVersions, then sends requests and
+decodes responses with the same message classes the broker uses. Data-path clients should
+use confluent-kafka; this exists for sftraffic's extension APIs and for protocol tests.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any, TypeVar
+
+from framework.errors import StoreError
+from framework.protocol import codec
+from framework.protocol.api import API_TABLE
+from framework.protocol.frames import encode_request
+from framework.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+
+T = TypeVar("T")
+
+
+class BrokerUnavailable(StoreError):
+    pass
+
+
+class WireClient:
+    def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "sftraffic-cli") -> None:
+        host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+        self.addr = (host.strip("[]") or "127.0.0.1", int(port))
+        self.timeout = timeout
+        self.client_id = client_id
+        self.sock: socket.socket | None = None
+        self.corr = 0
+        self.versions: dict[int, tuple[int, int]] = {}
+
+    def connect(self) -> WireClient:
+        try:
+            self.sock = socket.create_connection(self.addr, timeout=self.timeout)
+        except OSError as exc:
+            raise BrokerUnavailable(
+                f"cannot reach a broker at {self.addr[0]}:{self.addr[1]} ({exc.strerror or exc}); "
+                "is it running? start one with `sftraffic broker` or `sftraffic up`"
+            ) from None
+        resp = self._call(ApiVersionsRequest(), 3, ApiVersionsResponse)
+        if resp.error_code == 35:
+            resp = self._call(ApiVersionsRequest(), 0, ApiVersionsResponse)
+        self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        return self
+
+    def version_for(self, api_key: int) -> int | None:
+        ours = API_TABLE[api_key]
+        theirs = self.versions.get(api_key)
+        if theirs is None:
+            return None
+        v = min(ours.max_version, theirs[1])
+        return v if v >= max(ours.min_version, theirs[0]) else None
+
+    def send(self, req: Any, response_cls: type[T], version: int | None = None) -> T:
+        key = req.API_KEY
+        v = version if version is not None else self.version_for(key)
+        if v is None:
+            raise StoreError(f"the broker at {self.addr[0]}:{self.addr[1]} does not support {API_TABLE[key].name}")
+        return self._call(req, v, response_cls)
+
+    def send_raw(self, frame: bytes) -> bytes:
+        assert self.sock is not None
+        self.sock.sendall(frame)
+        return self._read_frame()
+
+    def _call(self, req: Any, version: int, response_cls: type[T]) -> T:
+        if self.sock is None:
+            raise BrokerUnavailable("not connected")
+        self.corr += 1
+        frame = encode_request(req.API_KEY, version, self.corr, self.client_id, req)
+        try:
+            self.sock.sendall(frame)
+            data = self._read_frame()
+        except (OSError, EOFError) as exc:
+            raise BrokerUnavailable(f"connection to {self.addr[0]}:{self.addr[1]} failed: {exc}") from None
+        (corr,) = struct.unpack_from(">i", data, 0)
+        if corr != self.corr:
+            raise StoreError(f"correlation id {corr} != {self.corr}")
+        pos = 4
+        flexible = version >= response_cls.FLEXIBLE  # type: ignore[attr-defined]
+        if flexible and req.API_KEY != 18:
+            ntags, pos = codec.read_uvarint(data, pos)
+            for _ in range(ntags):
+                _, pos = codec.read_uvarint(data, pos)
+                size, pos = codec.read_uvarint(data, pos)
+                pos += size
+        obj, _ = codec.decode(response_cls, version, memoryview(data), pos)
+        return obj
+
+    def _read_frame(self) -> bytes:
+        head = self._recv_exact(4)
+        (size,) = struct.unpack(">i", head)
+        return self._recv_exact(size)
+
+    def _recv_exact(self, n: int) -> bytes:
+        assert self.sock is not None
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise EOFError("connection closed by broker")
+            buf += chunk
+        return bytes(buf)
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    def __enter__(self) -> WireClient:
+        return self.connect()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
