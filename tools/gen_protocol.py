@@ -230,10 +230,10 @@ def py_default(f: MField, nullable_any: bool) -> str:
         return f"dataclasses.field(default_factory=lambda: {f.struct}())"
     if f.has_default:
         d = f.default
-        if d is None:
-            return "None"
         if f.type == "uuid":
             return "ZERO_UUID"
+        if d is None:
+            return "None"
         if f.type in ("bytes",) and isinstance(d, (bytes, bytearray)):
             return repr(bytes(d))
         return repr(d)

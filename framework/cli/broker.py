@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from framework import config as cfg
+from framework.errors import ConfigError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -32,7 +33,7 @@ def load_config(args: argparse.Namespace) -> cfg.BrokerConfig:
     for item in args.override:
         k, sep, v = item.partition("=")
         if not sep:
-            raise cfg.ConfigError(f"--override {item!r}: expected KEY=VALUE")
+            raise ConfigError(f"--override {item!r}: expected KEY=VALUE")
         overrides[k.strip()] = v.strip()
     if args.node_id is not None:
         overrides["node.id"] = args.node_id

@@ -17,6 +17,8 @@ COMMANDS = [
     "framework.cli.broker",
     "framework.cli.topics",
     "framework.cli.streams",
+    "framework.cli.up",
+    "framework.cli.config_cmd",
 ]
 OPTIONAL_COMMANDS: list[str] = []
 

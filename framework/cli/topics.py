@@ -64,7 +64,7 @@ def _admin(bootstrap: str) -> Any:
 
 
 def create(args: argparse.Namespace) -> int:
-    from confluent_kafka.admin import NewTopic
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     configs = parse_kv(args.config)
     if args.ttl:
@@ -105,7 +105,7 @@ def list_(args: argparse.Namespace) -> int:
 
 def describe(args: argparse.Namespace) -> int:
     from confluent_kafka import Consumer, TopicPartition
-    from confluent_kafka.admin import ConfigResource
+    from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
 
     a = _admin(args.bootstrap)
     md = a.list_topics(timeout=10)

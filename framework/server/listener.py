@@ -62,7 +62,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # -- asyncio protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert hasattr(transport, "write"), transport  # uvloop's TCPTransport is no asyncio.Transport
         self.transport = transport  # type: ignore[assignment]
+        self.transport.set_write_buffer_limits(high=8 * 1024 * 1024)  # type: ignore[union-attr]
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
@@ -72,7 +74,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = f"{peer[0]}:{peer[1]}"
-        transport.set_write_buffer_limits(high=8 * 1024 * 1024)
         self.broker.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -195,8 +196,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         mv = memoryview(frame)
         try:
             header, pos = parse_request_header(mv, route.entry.request_flexible(version))
+            req: Any
             req, _ = codec.decode(route.entry.request, version, mv, pos)
-        except codec.DecodeError as exc:
+        except (codec.DecodeError, IndexError, ValueError, struct.error) as exc:
             self._bad(f"malformed {route.entry.name} v{version} request: {exc}")
             return
         ctx = RequestContext(self.broker, header, self.peer)

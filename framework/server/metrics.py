@@ -73,5 +73,5 @@ class PartitionCollector:
 
 
 def serve(host: str, port: int, broker: Broker) -> None:
-    REGISTRY.register(PartitionCollector(broker))  # type: ignore[arg-type]
+    REGISTRY.register(PartitionCollector(broker))
     start_http_server(port, addr=host, registry=REGISTRY)

@@ -59,11 +59,14 @@ def run(config: cfg.BrokerConfig) -> int:
     try:
         import uvloop
 
-        runner = uvloop.run
+        have_uvloop = True
     except ImportError:
-        runner = asyncio.run
+        have_uvloop = False
     try:
-        runner(serve(config))
+        if have_uvloop:
+            uvloop.run(serve(config))
+        else:
+            asyncio.run(serve(config))
     except StoreError as exc:
         logging.getLogger("sftraffic.broker").error("%s", exc.message)
         print(f"sftraffic broker: {exc.message}", file=sys.stderr)

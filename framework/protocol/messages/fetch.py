@@ -43,7 +43,7 @@ class FetchPartition:
     last_fetched_epoch: int = -1
     log_start_offset: int = -1
     partition_max_bytes: int = 0
-    replica_directory_id: bytes = None
+    replica_directory_id: bytes = ZERO_UUID
     high_watermark: int = 9223372036854775807
 
 

@@ -6,6 +6,7 @@ import logging
 
 from framework import config as cfg
 from framework.errors import StoreError
+from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.create_topics import (
     CreatableTopicConfigs,
     CreatableTopicResult,
@@ -37,7 +38,7 @@ def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsRespons
             if ct.assignments:
                 ordered = sorted(ct.assignments, key=lambda a: a.partition_index)
                 if [a.partition_index for a in ordered] != list(range(len(ordered))):
-                    raise StoreError("assignments must cover partitions 0..n-1", 39)
+                    raise StoreError("assignments must cover partitions 0..n-1", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
                 assignments = [list(a.broker_ids) for a in ordered]
             t = broker.create_topic(
                 ct.name, ct.num_partitions, ct.replication_factor, configs, assignments,

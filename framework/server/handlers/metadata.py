@@ -58,12 +58,13 @@ def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     include_ops = req.include_topic_authorized_operations
     topics: list[MetadataResponseTopic] = []
     if req.topics is None or (v == 0 and not req.topics):
-        for t in list(md.topics.values()):
-            topics.append(topic_metadata(ctx, t, include_ops))
+        for every in list(md.topics.values()):
+            topics.append(topic_metadata(ctx, every, include_ops))
     else:
         auto = (v < 4 or req.allow_auto_topic_creation) and broker.config["auto.create.topics.enable"]
         for rt in req.topics:
             name = rt.name
+            t: TopicInfo | None
             if name is None:
                 t = md.topics_by_id.get(rt.topic_id)
                 if t is None:
