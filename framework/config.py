@@ -78,19 +78,26 @@ class ConfigKey:
     validator: Validator | None = None
     dynamic: bool = False  # may change on a running broker (topic/stream keys always can)
 
-    def parse(self, raw: Any, source: str = "") -> Any:
-        """Convert a string/TOML value to this key's type and validate it."""
+    def parse(self, raw: Any, source: str = "", name: str | None = None) -> Any:
+        """Convert a string/TOML value to this key's type and validate it.
+
+        ``name`` is the name the user wrote (a broker synonym such as ``log.retention.ms``),
+        used in error messages; it defaults to the key's own name.
+        """
         where = f" (from {source})" if source else ""
+        shown = name or self.name
         try:
             value = _convert(self.type, raw)
+        except _OutOfRange as exc:
+            raise ConfigError(f"config {shown}={raw!r}{where}: {exc}") from None
         except (TypeError, ValueError):
             raise ConfigError(
-                f"config {self.name}={raw!r}{where}: expected {self.type}"
+                f"config {shown}={raw!r}{where}: expected {self.type}"
             ) from None
         if self.validator is not None:
             problem = self.validator(value)
             if problem:
-                raise ConfigError(f"config {self.name}={raw!r}{where}: {problem}")
+                raise ConfigError(f"config {shown}={raw!r}{where}: {problem}")
         return value
 
     def render(self, value: Any) -> str:
@@ -104,15 +111,24 @@ class ConfigKey:
         return str(value)
 
 
+class _OutOfRange(ValueError):
+    pass
+
+
 def _convert(kind: str, raw: Any) -> Any:
     if kind in ("int", "long"):
         if isinstance(raw, bool):
             raise TypeError
         if isinstance(raw, int):
-            return raw
-        if isinstance(raw, float) and raw.is_integer():
-            return int(raw)
-        return int(str(raw).strip().replace("_", ""))
+            n = raw
+        elif isinstance(raw, float) and raw.is_integer():
+            n = int(raw)
+        else:
+            n = int(str(raw).strip().replace("_", ""))
+        hi = INT_MAX if kind == "int" else LONG_MAX
+        if not -hi - 1 <= n <= hi:  # Kafka's INT is 32-bit, LONG 64-bit
+            raise _OutOfRange(f"out of range for a {32 if kind == 'int' else 64}-bit {kind}")
+        return n
     if kind == "double":
         return float(raw)
     if kind == "bool":
@@ -185,6 +201,7 @@ define("group.initial.rebalance.delay.ms", "int", 3000, "Wait for more members b
 define("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for.", [B], validator=at_least(1))
 define("group.max.session.timeout.ms", "int", 1_800_000, "Largest session timeout a member may ask for.", [B], validator=at_least(1))
 define("group.max.size", "int", INT_MAX, "Most members in one group.", [B], validator=at_least(1))
+define("log.cleaner.backoff.ms", "long", 15_000, "How often the log cleaner looks for compacted topics to clean.", [B], validator=at_least(1))
 define("producer.id.expiration.check.interval.ms", "long", 600_000, "How often expired producer ids are removed.", [B], validator=at_least(1))
 define("producer.id.block.size", "int", 1000, "Producer ids a broker reserves at a time.", [B], validator=at_least(1))
 
@@ -354,7 +371,7 @@ class BrokerConfig:
             if k is None:
                 k = _BY_BROKER_NAME.get(name)
                 if k is not None:
-                    self.values[name] = k.parse(raw, source)
+                    self.values[name] = k.parse(raw, source, name)
                     self.sources[name] = source
                     continue
                 raise ConfigError(
@@ -369,21 +386,22 @@ def parse_duration_ms(text: str) -> int:
     """'180d', '6h', '30s', '500ms', '2w' or a plain number of ms."""
     s = text.strip().lower()
     units = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": DAY_MS, "w": 7 * DAY_MS, "mo": 30 * DAY_MS, "y": 365 * DAY_MS}
-    for suffix in sorted(units, key=len, reverse=True):
-        if s.endswith(suffix) and s[: -len(suffix)].strip().replace(".", "", 1).isdigit():
-            return int(float(s[: -len(suffix)]) * units[suffix])
     try:
+        for suffix in sorted(units, key=len, reverse=True):
+            num = s[: -len(suffix)].strip()
+            if s.endswith(suffix) and num.replace(".", "", 1).isdigit():
+                return int(float(num) * units[suffix])
         return int(s)
-    except ValueError:
+    except (ValueError, OverflowError):  # e.g. '²s' passes isdigit() but not float()
         raise ConfigError(f"cannot read duration {text!r}: use e.g. 500ms, 30s, 6h, 180d") from None
 
 
 def parse_size(text: str) -> int:
     s = text.strip().lower().removesuffix("b")
     mult = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-    if s and s[-1] in mult:
-        return int(float(s[:-1]) * mult[s[-1]])
     try:
+        if s and s[-1] in mult:
+            return int(float(s[:-1]) * mult[s[-1]])
         return int(s)
-    except ValueError:
+    except (ValueError, OverflowError):  # 'junk', 'infk', 'nank' ...
         raise ConfigError(f"cannot read size {text!r}: use e.g. 512k, 100m, 1g") from None

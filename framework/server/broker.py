@@ -35,6 +35,14 @@ class Node:
     rack: str | None = None
 
 
+def _log_failure(what: str) -> Any:
+    def done(task: asyncio.Task[Any]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s failed: %r", what, task.exception())
+
+    return done
+
+
 def split_host_port(text: str, what: str = "listener") -> tuple[str, int]:
     host, sep, port = text.strip().rpartition(":")
     if not sep or not port.isdigit() or not host:
@@ -76,12 +84,52 @@ class Broker:
         for t in self.metadata.topics.values():
             self._open_topic(t)
         self.metadata.listeners.append(self._on_metadata)
+        self._ensure_offsets_topic()
+
+    def _ensure_offsets_topic(self) -> None:
+        from framework.coordinator.offsets_topic import TOPIC
+
+        if TOPIC not in self.metadata.topics:
+            self.create_topic(
+                TOPIC,
+                int(self.config["offsets.topic.num.partitions"]),
+                min(3, len(self.broker_ids())),
+                {"cleanup.policy": "compact", "segment.bytes": 104_857_600},
+                internal=True,
+            )
+
+    def _start_groups(self, loop: asyncio.AbstractEventLoop) -> None:
+        from framework.coordinator.groups import GroupConfig, GroupCoordinator, LoopScheduler
+        from framework.coordinator.offsets_topic import TOPIC, OffsetsTopicStore
+
+        c = self.config
+        gc = GroupConfig(
+            min_session_timeout_ms=c["group.min.session.timeout.ms"],
+            max_session_timeout_ms=c["group.max.session.timeout.ms"],
+            initial_rebalance_delay_ms=c["group.initial.rebalance.delay.ms"],
+            max_size=c["group.max.size"],
+            offsets_retention_ms=c["offsets.retention.minutes"] * 60_000,
+        )
+        self.offsets_store = OffsetsTopicStore(self, len(self.metadata.topics[TOPIC].assignments))
+
+        def exists(topic: str, partition: int) -> bool:
+            parts = self.partitions.get(topic)
+            return parts is not None and 0 <= partition < len(parts)
+
+        self.groups = GroupCoordinator(LoopScheduler(loop), self.offsets_store, gc, lambda: int(time.time() * 1000), exists)
+        n_groups, n_offsets = self.offsets_store.load_into(self.groups)
+        if n_groups or n_offsets:
+            log.info("group coordinator loaded %d group(s) and %d committed offset(s)", n_groups, n_offsets)
 
     async def start(self) -> None:
         from framework.server.listener import KafkaConnection
 
         loop = asyncio.get_running_loop()
         self.load()
+        self._start_groups(loop)
+        from framework.storage.cleaner import LogCleaner
+
+        self.cleaner = LogCleaner(self.config.data_dir)
         self.started_ms = int(time.time() * 1000)
         try:
             self.server = await loop.create_server(
@@ -101,6 +149,8 @@ class Broker:
             loop.create_task(
                 self._every(self.config["producer.id.expiration.check.interval.ms"], self._expire_producers)
             ),
+            loop.create_task(self._every(self.config["offsets.retention.check.interval.ms"], self._expire_offsets)),
+            loop.create_task(self._every(self.config["log.cleaner.backoff.ms"], self._clean)),
         ]
         listen = self.config["metrics.listen"]
         if listen:
@@ -136,7 +186,15 @@ class Broker:
             except Exception:
                 log.exception("background task %s failed", getattr(fn, "__name__", fn))
 
+    def _clean(self) -> None:
+        if self.cleaner.running:
+            return
+        task = asyncio.get_running_loop().create_task(self.cleaner.run_once(list(self.logs.logs.values())))
+        task.add_done_callback(_log_failure("log cleaner"))
+
     def _retention(self) -> None:
+        if self.cleaner.running:
+            return  # the cleaner reads segment files in a thread: retention waits a round
         freed = self.logs.enforce_retention(int(time.time() * 1000))
         if freed:
             metrics.RETENTION_BYTES.inc(freed)
@@ -155,6 +213,10 @@ class Broker:
                 log.info("%s: expired %d producer id(s) unused for %d ms", lg.name, len(gone),
                          lg.config.producer_id_expiration_ms)
 
+    def _expire_offsets(self) -> None:
+        task = asyncio.get_running_loop().create_task(self.groups.expire_offsets())
+        task.add_done_callback(_log_failure("offset expiry"))
+
     def _flush(self) -> None:
         self.logs.flush_due(int(time.time() * 1000))
 
@@ -164,6 +226,10 @@ class Broker:
 
     def broker_ids(self) -> list[int]:
         return [n.node_id for n in self.nodes()]
+
+    def coordinator_node(self, group_id: str) -> Node:
+        """The broker leading the group's __consumer_offsets partition (this one, single-node)."""
+        return self.nodes()[0]
 
     @property
     def controller_id(self) -> int:

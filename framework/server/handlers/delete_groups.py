@@ -1,0 +1,23 @@
+"""DeleteGroups (42): delete empty groups and their committed offsets."""
+
+from __future__ import annotations
+
+from framework.protocol.messages.delete_groups import DeletableGroupResult, DeleteGroupsRequest, DeleteGroupsResponse
+from framework.server.context import RequestContext
+
+API_KEY = 42
+
+
+async def _delete(ctx: RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
+    out = []
+    for gid in req.groups_names:
+        out.append(DeletableGroupResult(group_id=gid, error_code=await ctx.broker.groups.delete_group(gid)))
+    return DeleteGroupsResponse(results=out)
+
+
+def handle(ctx: RequestContext, req: DeleteGroupsRequest) -> object:
+    return _delete(ctx, req)
+
+
+def error_response(req: DeleteGroupsRequest, code: int, message: str) -> DeleteGroupsResponse:
+    return DeleteGroupsResponse(results=[DeletableGroupResult(group_id=g, error_code=code) for g in req.groups_names])

@@ -1,0 +1,44 @@
+"""DescribeGroups (15): state, protocol and members (with assignments) of groups."""
+
+from __future__ import annotations
+
+from framework.protocol.messages.describe_groups import (
+    DescribedGroup,
+    DescribedGroupMember,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+)
+from framework.server.context import RequestContext
+
+API_KEY = 15
+GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))  # READ, DELETE, DESCRIBE
+NOT_REQUESTED = -2147483648
+
+
+def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
+    coord = ctx.broker.groups
+    out = []
+    for gid in req.groups:
+        g = coord.groups.get(gid)
+        ops = GROUP_OPERATIONS if req.include_authorized_operations else NOT_REQUESTED
+        if g is None:
+            out.append(DescribedGroup(error_code=0, group_id=gid, group_state="Dead", protocol_type="", protocol_data="",
+                                      authorized_operations=ops))
+            continue
+        proto = g.protocol_name or ""
+        out.append(DescribedGroup(
+            error_code=0, group_id=gid, group_state=g.state.value, protocol_type=g.protocol_type or "",
+            protocol_data=proto, authorized_operations=ops,
+            members=[
+                DescribedGroupMember(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                                     client_host=m.client_host, member_metadata=m.metadata_for(proto),
+                                     member_assignment=m.assignment)
+                for m in g.members.values()
+            ],
+        ))
+    return DescribeGroupsResponse(groups=out)
+
+
+def error_response(req: DescribeGroupsRequest, code: int, message: str) -> DescribeGroupsResponse:
+    return DescribeGroupsResponse(groups=[DescribedGroup(error_code=code, group_id=g, group_state="", protocol_type="",
+                                                         protocol_data="") for g in req.groups])

@@ -1,0 +1,19 @@
+"""Heartbeat (12): keep a member alive; learn about rebalances."""
+
+from __future__ import annotations
+
+from framework.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+from framework.server.context import RequestContext
+
+API_KEY = 12
+
+
+def handle(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
+    code = ctx.broker.groups.heartbeat(
+        req.group_id, req.generation_id, req.member_id, req.group_instance_id if ctx.version >= 3 else None
+    )
+    return HeartbeatResponse(error_code=code)
+
+
+def error_response(req: HeartbeatRequest, code: int, message: str) -> HeartbeatResponse:
+    return HeartbeatResponse(error_code=code)

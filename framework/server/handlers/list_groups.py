@@ -1,0 +1,26 @@
+"""ListGroups (16): groups known to this coordinator, filterable by state and type."""
+
+from __future__ import annotations
+
+from framework.protocol.messages.list_groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
+from framework.server.context import RequestContext
+
+API_KEY = 16
+
+
+def handle(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
+    states = {s.lower() for s in req.states_filter}
+    types = {t.lower() for t in req.types_filter}
+    out = []
+    for g in ctx.broker.groups.list_groups():
+        if states and g.state.value.lower() not in states:
+            continue
+        if types and "classic" not in types:
+            continue
+        out.append(ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value,
+                               group_type="classic"))
+    return ListGroupsResponse(error_code=0, groups=out)
+
+
+def error_response(req: ListGroupsRequest, code: int, message: str) -> ListGroupsResponse:
+    return ListGroupsResponse(error_code=code)

@@ -1,0 +1,34 @@
+"""OffsetDelete (47): delete a group's committed offsets for partitions it no longer consumes."""
+
+from __future__ import annotations
+
+from framework.protocol.messages.offset_delete import (
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+from framework.server.context import RequestContext
+
+API_KEY = 47
+
+
+async def _delete(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
+    tps = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    top, res = await ctx.broker.groups.delete_offsets(req.group_id, tps)
+    if top:
+        return OffsetDeleteResponse(error_code=top)
+    return OffsetDeleteResponse(error_code=0, topics=[
+        OffsetDeleteResponseTopic(name=t.name, partitions=[
+            OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=res[(t.name, p.partition_index)])
+            for p in t.partitions])
+        for t in req.topics
+    ])
+
+
+def handle(ctx: RequestContext, req: OffsetDeleteRequest) -> object:
+    return _delete(ctx, req)
+
+
+def error_response(req: OffsetDeleteRequest, code: int, message: str) -> OffsetDeleteResponse:
+    return OffsetDeleteResponse(error_code=code)

@@ -1,0 +1,62 @@
+"""OffsetFetch (9): a group's committed offsets (-1 where none), one group or many (v8+)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from framework.coordinator.groups import CommittedOffset
+from framework.protocol.messages.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
+)
+from framework.server.context import RequestContext
+
+API_KEY = 9
+
+
+def _lookup(ctx: RequestContext, group: str, wanted: list[tuple[str, list[int]]] | None) -> dict[str, list[tuple[int, CommittedOffset | None]]]:
+    coord = ctx.broker.groups
+    tps = None if wanted is None else [(t, p) for t, ps in wanted for p in ps]
+    found = coord.fetch_offsets(group, tps)
+    out: dict[str, list[tuple[int, CommittedOffset | None]]] = defaultdict(list)
+    order = [(t, p) for t, ps in wanted for p in ps] if wanted is not None else sorted(found)
+    for t, p in order:
+        out[t].append((p, found.get((t, p))))
+    return out
+
+
+def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
+    v = ctx.version
+    if v >= 8:
+        groups = []
+        for g in req.groups:
+            wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
+            res = _lookup(ctx, g.group_id, wanted)
+            groups.append(OffsetFetchResponseGroup(group_id=g.group_id, error_code=0, topics=[
+                OffsetFetchResponseTopics(name=t, partitions=[
+                    OffsetFetchResponsePartitions(
+                        partition_index=p, committed_offset=o.offset if o else -1,
+                        committed_leader_epoch=o.leader_epoch if o else -1, metadata=o.metadata if o else "", error_code=0)
+                    for p, o in parts])
+                for t, parts in res.items()
+            ]))
+        return OffsetFetchResponse(groups=groups)
+    wanted = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
+    res = _lookup(ctx, req.group_id, wanted)
+    return OffsetFetchResponse(error_code=0, topics=[
+        OffsetFetchResponseTopic(name=t, partitions=[
+            OffsetFetchResponsePartition(
+                partition_index=p, committed_offset=o.offset if o else -1,
+                committed_leader_epoch=o.leader_epoch if o else -1, metadata=o.metadata if o else "", error_code=0)
+            for p, o in parts])
+        for t, parts in res.items()
+    ])
+
+
+def error_response(req: OffsetFetchRequest, code: int, message: str) -> OffsetFetchResponse:
+    return OffsetFetchResponse(error_code=code, groups=[OffsetFetchResponseGroup(group_id=g.group_id, error_code=code) for g in req.groups])

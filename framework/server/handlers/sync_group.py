@@ -1,0 +1,27 @@
+"""SyncGroup (14): the leader hands out assignments; every member gets its own."""
+
+from __future__ import annotations
+
+from framework.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from framework.server.context import RequestContext
+
+API_KEY = 14
+
+
+async def _sync(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
+    v = ctx.version
+    res = await ctx.broker.groups.sync(
+        req.group_id, req.generation_id, req.member_id, req.group_instance_id if v >= 3 else None,
+        req.protocol_type if v >= 5 else None, req.protocol_name if v >= 5 else None,
+        {a.member_id: bytes(a.assignment) for a in req.assignments},
+    )
+    return SyncGroupResponse(error_code=res.error, protocol_type=res.protocol_type, protocol_name=res.protocol_name,
+                             assignment=res.assignment)
+
+
+def handle(ctx: RequestContext, req: SyncGroupRequest) -> object:
+    return _sync(ctx, req)
+
+
+def error_response(req: SyncGroupRequest, code: int, message: str) -> SyncGroupResponse:
+    return SyncGroupResponse(error_code=code, assignment=b"")

@@ -1,0 +1,277 @@
+"""Log compaction (``cleanup.policy=compact``): keep the latest value of every key.
+
+A cleaning pass over one log:
+
+1. *Plan*: the dirty section runs from the partition's cleaner checkpoint to the base of the
+   active segment (the active segment is never cleaned) and, with ``min.compaction.lag.ms``,
+   stops before segments holding records younger than the lag. The pass runs when dirty bytes
+   / cleanable bytes >= ``min.cleanable.dirty.ratio`` (or when ``max.compaction.lag.ms`` is
+   exceeded).
+2. *Map*: key → offset of its latest record in the dirty section.
+3. *Filter*: every non-active segment up to the dirty end is rewritten keeping a record only
+   if no later record has its key; tombstones (null values) are kept until they are older than
+   ``delete.retention.ms`` so consumers catching up still see the deletion. Records keep their
+   offsets: a batch whose records all survive is copied byte for byte, a partly filtered batch
+   is re-encoded with the survivors (same producer id/epoch, offsets as gaps), an emptied
+   batch disappears. Control and transactional batches are not produced here (no
+   transactions), so nothing else needs keeping.
+4. *Swap* (on the broker's event loop): the new file ``<base>.log.cleaned`` is fsynced, the
+   segment's indexes are removed, the file renamed over ``<base>.log`` and the indexes rebuilt.
+   A crash before the rename leaves the original (the stray ``.cleaned`` is deleted on load);
+   after it, the missing indexes are rebuilt on load. Offsets never change, the log start
+   offset stays, and consumers reading across the swap see either version.
+
+Steps 2-3 only read segment files and run in a worker thread; the log is marked ``cleaning``
+so retention leaves its segments alone meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from framework.protocol import records as rb
+from framework.storage.log import Log
+from framework.storage.segment import LogSegment
+
+log = logging.getLogger("sftraffic.cleaner")
+
+
+@dataclass(slots=True)
+class CleanPlan:
+    first_dirty: int
+    dirty_end: int  # exclusive: base offset of the first segment not cleaned
+    segments: list[LogSegment]
+
+
+@dataclass(slots=True)
+class CleanStats:
+    segments: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    records_before: int = 0
+    records_after: int = 0
+    tombstones_dropped: int = 0
+
+
+def plan(lg: Log, first_dirty: int, now_ms: int, force: bool = False) -> CleanPlan | None:
+    cfg = lg.config
+    if not cfg.compact:
+        return None
+    candidates: list[LogSegment] = []
+    for seg in lg.segments[:-1]:
+        if cfg.min_compaction_lag_ms > 0 and seg.max_timestamp >= 0 and now_ms - seg.max_timestamp < cfg.min_compaction_lag_ms:
+            break
+        candidates.append(seg)
+    if not candidates:
+        return None
+    dirty_end = candidates[-1].next_offset
+    first_dirty = max(first_dirty, lg.log_start_offset)
+    if first_dirty >= dirty_end:
+        return None
+    total = sum(s.size for s in candidates)
+    dirty = sum(s.size for s in candidates if s.next_offset > first_dirty)
+    overdue = any(
+        s.next_offset > first_dirty and s.max_timestamp >= 0 and now_ms - s.max_timestamp > cfg.max_compaction_lag_ms
+        for s in candidates
+    )
+    if not force and not overdue and (total == 0 or dirty / total < cfg.min_cleanable_dirty_ratio):
+        return None
+    return CleanPlan(first_dirty, dirty_end, candidates)
+
+
+def _batches(seg: LogSegment) -> list[tuple[bytes, rb.BatchHeader]]:
+    data = seg.read_at(0, seg.size)
+    return [(data[pos : pos + h.size], h) for pos, h in rb.iter_batches(data)]
+
+
+def build_offset_map(p: CleanPlan) -> dict[bytes, int]:
+    latest: dict[bytes, int] = {}
+    for seg in p.segments:
+        if seg.next_offset <= p.first_dirty:
+            continue
+        for raw, h in _batches(seg):
+            if h.next_offset <= p.first_dirty:
+                continue
+            _, recs = rb.decode_batch(raw)
+            for r in recs:
+                if r.key is not None and r.offset >= p.first_dirty:
+                    latest[r.key] = r.offset
+    return latest
+
+
+def filter_segment(seg: LogSegment, latest: dict[bytes, int], now_ms: int, delete_retention_ms: int,
+                   out_path: Path, stats: CleanStats) -> None:
+    """Write the surviving batches of ``seg`` to ``out_path`` (read-only on ``seg``)."""
+    out = bytearray()
+    for raw, h in _batches(seg):
+        _, recs = rb.decode_batch(raw)
+        keep = []
+        for r in recs:
+            if r.key is None:
+                continue  # keyless records cannot be compacted meaningfully: dropped, as Kafka does
+            newest = latest.get(r.key)
+            if newest is not None and newest != r.offset:
+                continue
+            if r.value is None and now_ms - r.timestamp > delete_retention_ms:
+                stats.tombstones_dropped += 1
+                continue
+            keep.append(r)
+        stats.records_before += len(recs)
+        stats.records_after += len(keep)
+        if len(keep) == len(recs):
+            out += raw
+        elif keep:
+            base = keep[0].offset
+            batch = bytearray(rb.build_batch(
+                [(r.key, r.value, r.headers) for r in keep],
+                base_offset=base,
+                timestamps=[r.timestamp for r in keep],
+                compression=h.compression,
+                producer_id=h.producer_id,
+                producer_epoch=h.producer_epoch,
+                base_sequence=h.base_sequence,
+                leader_epoch=h.partition_leader_epoch,
+            ))
+            _relabel_offsets(batch, [r.offset - base for r in keep], h)
+            out += batch
+    with open(out_path, "wb") as fh:
+        fh.write(out)
+        fh.flush()
+        os.fsync(fh.fileno())
+    stats.bytes_before += seg.size
+    stats.bytes_after += len(out)
+    stats.segments += 1
+
+
+def _relabel_offsets(batch: bytearray, deltas: list[int], original: rb.BatchHeader) -> None:
+    """Give re-encoded records their original offset deltas (gaps allowed) and fix the CRC."""
+    body = rb.decompress(original.compression, memoryview(batch)[rb.HEADER_SIZE:]) if original.compression else bytes(batch[rb.HEADER_SIZE:])
+    new_body = bytearray()
+    pos = 0
+    for delta in deltas:
+        length, p2 = rb._read_varint(body, pos)
+        end = p2 + length
+        rec = bytearray(body[p2:end])
+        # attributes (1 byte), timestamp delta varint, then the offset delta varint we replace
+        _, q = rb._read_varint(rec, 1)
+        _, q2 = rb._read_varint(rec, q)
+        fixed = bytearray(rec[:q])
+        rb._write_varint(fixed, delta)
+        fixed += rec[q2:]
+        rb._write_varint(new_body, len(fixed))
+        new_body += fixed
+        pos = end
+    payload = rb.compress(original.compression, bytes(new_body))
+    head = bytearray(batch[: rb.HEADER_SIZE])
+    import struct
+
+    struct.pack_into(">i", head, 8, rb.HEADER_SIZE - rb.LOG_OVERHEAD + len(payload))
+    struct.pack_into(">i", head, 23, deltas[-1])
+    # max timestamp and base timestamp were recomputed by build_batch from the survivors
+    batch[:] = head + payload
+    struct.pack_into(">I", batch, 17, rb.crc32c(memoryview(batch)[21:]))
+
+
+def swap_in(lg: Log, seg: LogSegment, cleaned: Path) -> None:
+    """Replace a segment's file by its cleaned version (event-loop thread)."""
+    seg.index.path.unlink(missing_ok=True)
+    seg.time_index.path.unlink(missing_ok=True)
+    os.replace(cleaned, seg.path)
+    os.close(seg._fd)
+    seg._fd = os.open(seg.path, os.O_RDWR)
+    seg.size = os.fstat(seg._fd).st_size
+    seg.recover()
+
+
+def clean_log(lg: Log, first_dirty: int, now_ms: int | None = None, force: bool = False) -> tuple[int, CleanStats] | None:
+    """One synchronous cleaning pass (tests, tools); returns (new checkpoint, stats)."""
+    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    p = plan(lg, first_dirty, now, force)
+    if p is None:
+        return None
+    latest = build_offset_map(p)
+    stats = CleanStats()
+    outputs = []
+    for seg in p.segments:
+        out = seg.path.with_suffix(".log.cleaned")
+        filter_segment(seg, latest, now, lg.config.delete_retention_ms, out, stats)
+        outputs.append((seg, out))
+    for seg, out in outputs:
+        swap_in(lg, seg, out)
+    log.info(
+        "%s: compacted %d segment(s): %d -> %d records, %d -> %d bytes",
+        lg.name, stats.segments, stats.records_before, stats.records_after, stats.bytes_before, stats.bytes_after,
+    )
+    return p.dirty_end, stats
+
+
+class LogCleaner:
+    """Cleans compacted logs in the background; remembers progress in ``cleaner-offset-checkpoint``."""
+
+    def __init__(self, data_dir: Path) -> None:
+        from framework.storage.log_manager import read_checkpoint
+
+        self.path = data_dir / "cleaner-offset-checkpoint"
+        self.checkpoints: dict[tuple[str, int], int] = read_checkpoint(self.path)
+        self.running = False
+
+    def save(self) -> None:
+        from framework.storage.log_manager import write_checkpoint
+
+        write_checkpoint(self.path, self.checkpoints)
+
+    async def run_once(self, logs: list[Log]) -> CleanStats:
+        """One pass over every compacted log that needs it (heavy work in a worker thread)."""
+        import asyncio
+
+        total = CleanStats()
+        self.running = True
+        try:
+            for lg in logs:
+                if not lg.config.compact or not lg.segments:
+                    continue
+                key = (lg.topic, lg.partition)
+                now = int(time.time() * 1000)
+                p = plan(lg, self.checkpoints.get(key, 0), now)
+                if p is None:
+                    continue
+
+                def work(p: CleanPlan = p, lg: Log = lg, now: int = now) -> tuple[list[tuple[LogSegment, Path]], CleanStats]:
+                    latest = build_offset_map(p)
+                    st = CleanStats()
+                    outs = []
+                    for seg in p.segments:
+                        out = seg.path.with_suffix(".log.cleaned")
+                        filter_segment(seg, latest, now, lg.config.delete_retention_ms, out, st)
+                        outs.append((seg, out))
+                    return outs, st
+
+                outs, st = await asyncio.to_thread(work)
+                if not lg.segments or lg.segments[0].base_offset > p.segments[0].base_offset:
+                    for _, out in outs:  # the log changed under us (deleted): drop the work
+                        out.unlink(missing_ok=True)
+                    continue
+                for seg, out in outs:
+                    if seg in lg.segments:
+                        swap_in(lg, seg, out)
+                    else:
+                        out.unlink(missing_ok=True)
+                self.checkpoints[key] = p.dirty_end
+                log.info(
+                    "%s: compacted %d segment(s): %d -> %d records, %d -> %d bytes",
+                    lg.name, st.segments, st.records_before, st.records_after, st.bytes_before, st.bytes_after,
+                )
+                total.segments += st.segments
+                total.records_before += st.records_before
+                total.records_after += st.records_after
+                total.bytes_before += st.bytes_before
+                total.bytes_after += st.bytes_after
+            if total.segments:
+                self.save()
+        finally:
+            self.running = False
+        return total
