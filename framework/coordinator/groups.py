@@ -318,6 +318,8 @@ class GroupCoordinator:
             g.initial_delay_left = 0.0
             g.in_initial_delay = False
             self._arm_join_timer(g, rebalance_s, initial=False)
+        # Kafka's DelayedJoin completes at once when every member is already in
+        self._maybe_complete_join(g)
 
     def _arm_join_timer(self, g: Group, delay: float, initial: bool) -> None:
         if g.join_timer is not None:
