@@ -17,6 +17,7 @@ COMMANDS = [
     "framework.cli.broker",
     "framework.cli.topics",
     "framework.cli.streams",
+    "framework.cli.groups",
     "framework.cli.up",
     "framework.cli.config_cmd",
 ]
