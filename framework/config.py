@@ -91,9 +91,7 @@ class ConfigKey:
         except _OutOfRange as exc:
             raise ConfigError(f"config {shown}={raw!r}{where}: {exc}") from None
         except (TypeError, ValueError):
-            raise ConfigError(
-                f"config {shown}={raw!r}{where}: expected {self.type}"
-            ) from None
+            raise ConfigError(f"config {shown}={raw!r}{where}: expected {self.type}") from None
         if self.validator is not None:
             problem = self.validator(value)
             if problem:
@@ -178,80 +176,390 @@ B, S, T = BROKER, STREAM, TOPIC
 DAY_MS = 86_400_000
 
 # ---- broker ------------------------------------------------------------------------------
-define("node.id", "int", 1, "This broker's id, unique in the cluster.", [B], validator=between(0, 1_000_000))
+define(
+    "node.id",
+    "int",
+    1,
+    "This broker's id, unique in the cluster.",
+    [B],
+    validator=between(0, 1_000_000),
+)
 define("listeners", "string", "127.0.0.1:9092", "HOST:PORT the Kafka listener binds.", [B])
-define("advertised.listeners", "string", "", "HOST:PORT given to clients in Metadata (default: listeners).", [B])
+define(
+    "advertised.listeners",
+    "string",
+    "",
+    "HOST:PORT given to clients in Metadata (default: listeners).",
+    [B],
+)
 define("log.dirs", "string", "./data", "Directory holding this broker's logs and metadata.", [B])
-define("cluster.id", "string", "", "Cluster id; generated and stored in the data dir on first start when empty.", [B])
-define("num.partitions", "int", 1, "Partitions of an auto-created topic or a CreateTopics request asking for -1.", [B, S], validator=between(1, 4096))
-define("default.replication.factor", "int", 1, "Replication factor when a request asks for -1.", [B, S], validator=between(1, 16))
-define("max.partitions.per.topic", "int", 4096, "Upper bound on partitions per topic (the seeds' limit).", [B], validator=between(1, 100_000))
-define("auto.create.topics.enable", "bool", True, "Create unknown topics on Metadata requests that allow it.", [B])
+define(
+    "cluster.id",
+    "string",
+    "",
+    "Cluster id; generated and stored in the data dir on first start when empty.",
+    [B],
+)
+define(
+    "num.partitions",
+    "int",
+    1,
+    "Partitions of an auto-created topic or a CreateTopics request asking for -1.",
+    [B, S],
+    validator=between(1, 4096),
+)
+define(
+    "default.replication.factor",
+    "int",
+    1,
+    "Replication factor when a request asks for -1.",
+    [B, S],
+    validator=between(1, 16),
+)
+define(
+    "max.partitions.per.topic",
+    "int",
+    4096,
+    "Upper bound on partitions per topic (the seeds' limit).",
+    [B],
+    validator=between(1, 100_000),
+)
+define(
+    "auto.create.topics.enable",
+    "bool",
+    True,
+    "Create unknown topics on Metadata requests that allow it.",
+    [B],
+)
 define("delete.topic.enable", "bool", True, "Allow DeleteTopics.", [B])
-define("socket.request.max.bytes", "int", 104_857_600, "Largest request frame; bigger frames close the connection.", [B], validator=at_least(1024))
-define("log.retention.check.interval.ms", "long", 300_000, "How often retention deletes expired segments.", [B], validator=at_least(1))
-define("log.flush.scheduler.interval.ms", "long", 1000, "How often flush.ms is checked.", [B], validator=at_least(1))
-define("metrics.listen", "string", "", "HOST:PORT for the Prometheus /metrics endpoint; empty disables it.", [B])
-define("log.level", "string", "INFO", "Log level of the broker process.", [B], validator=one_of("DEBUG", "INFO", "WARNING", "ERROR"))
-define("log.format", "string", "text", "Broker log format: text or json (one object per line).", [B], validator=one_of("text", "json"))
-define("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", [B], validator=between(1, 1000))
-define("offsets.retention.minutes", "long", 10_080, "Committed offsets of empty groups expire after this long.", [B], validator=at_least(1))
-define("offsets.retention.check.interval.ms", "long", 600_000, "How often expired offsets and groups are removed.", [B], validator=at_least(1))
-define("group.initial.rebalance.delay.ms", "int", 3000, "Wait for more members before the first rebalance of an empty group.", [B], validator=at_least(0))
-define("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for.", [B], validator=at_least(1))
-define("group.max.session.timeout.ms", "int", 1_800_000, "Largest session timeout a member may ask for.", [B], validator=at_least(1))
+define(
+    "socket.request.max.bytes",
+    "int",
+    104_857_600,
+    "Largest request frame; bigger frames close the connection.",
+    [B],
+    validator=at_least(1024),
+)
+define(
+    "log.retention.check.interval.ms",
+    "long",
+    300_000,
+    "How often retention deletes expired segments.",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "log.flush.scheduler.interval.ms",
+    "long",
+    1000,
+    "How often flush.ms is checked.",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "metrics.listen",
+    "string",
+    "",
+    "HOST:PORT for the Prometheus /metrics endpoint; empty disables it.",
+    [B],
+)
+define(
+    "log.level",
+    "string",
+    "INFO",
+    "Log level of the broker process.",
+    [B],
+    validator=one_of("DEBUG", "INFO", "WARNING", "ERROR"),
+)
+define(
+    "log.format",
+    "string",
+    "text",
+    "Broker log format: text or json (one object per line).",
+    [B],
+    validator=one_of("text", "json"),
+)
+define(
+    "offsets.topic.num.partitions",
+    "int",
+    50,
+    "Partitions of __consumer_offsets.",
+    [B],
+    validator=between(1, 1000),
+)
+define(
+    "offsets.retention.minutes",
+    "long",
+    10_080,
+    "Committed offsets of empty groups expire after this long.",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "offsets.retention.check.interval.ms",
+    "long",
+    600_000,
+    "How often expired offsets and groups are removed.",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "group.initial.rebalance.delay.ms",
+    "int",
+    3000,
+    "Wait for more members before the first rebalance of an empty group.",
+    [B],
+    validator=at_least(0),
+)
+define(
+    "group.min.session.timeout.ms",
+    "int",
+    6000,
+    "Smallest session timeout a member may ask for.",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "group.max.session.timeout.ms",
+    "int",
+    1_800_000,
+    "Largest session timeout a member may ask for.",
+    [B],
+    validator=at_least(1),
+)
 define("group.max.size", "int", INT_MAX, "Most members in one group.", [B], validator=at_least(1))
-define("log.cleaner.backoff.ms", "long", 15_000, "How often the log cleaner looks for compacted topics to clean.", [B], validator=at_least(1))
-define("producer.id.expiration.check.interval.ms", "long", 600_000, "How often expired producer ids are removed.", [B], validator=at_least(1))
-define("producer.id.block.size", "int", 1000, "Producer ids a broker reserves at a time.", [B], validator=at_least(1))
+define(
+    "log.cleaner.backoff.ms",
+    "long",
+    15_000,
+    "How often the log cleaner looks for compacted topics to clean.",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "producer.id.expiration.check.interval.ms",
+    "long",
+    600_000,
+    "How often expired producer ids are removed.",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "producer.id.block.size",
+    "int",
+    1000,
+    "Producer ids a broker reserves at a time.",
+    [B],
+    validator=at_least(1),
+)
 
 # ---- topic (and stream, and broker default via broker_name) -------------------------------
 TS = [T, S]
-define("cleanup.policy", "list", ["delete"], "delete: drop old segments; compact: keep the latest value per key.", TS,
-       broker_name="log.cleanup.policy", validator=list_of("delete", "compact"))
-define("compression.type", "string", "producer", "Only 'producer' (keep the producer's codec); batches are stored as sent.", TS,
-       broker_name="compression.type.broker", validator=one_of("producer"))
-define("delete.retention.ms", "long", DAY_MS, "How long tombstones survive compaction.", TS,
-       broker_name="log.cleaner.delete.retention.ms", validator=at_least(0))
-define("file.delete.delay.ms", "long", 60_000, "Accepted for compatibility; segments are unlinked at once.", TS,
-       broker_name="log.segment.delete.delay.ms", validator=at_least(0))
-define("flush.messages", "long", LONG_MAX, "fsync after this many messages (1 = every batch). Default: leave it to the OS.", TS,
-       broker_name="log.flush.interval.messages", validator=at_least(1))
-define("flush.ms", "long", LONG_MAX, "fsync data older than this many ms. Default: leave it to the OS.", TS,
-       broker_name="log.flush.interval.ms", validator=at_least(0))
-define("index.interval.bytes", "int", 4096, "Bytes between entries of the sparse offset and time indexes.", TS,
-       broker_name="log.index.interval.bytes", validator=at_least(0))
-define("max.message.bytes", "int", 1_048_588, "Largest record batch accepted.", TS,
-       broker_name="message.max.bytes", validator=at_least(0))
-define("message.timestamp.type", "string", "CreateTime", "CreateTime (event time, from the producer) or LogAppendTime (broker clock).", TS,
-       broker_name="log.message.timestamp.type", validator=one_of("CreateTime", "LogAppendTime"))
-define("message.timestamp.before.max.ms", "long", LONG_MAX, "Reject batches whose max timestamp is older than this.", TS,
-       broker_name="log.message.timestamp.before.max.ms", validator=at_least(0))
-define("message.timestamp.after.max.ms", "long", LONG_MAX, "Reject batches whose max timestamp is further in the future than this.", TS,
-       broker_name="log.message.timestamp.after.max.ms", validator=at_least(0))
-define("min.cleanable.dirty.ratio", "double", 0.5, "Compaction starts when this share of the log is uncleaned.", TS,
-       broker_name="log.cleaner.min.cleanable.ratio", validator=between(0.0, 1.0))
-define("min.compaction.lag.ms", "long", 0, "Records younger than this are not compacted.", TS,
-       broker_name="log.cleaner.min.compaction.lag.ms", validator=at_least(0))
-define("max.compaction.lag.ms", "long", LONG_MAX, "Records older than this are compacted even below the dirty ratio.", TS,
-       broker_name="log.cleaner.max.compaction.lag.ms", validator=at_least(1))
-define("min.insync.replicas", "int", 1, "Replicas that must have a batch before acks=all succeeds.", TS,
-       broker_name="min.insync.replicas", validator=at_least(1))
-define("retention.bytes", "long", -1, "Keep at most this many bytes per partition (-1: no limit).", TS,
-       broker_name="log.retention.bytes", validator=at_least(-1))
-define("retention.ms", "long", 7 * DAY_MS, "Time to live: delete segments whose newest record is older (-1: forever).", TS,
-       broker_name="log.retention.ms", validator=at_least(-1))
-define("segment.bytes", "int", 1_073_741_824, "Roll a new segment at this size.", TS,
-       broker_name="log.segment.bytes", validator=at_least(1024))
-define("segment.ms", "long", 7 * DAY_MS, "Roll a new segment when the active one is this old.", TS,
-       broker_name="log.roll.ms", validator=at_least(1))
-define("segment.index.bytes", "int", 10_485_760, "Accepted for compatibility (indexes grow as needed).", TS,
-       broker_name="log.index.size.max.bytes", validator=at_least(8))
-define("segment.jitter.ms", "long", 0, "Accepted for compatibility.", TS, broker_name="log.roll.jitter.ms", validator=at_least(0))
-define("unclean.leader.election.enable", "bool", False, "Allow an out-of-sync replica to lead (may lose data).", TS,
-       broker_name="unclean.leader.election.enable")
-define("producer.id.expiration.ms", "long", 7 * DAY_MS, "Forget an idempotent producer id unused for this long (the seeds' pidexpirysecs).", [B, S, T],
-       validator=at_least(1))
+define(
+    "cleanup.policy",
+    "list",
+    ["delete"],
+    "delete: drop old segments; compact: keep the latest value per key.",
+    TS,
+    broker_name="log.cleanup.policy",
+    validator=list_of("delete", "compact"),
+)
+define(
+    "compression.type",
+    "string",
+    "producer",
+    "Only 'producer' (keep the producer's codec); batches are stored as sent.",
+    TS,
+    broker_name="compression.type.broker",
+    validator=one_of("producer"),
+)
+define(
+    "delete.retention.ms",
+    "long",
+    DAY_MS,
+    "How long tombstones survive compaction.",
+    TS,
+    broker_name="log.cleaner.delete.retention.ms",
+    validator=at_least(0),
+)
+define(
+    "file.delete.delay.ms",
+    "long",
+    60_000,
+    "Accepted for compatibility; segments are unlinked at once.",
+    TS,
+    broker_name="log.segment.delete.delay.ms",
+    validator=at_least(0),
+)
+define(
+    "flush.messages",
+    "long",
+    LONG_MAX,
+    "fsync after this many messages (1 = every batch). Default: leave it to the OS.",
+    TS,
+    broker_name="log.flush.interval.messages",
+    validator=at_least(1),
+)
+define(
+    "flush.ms",
+    "long",
+    LONG_MAX,
+    "fsync data older than this many ms. Default: leave it to the OS.",
+    TS,
+    broker_name="log.flush.interval.ms",
+    validator=at_least(0),
+)
+define(
+    "index.interval.bytes",
+    "int",
+    4096,
+    "Bytes between entries of the sparse offset and time indexes.",
+    TS,
+    broker_name="log.index.interval.bytes",
+    validator=at_least(0),
+)
+define(
+    "max.message.bytes",
+    "int",
+    1_048_588,
+    "Largest record batch accepted.",
+    TS,
+    broker_name="message.max.bytes",
+    validator=at_least(0),
+)
+define(
+    "message.timestamp.type",
+    "string",
+    "CreateTime",
+    "CreateTime (event time, from the producer) or LogAppendTime (broker clock).",
+    TS,
+    broker_name="log.message.timestamp.type",
+    validator=one_of("CreateTime", "LogAppendTime"),
+)
+define(
+    "message.timestamp.before.max.ms",
+    "long",
+    LONG_MAX,
+    "Reject batches whose max timestamp is older than this.",
+    TS,
+    broker_name="log.message.timestamp.before.max.ms",
+    validator=at_least(0),
+)
+define(
+    "message.timestamp.after.max.ms",
+    "long",
+    LONG_MAX,
+    "Reject batches whose max timestamp is further in the future than this.",
+    TS,
+    broker_name="log.message.timestamp.after.max.ms",
+    validator=at_least(0),
+)
+define(
+    "min.cleanable.dirty.ratio",
+    "double",
+    0.5,
+    "Compaction starts when this share of the log is uncleaned.",
+    TS,
+    broker_name="log.cleaner.min.cleanable.ratio",
+    validator=between(0.0, 1.0),
+)
+define(
+    "min.compaction.lag.ms",
+    "long",
+    0,
+    "Records younger than this are not compacted.",
+    TS,
+    broker_name="log.cleaner.min.compaction.lag.ms",
+    validator=at_least(0),
+)
+define(
+    "max.compaction.lag.ms",
+    "long",
+    LONG_MAX,
+    "Records older than this are compacted even below the dirty ratio.",
+    TS,
+    broker_name="log.cleaner.max.compaction.lag.ms",
+    validator=at_least(1),
+)
+define(
+    "min.insync.replicas",
+    "int",
+    1,
+    "Replicas that must have a batch before acks=all succeeds.",
+    TS,
+    broker_name="min.insync.replicas",
+    validator=at_least(1),
+)
+define(
+    "retention.bytes",
+    "long",
+    -1,
+    "Keep at most this many bytes per partition (-1: no limit).",
+    TS,
+    broker_name="log.retention.bytes",
+    validator=at_least(-1),
+)
+define(
+    "retention.ms",
+    "long",
+    7 * DAY_MS,
+    "Time to live: delete segments whose newest record is older (-1: forever).",
+    TS,
+    broker_name="log.retention.ms",
+    validator=at_least(-1),
+)
+define(
+    "segment.bytes",
+    "int",
+    1_073_741_824,
+    "Roll a new segment at this size.",
+    TS,
+    broker_name="log.segment.bytes",
+    validator=at_least(1024),
+)
+define(
+    "segment.ms",
+    "long",
+    7 * DAY_MS,
+    "Roll a new segment when the active one is this old.",
+    TS,
+    broker_name="log.roll.ms",
+    validator=at_least(1),
+)
+define(
+    "segment.index.bytes",
+    "int",
+    10_485_760,
+    "Accepted for compatibility (indexes grow as needed).",
+    TS,
+    broker_name="log.index.size.max.bytes",
+    validator=at_least(8),
+)
+define(
+    "segment.jitter.ms",
+    "long",
+    0,
+    "Accepted for compatibility.",
+    TS,
+    broker_name="log.roll.jitter.ms",
+    validator=at_least(0),
+)
+define(
+    "unclean.leader.election.enable",
+    "bool",
+    False,
+    "Allow an out-of-sync replica to lead (may lose data).",
+    TS,
+    broker_name="unclean.leader.election.enable",
+)
+define(
+    "producer.id.expiration.ms",
+    "long",
+    7 * DAY_MS,
+    "Forget an idempotent producer id unused for this long (the seeds' pidexpirysecs).",
+    [B, S, T],
+    validator=at_least(1),
+)
 
 # ---- stream-only ------------------------------------------------------------------------
 # num.partitions and default.replication.factor above also apply per stream.
@@ -279,7 +587,11 @@ def validate(props: Mapping[str, Any], scope: str, source: str = "") -> dict[str
         k = _KEYS.get(name)
         if k is None or scope not in k.scopes:
             where = f" in {source}" if source else ""
-            known = "" if scope == BROKER else f"; {scope} configs: {', '.join(sorted(x.name for x in keys(scope)))}"
+            known = (
+                ""
+                if scope == BROKER
+                else f"; {scope} configs: {', '.join(sorted(x.name for x in keys(scope)))}"
+            )
             raise ConfigError(f"unknown {scope} config {name!r}{where}{known}")
         out[name] = k.parse(raw, source)
     return out
@@ -375,8 +687,7 @@ class BrokerConfig:
                     self.sources[name] = source
                     continue
                 raise ConfigError(
-                    f"unknown broker config {name!r} in {source} "
-                    "(see README 'Configuration reference')"
+                    f"unknown broker config {name!r} in {source} (see README 'Configuration reference')"
                 )
             self.values[name] = k.parse(raw, source)
             self.sources[name] = source
@@ -385,7 +696,16 @@ class BrokerConfig:
 def parse_duration_ms(text: str) -> int:
     """'180d', '6h', '30s', '500ms', '2w' or a plain number of ms."""
     s = text.strip().lower()
-    units = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": DAY_MS, "w": 7 * DAY_MS, "mo": 30 * DAY_MS, "y": 365 * DAY_MS}
+    units = {
+        "ms": 1,
+        "s": 1000,
+        "m": 60_000,
+        "h": 3_600_000,
+        "d": DAY_MS,
+        "w": 7 * DAY_MS,
+        "mo": 30 * DAY_MS,
+        "y": 365 * DAY_MS,
+    }
     try:
         for suffix in sorted(units, key=len, reverse=True):
             num = s[: -len(suffix)].strip()

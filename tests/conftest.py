@@ -17,7 +17,9 @@ ARTIFACTS = Path(os.environ.get("SFTRAFFIC_ARTIFACTS", Path(__file__).resolve().
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--runslow", action="store_true", default=False, help="run tests marked slow (soak, chaos)")
+    parser.addoption(
+        "--runslow", action="store_true", default=False, help="run tests marked slow (soak, chaos)"
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -43,7 +45,9 @@ class BrokerFactory:
         self.tmp = tmp
         self.brokers: list[BrokerProcess] = []
 
-    def __call__(self, overrides: dict[str, object] | None = None, data_dir: Path | None = None, **kw: Any) -> BrokerProcess:
+    def __call__(
+        self, overrides: dict[str, object] | None = None, data_dir: Path | None = None, **kw: Any
+    ) -> BrokerProcess:
         d = data_dir or (self.tmp / f"broker-{len(self.brokers)}")
         base = {"log.retention.check.interval.ms": 500, "group.initial.rebalance.delay.ms": 0}
         base.update(overrides or {})
@@ -72,7 +76,9 @@ def broker_factory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[B
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker shared by a test module (tests use their own topics)."""
     d = tmp_path_factory.mktemp("broker")
-    b = BrokerProcess(d, overrides={"log.retention.check.interval.ms": 500, "group.initial.rebalance.delay.ms": 0}).start()
+    b = BrokerProcess(
+        d, overrides={"log.retention.check.interval.ms": 500, "group.initial.rebalance.delay.ms": 0}
+    ).start()
     yield b
     b.stop()
 
@@ -89,9 +95,13 @@ def topic_name() -> Callable[[str], str]:
     return lambda prefix="t": f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+def create_topic(
+    bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None
+) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     a = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
-    fut = a.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})])
+    fut = a.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})]
+    )
     fut[name].result(30)

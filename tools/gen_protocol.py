@@ -27,7 +27,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import kio.schema
 from kio.serial._introspect import (
     EntityField,
     EntityTupleField,
@@ -129,9 +128,7 @@ class MStruct:
 
 def _field_name(f: dataclasses.Field[Any], kafka_type: str | None) -> str:
     name = f.name
-    if kafka_type in ("timedelta_i32", "timedelta_i64", "datetime_i64") and not name.endswith(
-        "_ms"
-    ):
+    if kafka_type in ("timedelta_i32", "timedelta_i64", "datetime_i64") and not name.endswith("_ms"):
         name += "_ms"
     if keyword.iskeyword(name):
         name += "_"
@@ -154,9 +151,7 @@ def _convert_default(value: Any, kafka_type: str | None) -> Any:
     return value
 
 
-def merge_entity(
-    cls: type, version: int, structs: dict[str, MStruct], order: list[str]
-) -> None:
+def merge_entity(cls: type, version: int, structs: dict[str, MStruct], order: list[str]) -> None:
     name = cls.__name__
     st = structs.get(name)
     if st is None:
@@ -193,9 +188,7 @@ def merge_entity(
         mf.versions.add(version)
         # Only strings, bytes, records, arrays and structs are nullable on the wire; kio models
         # "-1 means unset" timestamps as Optional, which Kafka encodes as a plain int64.
-        optional = is_optional(f) and (
-            array or ftype in ("string", "bytes", "records", "struct")
-        )
+        optional = is_optional(f) and (array or ftype in ("string", "bytes", "records", "struct"))
         if optional:
             mf.nullable.add(version)
         if tag is not None:
@@ -223,7 +216,11 @@ def vrange(vs: set[int], all_versions: list[int]) -> str:
 
 def py_default(f: MField, nullable_any: bool) -> str:
     if f.array:
-        return "dataclasses.field(default_factory=list)" if not nullable_any or not f.has_default or f.default is not None else "None"
+        return (
+            "dataclasses.field(default_factory=list)"
+            if not nullable_any or not f.has_default or f.default is not None
+            else "None"
+        )
     if f.type == "struct":
         if nullable_any and f.has_default and f.default is None:
             return "None"
@@ -316,9 +313,17 @@ def load_versions(api: str, kind: str) -> dict[int, type]:
             mod = importlib.import_module(f"kio.schema.{api}.{m.name}.{kind}")
         except ModuleNotFoundError:
             continue
-        want = {"request": EntityType.request, "response": EntityType.response, "data": EntityType.data}[kind]
+        want = {
+            "request": EntityType.request,
+            "response": EntityType.response,
+            "data": EntityType.data,
+        }[kind]
         for obj in vars(mod).values():
-            if isinstance(obj, type) and getattr(obj, "__type__", None) is want and obj.__module__ == mod.__name__:
+            if (
+                isinstance(obj, type)
+                and getattr(obj, "__type__", None) is want
+                and obj.__module__ == mod.__name__
+            ):
                 out[int(mm.group(1))] = obj
     return dict(sorted(out.items()))
 
@@ -347,7 +352,7 @@ def gen_message(api: str, kind: str) -> tuple[str, list[str], dict[str, MStruct]
     flexible = [v for v, c in versions.items() if c.__flexible__]
     first_flexible = min(flexible) if flexible else 10_000
     api_key = int(getattr(versions[vs[0]], "__api_key__", -1))
-    return top_name, vs, structs, order + [str(first_flexible), str(api_key)]
+    return top_name, vs, structs, [*order, str(first_flexible), str(api_key)]
 
 
 def main() -> None:
@@ -358,7 +363,7 @@ def main() -> None:
         gens = [(k, gen_message(api, k)) for k in kinds]
         # struct names that collide between request and response get the message name prefix
         names: dict[str, int] = {}
-        for _, (top, _, structs, order) in gens:
+        for _, (top, _, _structs, order) in gens:
             for n in order[:-2]:
                 if n != top:
                     names[n] = names.get(n, 0) + 1
@@ -446,7 +451,7 @@ def gen_errors() -> None:
         "    retriable: bool",
         "    description: str",
         "",
-        "    def __new__(cls, value: int, retriable: bool = False, description: str = \"\") -> ErrorCode:",
+        '    def __new__(cls, value: int, retriable: bool = False, description: str = "") -> ErrorCode:',
         "        obj = int.__new__(cls, value)",
         "        obj._value_ = value",
         "        obj.retriable = retriable",

@@ -22,7 +22,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--config", help="TOML file with broker settings (see README 'Configuration reference')")
     p.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus /metrics here (metrics.listen)")
     p.add_argument(
-        "--override", "-o", action="append", default=[], metavar="KEY=VALUE",
+        "--override",
+        "-o",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="set any broker config key, e.g. -o log.retention.ms=60000 (repeatable)",
     )
     p.set_defaults(func=run)

@@ -13,7 +13,10 @@ DEFAULT_BOOTSTRAP = os.environ.get("SFTRAFFIC_BOOTSTRAP", "127.0.0.1:9092")
 
 def add_bootstrap(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--bootstrap", "-b", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
+        "--bootstrap",
+        "-b",
+        default=DEFAULT_BOOTSTRAP,
+        metavar="HOST:PORT",
         help=f"broker to talk to (default {DEFAULT_BOOTSTRAP}, or $SFTRAFFIC_BOOTSTRAP)",
     )
 

@@ -54,8 +54,14 @@ def _clients(bootstrap: str) -> tuple[Any, Any]:
 
     ensure_reachable(bootstrap)
     admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
-    cons = Consumer({"bootstrap.servers": bootstrap, "group.id": "sftraffic-cli-lag", "enable.auto.commit": False,
-                     "logger": quiet_logger()})
+    cons = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "sftraffic-cli-lag",
+            "enable.auto.commit": False,
+            "logger": quiet_logger(),
+        }
+    )
     return admin, cons
 
 
@@ -69,7 +75,11 @@ def list_(args: argparse.Namespace) -> int:
         cons.close()
     t = Table("group", "state", "type")
     for g in sorted(res.valid, key=lambda g: g.group_id):
-        t.add_row(g.group_id, str(g.state).split(".")[-1], "simple" if g.is_simple_consumer_group else "consumer")
+        t.add_row(
+            g.group_id,
+            str(g.state).split(".")[-1],
+            "simple" if g.is_simple_consumer_group else "consumer",
+        )
     console.print(t)
     return 0
 
@@ -101,17 +111,34 @@ def describe(args: argparse.Namespace) -> int:
                 continue
             owner: dict[tuple[str, int], Any] = {}
             for m in d.members:
-                for tp in (m.assignment.topic_partitions if m.assignment else []):
+                for tp in m.assignment.topic_partitions if m.assignment else []:
                     owner[(tp.topic, tp.partition)] = m
             state = str(d.state).split(".")[-1]
-            t = Table("topic", "partition", "committed", "log end", "lag", "consumer", "host", "client",
-                      title=f"group {group} ({state}, {len(d.members)} member(s))")
+            t = Table(
+                "topic",
+                "partition",
+                "committed",
+                "log end",
+                "lag",
+                "consumer",
+                "host",
+                "client",
+                title=f"group {group} ({state}, {len(d.members)} member(s))",
+            )
             total = 0
             for topic, part, off, end, lag in committed_and_lag(admin, cons, group):
                 m = owner.get((topic, part))
                 total += lag or 0
-                t.add_row(topic, str(part), str(off) if off >= 0 else "-", str(end), str(lag) if lag is not None else "-",
-                          m.member_id if m else "-", m.host if m else "-", m.client_id if m else "-")
+                t.add_row(
+                    topic,
+                    str(part),
+                    str(off) if off >= 0 else "-",
+                    str(end),
+                    str(lag) if lag is not None else "-",
+                    m.member_id if m else "-",
+                    m.host if m else "-",
+                    m.client_id if m else "-",
+                )
             console.print(t)
             console.print(f"total lag: {total}")
     except StoreError:
@@ -141,7 +168,8 @@ def reset(args: argparse.Namespace) -> int:
         d = admin.describe_consumer_groups([args.group], request_timeout=10)[args.group].result()
         if d.members:
             raise StoreError(
-                f"group {args.group} has {len(d.members)} active member(s); stop its consumers before resetting offsets"
+                f"group {args.group} has {len(d.members)} active member(s); "
+                "stop its consumers before resetting offsets"
             )
         md = admin.list_topics(timeout=10)
         committed = {(t, p): off for t, p, off, _, _ in committed_and_lag(admin, cons, args.group)}
@@ -162,16 +190,30 @@ def reset(args: argparse.Namespace) -> int:
                 elif args.shift_by is not None:
                     new = (cur if cur >= 0 else lo) + args.shift_by
                 else:
-                    found = cons.offsets_for_times([TopicPartition(topic, part, _timestamp_ms(args.to_datetime))], timeout=10)
+                    found = cons.offsets_for_times(
+                        [TopicPartition(topic, part, _timestamp_ms(args.to_datetime))], timeout=10
+                    )
                     new = found[0].offset if found[0].offset >= 0 else hi
                 plan.append((topic, part, cur, min(max(new, lo), hi)))
-        t = Table("topic", "partition", "current", "new", title=f"reset {args.group}" + ("" if args.execute else " (dry run)"))
+        t = Table(
+            "topic",
+            "partition",
+            "current",
+            "new",
+            title=f"reset {args.group}" + ("" if args.execute else " (dry run)"),
+        )
         for topic, part, cur, new in plan:
             t.add_row(topic, str(part), str(cur) if cur >= 0 else "-", str(new))
         console.print(t)
         if args.execute:
-            fut = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
-                args.group, [TopicPartition(topic, part, new) for topic, part, _, new in plan])])
+            fut = admin.alter_consumer_group_offsets(
+                [
+                    ConsumerGroupTopicPartitions(
+                        args.group,
+                        [TopicPartition(topic, part, new) for topic, part, _, new in plan],
+                    )
+                ]
+            )
             fut[args.group].result()
             console.print(f"offsets of group [bold]{args.group}[/bold] reset")
         else:

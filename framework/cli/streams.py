@@ -39,9 +39,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         q.add_argument("--ttl", help="time to live of messages, e.g. 180d (retention.ms)")
         q.add_argument("--partitions", type=int, help="default partitions of new topics (num.partitions)")
         q.add_argument("--replication-factor", type=int, help="default replicas (default.replication.factor)")
-        q.add_argument("--timestamp-type", choices=["CreateTime", "LogAppendTime"], help="message.timestamp.type")
-        q.add_argument("--pid-expiry", help="forget idle producer ids after, e.g. 7d (producer.id.expiration.ms)")
-        q.add_argument("--config", "-c", action="append", default=[], metavar="KEY=VALUE", help="any stream config")
+        q.add_argument(
+            "--timestamp-type",
+            choices=["CreateTime", "LogAppendTime"],
+            help="message.timestamp.type",
+        )
+        q.add_argument(
+            "--pid-expiry",
+            help="forget idle producer ids after, e.g. 7d (producer.id.expiration.ms)",
+        )
+        q.add_argument(
+            "--config",
+            "-c",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="any stream config",
+        )
 
     c = ssub.add_parser("create", help="create a stream")
     c.add_argument("name")
@@ -62,7 +76,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     a = ssub.add_parser("alter", help="change a stream's policy (applies to its topics)")
     a.add_argument("name")
     policy_flags(a)
-    a.add_argument("--delete-config", action="append", default=[], metavar="KEY", help="remove a stream config")
+    a.add_argument(
+        "--delete-config", action="append", default=[], metavar="KEY", help="remove a stream config"
+    )
     add_bootstrap(a)
     a.set_defaults(func=alter)
 
@@ -107,7 +123,11 @@ def _check(resp: StreamAdminResponse, ok_codes: tuple[int, ...] = (0,)) -> int:
 
 
 def create(args: argparse.Namespace) -> int:
-    req = StreamAdminRequest(operation=CREATE, names=[args.name], configs=[StreamConfig(k, v) for k, v in policy(args).items()])
+    req = StreamAdminRequest(
+        operation=CREATE,
+        names=[args.name],
+        configs=[StreamConfig(k, v) for k, v in policy(args).items()],
+    )
     resp = call(args.bootstrap, req)
     if args.if_not_exists and resp.streams and resp.streams[0].error_code == 36:
         console.print(f"stream {args.name} already exists")
@@ -159,7 +179,9 @@ def describe(args: argparse.Namespace) -> int:
 
 
 def alter(args: argparse.Namespace) -> int:
-    configs = [StreamConfig(k, v) for k, v in policy(args).items()] + [StreamConfig(k, None) for k in args.delete_config]
+    configs = [StreamConfig(k, v) for k, v in policy(args).items()] + [
+        StreamConfig(k, None) for k in args.delete_config
+    ]
     resp = call(args.bootstrap, StreamAdminRequest(operation=ALTER, names=[args.name], configs=configs))
     rc = _check(resp)
     if rc == 0:

@@ -13,7 +13,13 @@ from rich.console import Console
 from rich.table import Table
 
 from framework import config as cfg
-from framework.cli.common import add_bootstrap, ensure_reachable, kafka_error, parse_kv, quiet_logger
+from framework.cli.common import (
+    add_bootstrap,
+    ensure_reachable,
+    kafka_error,
+    parse_kv,
+    quiet_logger,
+)
 from framework.errors import StoreError
 
 console = Console()
@@ -26,9 +32,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
     c = tsub.add_parser("create", help="create topics")
     c.add_argument("names", nargs="+", metavar="TOPIC", help="e.g. traffic_monitoring.traffic")
-    c.add_argument("--partitions", "-p", type=int, default=-1, help="partition count (default: stream's or broker's)")
+    c.add_argument(
+        "--partitions",
+        "-p",
+        type=int,
+        default=-1,
+        help="partition count (default: stream's or broker's)",
+    )
     c.add_argument("--replication-factor", "-r", type=int, default=-1, help="replicas per partition")
-    c.add_argument("--config", "-c", action="append", default=[], metavar="KEY=VALUE", help="topic config (repeatable)")
+    c.add_argument(
+        "--config",
+        "-c",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="topic config (repeatable)",
+    )
     c.add_argument("--ttl", help="retention (time to live), e.g. 180d, 6h; same as -c retention.ms=...")
     c.add_argument("--if-not-exists", action="store_true", help="no error if the topic exists")
     add_bootstrap(c)
@@ -71,7 +90,15 @@ def create(args: argparse.Namespace) -> int:
         configs["retention.ms"] = str(cfg.parse_duration_ms(args.ttl))
     a = _admin(args.bootstrap)
     futures = a.create_topics(
-        [NewTopic(n, num_partitions=args.partitions, replication_factor=args.replication_factor, config=configs) for n in args.names],
+        [
+            NewTopic(
+                n,
+                num_partitions=args.partitions,
+                replication_factor=args.replication_factor,
+                config=configs,
+            )
+            for n in args.names
+        ],
         operation_timeout=30,
     )
     rc = 0
@@ -109,8 +136,14 @@ def describe(args: argparse.Namespace) -> int:
 
     a = _admin(args.bootstrap)
     md = a.list_topics(timeout=10)
-    c = Consumer({"bootstrap.servers": args.bootstrap, "group.id": "sftraffic-cli", "enable.auto.commit": False,
-                  "logger": quiet_logger()})
+    c = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": "sftraffic-cli",
+            "enable.auto.commit": False,
+            "logger": quiet_logger(),
+        }
+    )
     rc = 0
     try:
         for name in args.names:
@@ -119,11 +152,26 @@ def describe(args: argparse.Namespace) -> int:
                 console.print(f"[red]topic {name} does not exist[/red]")
                 rc = 2
                 continue
-            table = Table("partition", "leader", "replicas", "isr", "earliest", "latest", title=f"topic {name}")
+            table = Table(
+                "partition",
+                "leader",
+                "replicas",
+                "isr",
+                "earliest",
+                "latest",
+                title=f"topic {name}",
+            )
             for pid in sorted(t.partitions):
                 p = t.partitions[pid]
                 lo, hi = c.get_watermark_offsets(TopicPartition(name, pid), timeout=10)
-                table.add_row(str(pid), str(p.leader), ",".join(map(str, p.replicas)), ",".join(map(str, p.isrs)), str(lo), str(hi))
+                table.add_row(
+                    str(pid),
+                    str(p.leader),
+                    ",".join(map(str, p.replicas)),
+                    ",".join(map(str, p.isrs)),
+                    str(lo),
+                    str(hi),
+                )
             console.print(table)
             fut = a.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, name)])
             for res in fut.values():
@@ -131,7 +179,9 @@ def describe(args: argparse.Namespace) -> int:
                 ct = Table("config", "value", "source", title=f"{name} configs")
                 for k in sorted(entries):
                     e = entries[k]
-                    src = {1: "topic", 3: "stream", 4: "broker", 5: "default"}.get(int(e.source), str(e.source))
+                    src = {1: "topic", 3: "stream", 4: "broker", 5: "default"}.get(
+                        int(e.source), str(e.source)
+                    )
                     ct.add_row(k, str(e.value), src)
                 console.print(ct)
     except StoreError:

@@ -11,7 +11,6 @@ import argparse
 import signal
 import sys
 import threading
-import time
 from pathlib import Path
 
 from rich.console import Console
@@ -23,9 +22,15 @@ console = Console(stderr=True)
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("up", help="run the whole demo locally until Ctrl-C")
-    p.add_argument("--data-dir", default=".sftraffic", help="where the demo keeps its data (default ./.sftraffic)")
+    p.add_argument(
+        "--data-dir",
+        default=".sftraffic",
+        help="where the demo keeps its data (default ./.sftraffic)",
+    )
     p.add_argument("--port", type=int, default=9092, help="Kafka port of the embedded store (default 9092)")
-    p.add_argument("--metrics-port", type=int, default=9644, help="Prometheus port of the store (default 9644)")
+    p.add_argument(
+        "--metrics-port", type=int, default=9644, help="Prometheus port of the store (default 9644)"
+    )
     p.set_defaults(func=run)
 
 
@@ -61,12 +66,16 @@ def run(args: argparse.Namespace) -> int:
         )
         console.print(f"starting the event store on 127.0.0.1:{args.port} (data in {store.data_dir}) ...")
         sup.brokers.append(store.start())
-        console.print(f"[green]store ready[/green]: bootstrap 127.0.0.1:{args.port}, metrics http://127.0.0.1:{args.metrics_port}/metrics")
+        console.print(
+            f"[green]store ready[/green]: bootstrap 127.0.0.1:{args.port}, metrics http://127.0.0.1:{args.metrics_port}/metrics"
+        )
         console.print("press Ctrl-C to stop")
         while not sup.stopping.is_set():
             for b in sup.brokers:
                 if b.proc is not None and b.proc.poll() is not None:
-                    console.print(f"[red]store node {b.node_id} exited[/red]:\n" + "\n".join(list(b.log_lines)[-20:]))
+                    console.print(
+                        f"[red]store node {b.node_id} exited[/red]:\n" + "\n".join(list(b.log_lines)[-20:])
+                    )
                     sup.stopping.set()
             sup.stopping.wait(0.5)
     finally:

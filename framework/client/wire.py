@@ -26,7 +26,7 @@ class BrokerUnavailable(StoreError):
 
 class WireClient:
     def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "sftraffic-cli") -> None:
-        host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+        host, _, port = bootstrap.split(",", maxsplit=1)[0].strip().rpartition(":")
         self.addr = (host.strip("[]") or "127.0.0.1", int(port))
         self.timeout = timeout
         self.client_id = client_id
@@ -60,7 +60,9 @@ class WireClient:
         key = req.API_KEY
         v = version if version is not None else self.version_for(key)
         if v is None:
-            raise StoreError(f"the broker at {self.addr[0]}:{self.addr[1]} does not support {API_TABLE[key].name}")
+            raise StoreError(
+                f"the broker at {self.addr[0]}:{self.addr[1]} does not support {API_TABLE[key].name}"
+            )
         return self._call(req, v, response_cls)
 
     def send_raw(self, frame: bytes) -> bytes:

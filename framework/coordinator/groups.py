@@ -93,7 +93,9 @@ class CommittedOffset:
 class OffsetStore(Protocol):
     """Durable record of offsets and group metadata (``__consumer_offsets``)."""
 
-    def write_offsets(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> Awaitable[None]: ...
+    def write_offsets(
+        self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]
+    ) -> Awaitable[None]: ...
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> Awaitable[None]: ...
 
@@ -164,7 +166,11 @@ class Group:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
     def all_joined(self) -> bool:
-        return bool(self.members) and all(m.awaiting_join for m in self.members.values()) and not self.pending_members
+        return (
+            bool(self.members)
+            and all(m.awaiting_join for m in self.members.values())
+            and not self.pending_members
+        )
 
     def select_protocol(self) -> str:
         """The protocol every member supports, chosen by vote (members' own order)."""
@@ -196,7 +202,9 @@ class Group:
         if self.protocol_type != "consumer" or not self.protocol_name:
             return None
         from framework.protocol.codec import DecodeError, decode_data
-        from framework.protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
+        from framework.protocol.messages.consumer_protocol_subscription import (
+            ConsumerProtocolSubscription,
+        )
 
         out: set[str] = set()
         for m in self.members.values():
@@ -239,14 +247,21 @@ class GroupConfig:
 
 
 class GroupCoordinator:
-    def __init__(self, scheduler: Scheduler, store: OffsetStore, config: GroupConfig,
-                 now_ms: Callable[[], int], partition_exists: Callable[[str, int], bool]) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        store: OffsetStore,
+        config: GroupConfig,
+        now_ms: Callable[[], int],
+        partition_exists: Callable[[str, int], bool],
+    ) -> None:
         self.sched = scheduler
         self.store = store
         self.config = config
         self.now_ms = now_ms
         self.partition_exists = partition_exists
         self.groups: dict[str, Group] = {}
+        self._background: set[asyncio.Future[None]] = set()
 
     # -- helpers ---------------------------------------------------------------------------
     def _set_state(self, g: Group, state: GroupState) -> None:
@@ -267,7 +282,12 @@ class GroupCoordinator:
             return
         if m.awaiting_join and g.is_(GroupState.PREPARING_REBALANCE):
             return  # the rebalance timeout governs members that are re-joining
-        log.info("group %s: member %s left (session timeout %d ms)", g.group_id, m.member_id, m.session_timeout_ms)
+        log.info(
+            "group %s: member %s left (session timeout %d ms)",
+            g.group_id,
+            m.member_id,
+            m.session_timeout_ms,
+        )
         self._remove_member_and_update(g, m, "session timeout")
 
     def _remove_member(self, g: Group, m: Member) -> None:
@@ -278,7 +298,11 @@ class GroupCoordinator:
             m.session_timer.cancel()
         for fut in (m.join_future, m.sync_future):
             if fut is not None and not fut.done():
-                fut.set_result(JoinResult(E.UNKNOWN_MEMBER_ID) if fut is m.join_future else SyncResult(E.UNKNOWN_MEMBER_ID))
+                fut.set_result(
+                    JoinResult(E.UNKNOWN_MEMBER_ID)
+                    if fut is m.join_future
+                    else SyncResult(E.UNKNOWN_MEMBER_ID)
+                )
         if g.leader_id == m.member_id:
             g.leader_id = next(iter(g.members), None)
 
@@ -374,14 +398,24 @@ class GroupCoordinator:
         self._set_state(g, GroupState.COMPLETING_REBALANCE)
         log.info(
             "group %s: generation %d with %d member(s), protocol %s, leader %s",
-            g.group_id, g.generation, len(g.members), g.protocol_name, g.leader_id,
+            g.group_id,
+            g.generation,
+            len(g.members),
+            g.protocol_name,
+            g.leader_id,
         )
-        everyone = [(m.member_id, m.group_instance_id, m.metadata_for(g.protocol_name)) for m in g.members.values()]
+        everyone = [
+            (m.member_id, m.group_instance_id, m.metadata_for(g.protocol_name)) for m in g.members.values()
+        ]
         for m in g.members.values():
             m.is_new = False
             res = JoinResult(
-                error=0, generation=g.generation, protocol_type=g.protocol_type, protocol_name=g.protocol_name,
-                leader=g.leader_id or "", member_id=m.member_id,
+                error=0,
+                generation=g.generation,
+                protocol_type=g.protocol_type,
+                protocol_name=g.protocol_name,
+                leader=g.leader_id or "",
+                member_id=m.member_id,
                 members=everyone if m.member_id == g.leader_id else [],
             )
             if m.join_future is not None and not m.join_future.done():
@@ -389,7 +423,9 @@ class GroupCoordinator:
             m.join_future = None
             self._heartbeat(g, m)
         # members must send SyncGroup within the rebalance timeout
-        g.sync_timer = self.sched.call_later(max(g.rebalance_timeout_ms, 1) / 1000, lambda: self._sync_timeout(g, g.generation))
+        g.sync_timer = self.sched.call_later(
+            max(g.rebalance_timeout_ms, 1) / 1000, lambda: self._sync_timeout(g, g.generation)
+        )
 
     def _sync_timeout(self, g: Group, generation: int) -> None:
         g.sync_timer = None
@@ -404,17 +440,30 @@ class GroupCoordinator:
     def _persist_group(self, g: Group) -> None:
         fut = self.store.write_group(g)
         if asyncio.isfuture(fut) or asyncio.iscoroutine(fut):
-            asyncio.ensure_future(fut)
+            task = asyncio.ensure_future(fut)
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
     # -- JoinGroup -------------------------------------------------------------------------
     async def join(
-        self, group_id: str, member_id: str, group_instance_id: str | None, client_id: str, client_host: str,
-        session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
-        protocols: list[tuple[str, bytes]], require_known_member_id: bool, reason: str | None = None,
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        require_known_member_id: bool,
+        reason: str | None = None,
     ) -> JoinResult:
         if not group_id:
             return JoinResult(E.INVALID_GROUP_ID)
-        if not (self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms):
+        if not (
+            self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms
+        ):
             return JoinResult(E.INVALID_SESSION_TIMEOUT)
         if rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms
@@ -430,8 +479,20 @@ class GroupCoordinator:
         fut: asyncio.Future[Any] = self.sched.create_future()
         if not member_id:
             if group_instance_id and group_instance_id in g.static_members:
-                return self._rejoin_static(g, group_instance_id, client_id, client_host, session_timeout_ms,
-                                           rebalance_timeout_ms, protocol_type, protocols, fut) or await fut
+                return (
+                    self._rejoin_static(
+                        g,
+                        group_instance_id,
+                        client_id,
+                        client_host,
+                        session_timeout_ms,
+                        rebalance_timeout_ms,
+                        protocol_type,
+                        protocols,
+                        fut,
+                    )
+                    or await fut
+                )
             if len(g.members) + len(g.pending_members) >= self.config.max_size:
                 return JoinResult(E.GROUP_MAX_SIZE_REACHED)
             new_id = self._new_member_id(client_id, group_instance_id)
@@ -441,13 +502,35 @@ class GroupCoordinator:
                     session_timeout_ms / 1000, lambda: self._pending_expired(g, new_id)
                 )
                 return JoinResult(E.MEMBER_ID_REQUIRED, member_id=new_id)
-            self._add_member(g, new_id, group_instance_id, client_id, client_host, session_timeout_ms,
-                             rebalance_timeout_ms, protocol_type, protocols, fut, reason or "new member")
+            self._add_member(
+                g,
+                new_id,
+                group_instance_id,
+                client_id,
+                client_host,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                protocol_type,
+                protocols,
+                fut,
+                reason or "new member",
+            )
             return await fut  # type: ignore[no-any-return]
         if member_id in g.pending_members:
             g.pending_members.pop(member_id).cancel()
-            self._add_member(g, member_id, group_instance_id, client_id, client_host, session_timeout_ms,
-                             rebalance_timeout_ms, protocol_type, protocols, fut, reason or "new member")
+            self._add_member(
+                g,
+                member_id,
+                group_instance_id,
+                client_id,
+                client_host,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                protocol_type,
+                protocols,
+                fut,
+                reason or "new member",
+            )
             return await fut  # type: ignore[no-any-return]
         m = g.members.get(member_id)
         if m is None:
@@ -466,10 +549,18 @@ class GroupCoordinator:
                 self._heartbeat(g, m)
                 assert g.protocol_name is not None
                 return JoinResult(
-                    error=0, generation=g.generation, protocol_type=g.protocol_type, protocol_name=g.protocol_name,
-                    leader=g.leader_id or "", member_id=member_id,
-                    members=[(x.member_id, x.group_instance_id, x.metadata_for(g.protocol_name)) for x in g.members.values()]
-                    if member_id == g.leader_id else [],
+                    error=0,
+                    generation=g.generation,
+                    protocol_type=g.protocol_type,
+                    protocol_name=g.protocol_name,
+                    leader=g.leader_id or "",
+                    member_id=member_id,
+                    members=[
+                        (x.member_id, x.group_instance_id, x.metadata_for(g.protocol_name))
+                        for x in g.members.values()
+                    ]
+                    if member_id == g.leader_id
+                    else [],
                 )
             self._update_member(g, m, protocols, session_timeout_ms, rebalance_timeout_ms, fut)
             self._prepare_rebalance(g, reason or f"member {member_id} rejoined with new metadata")
@@ -481,11 +572,32 @@ class GroupCoordinator:
             self._maybe_complete_join(g)
             self._maybe_forget(g)
 
-    def _add_member(self, g: Group, member_id: str, instance_id: str | None, client_id: str, client_host: str,
-                    session_ms: int, rebalance_ms: int, protocol_type: str, protocols: list[tuple[str, bytes]],
-                    fut: asyncio.Future[Any], reason: str) -> None:
-        m = Member(member_id, instance_id, client_id, client_host, session_ms, rebalance_ms, protocol_type,
-                   list(protocols), join_future=fut, is_new=True)
+    def _add_member(
+        self,
+        g: Group,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_ms: int,
+        rebalance_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        fut: asyncio.Future[Any],
+        reason: str,
+    ) -> None:
+        m = Member(
+            member_id,
+            instance_id,
+            client_id,
+            client_host,
+            session_ms,
+            rebalance_ms,
+            protocol_type,
+            list(protocols),
+            join_future=fut,
+            is_new=True,
+        )
         if not g.members:
             g.protocol_type = protocol_type
         g.members[member_id] = m
@@ -502,8 +614,15 @@ class GroupCoordinator:
         else:
             self._prepare_rebalance(g, reason)
 
-    def _update_member(self, g: Group, m: Member, protocols: list[tuple[str, bytes]], session_ms: int,
-                       rebalance_ms: int, fut: asyncio.Future[Any]) -> None:
+    def _update_member(
+        self,
+        g: Group,
+        m: Member,
+        protocols: list[tuple[str, bytes]],
+        session_ms: int,
+        rebalance_ms: int,
+        fut: asyncio.Future[Any],
+    ) -> None:
         m.protocols = list(protocols)
         m.session_timeout_ms = session_ms
         m.rebalance_timeout_ms = rebalance_ms
@@ -511,9 +630,18 @@ class GroupCoordinator:
             m.join_future.set_result(JoinResult(E.REBALANCE_IN_PROGRESS))
         m.join_future = fut
 
-    def _rejoin_static(self, g: Group, instance_id: str, client_id: str, client_host: str, session_ms: int,
-                       rebalance_ms: int, protocol_type: str, protocols: list[tuple[str, bytes]],
-                       fut: asyncio.Future[Any]) -> JoinResult | None:
+    def _rejoin_static(
+        self,
+        g: Group,
+        instance_id: str,
+        client_id: str,
+        client_host: str,
+        session_ms: int,
+        rebalance_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        fut: asyncio.Future[Any],
+    ) -> JoinResult | None:
         """A known static member restarted: new member id, same assignment, no rebalance if unchanged."""
         old_id = g.static_members[instance_id]
         old = g.members[old_id]
@@ -526,13 +654,28 @@ class GroupCoordinator:
         if old.session_timer is not None:
             old.session_timer.cancel()
         del g.members[old_id]
-        m = Member(new_id, instance_id, client_id, client_host, session_ms, rebalance_ms, protocol_type,
-                   list(protocols), assignment=old.assignment)
+        m = Member(
+            new_id,
+            instance_id,
+            client_id,
+            client_host,
+            session_ms,
+            rebalance_ms,
+            protocol_type,
+            list(protocols),
+            assignment=old.assignment,
+        )
         g.members[new_id] = m
         g.static_members[instance_id] = new_id
         if g.leader_id == old_id:
             g.leader_id = new_id
-        log.info("group %s: static member %s restarted (%s -> %s)", g.group_id, instance_id, old_id, new_id)
+        log.info(
+            "group %s: static member %s restarted (%s -> %s)",
+            g.group_id,
+            instance_id,
+            old_id,
+            new_id,
+        )
         if g.is_(GroupState.STABLE) and unchanged:
             self._heartbeat(g, m)
             self._persist_group(g)
@@ -540,10 +683,18 @@ class GroupCoordinator:
             # the leader is told to skip assignment (KIP-814): the group keeps its assignment
             is_leader = new_id == g.leader_id
             return JoinResult(
-                error=0, generation=g.generation, protocol_type=g.protocol_type, protocol_name=g.protocol_name,
-                leader=g.leader_id or "", member_id=new_id,
-                members=[(x.member_id, x.group_instance_id, x.metadata_for(g.protocol_name)) for x in g.members.values()]
-                if is_leader else [],
+                error=0,
+                generation=g.generation,
+                protocol_type=g.protocol_type,
+                protocol_name=g.protocol_name,
+                leader=g.leader_id or "",
+                member_id=new_id,
+                members=[
+                    (x.member_id, x.group_instance_id, x.metadata_for(g.protocol_name))
+                    for x in g.members.values()
+                ]
+                if is_leader
+                else [],
                 skip_assignment=is_leader,
             )
         m.join_future = fut
@@ -555,9 +706,16 @@ class GroupCoordinator:
         return None
 
     # -- SyncGroup -------------------------------------------------------------------------
-    async def sync(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
-                   protocol_type: str | None, protocol_name: str | None,
-                   assignments: dict[str, bytes]) -> SyncResult:
+    async def sync(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> SyncResult:
         g = self.groups.get(group_id)
         if g is None:
             return SyncResult(E.UNKNOWN_MEMBER_ID)
@@ -570,7 +728,9 @@ class GroupCoordinator:
             return SyncResult(E.FENCED_INSTANCE_ID)
         if generation != g.generation:
             return SyncResult(E.ILLEGAL_GENERATION)
-        if (protocol_type and protocol_type != g.protocol_type) or (protocol_name and protocol_name != g.protocol_name):
+        if (protocol_type and protocol_type != g.protocol_type) or (
+            protocol_name and protocol_name != g.protocol_name
+        ):
             return SyncResult(E.INCONSISTENT_GROUP_PROTOCOL)
         if g.is_(GroupState.PREPARING_REBALANCE):
             return SyncResult(E.REBALANCE_IN_PROGRESS)
@@ -652,8 +812,14 @@ class GroupCoordinator:
         return top, errors
 
     # -- offsets ---------------------------------------------------------------------------
-    async def commit(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
-                     offsets: dict[tuple[str, int], tuple[int, int, str | None]]) -> dict[tuple[str, int], int]:
+    async def commit(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[tuple[str, int], tuple[int, int, str | None]],
+    ) -> dict[tuple[str, int], int]:
         def all_(code: int) -> dict[tuple[str, int], int]:
             return dict.fromkeys(offsets, code)
 
@@ -697,14 +863,18 @@ class GroupCoordinator:
             g.offsets.update(accepted)
         return result
 
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], CommittedOffset | None]:
+    def fetch_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], CommittedOffset | None]:
         g = self.groups.get(group_id)
         offsets = g.offsets if g is not None else {}
         if partitions is None:
             return dict(offsets.items())
         return {tp: offsets.get(tp) for tp in partitions}
 
-    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[int, dict[tuple[str, int], int]]:
+    async def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> tuple[int, dict[tuple[str, int], int]]:
         g = self.groups.get(group_id)
         if g is None:
             return E.GROUP_ID_NOT_FOUND, {}
@@ -770,8 +940,16 @@ class GroupCoordinator:
                 self._maybe_forget(g)
         return removed
 
-    def restore_group(self, group_id: str, protocol_type: str | None, generation: int, protocol: str | None,
-                      leader: str | None, state_ms: int, members: list[Member]) -> None:
+    def restore_group(
+        self,
+        group_id: str,
+        protocol_type: str | None,
+        generation: int,
+        protocol: str | None,
+        leader: str | None,
+        state_ms: int,
+        members: list[Member],
+    ) -> None:
         """Rebuild a group from the log at start-up; live members resume, dead ones expire."""
         g = self.groups.setdefault(group_id, Group(group_id))
         g.protocol_type = protocol_type

@@ -85,9 +85,7 @@ def validate_topic_name(name: str) -> None:
     if not name or name in (".", ".."):
         raise InvalidTopic(f"topic name {name!r} is not allowed")
     if not TOPIC_NAME.match(name):
-        raise InvalidTopic(
-            f"topic name {name!r} is invalid: use at most 249 of [A-Za-z0-9._-]"
-        )
+        raise InvalidTopic(f"topic name {name!r} is invalid: use at most 249 of [A-Za-z0-9._-]")
 
 
 def validate_stream_name(name: str) -> None:
@@ -116,21 +114,22 @@ class MetadataStore:
     def load(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         if self.path.exists():
+            # valid JSON of the wrong shape (hand edits, another program) is damage too
             try:
                 doc = json.loads(self.path.read_text())
-            except (OSError, ValueError) as exc:
+                cluster_id = str(doc.get("cluster_id", ""))
+                streams = [StreamInfo(**s) for s in doc.get("streams", [])]
+                topics = [TopicInfo(**t) for t in doc.get("topics", [])]
+                by_id = {t.id_bytes: t for t in topics}
+            except (OSError, ValueError, TypeError, AttributeError, KeyError) as exc:
                 raise StoreError(
                     f"cannot read {self.path}: {exc}; restore it from a backup or move the data "
                     "dir away to start empty"
                 ) from None
-            self.cluster_id = doc.get("cluster_id", "")
-            for s in doc.get("streams", []):
-                st = StreamInfo(**s)
-                self.streams[st.name] = st
-            for t in doc.get("topics", []):
-                ti = TopicInfo(**t)
-                self.topics[ti.name] = ti
-                self.topics_by_id[ti.id_bytes] = ti
+            self.cluster_id = cluster_id
+            self.streams.update((st.name, st) for st in streams)
+            self.topics.update((ti.name, ti) for ti in topics)
+            self.topics_by_id.update(by_id)
         if not self.cluster_id:
             self.cluster_id = self.broker["cluster.id"] or _new_cluster_id()
             self._persist()
@@ -224,8 +223,10 @@ class MetadataStore:
             assign = [list(a) for a in assignments]
         else:
             n = num_partitions if num_partitions != -1 else int(self.stream_default(stream, "num.partitions"))
-            rf = replication_factor if replication_factor != -1 else int(
-                self.stream_default(stream, "default.replication.factor")
+            rf = (
+                replication_factor
+                if replication_factor != -1
+                else int(self.stream_default(stream, "default.replication.factor"))
             )
             if n < 1 or n > max_parts:
                 raise InvalidPartitions(f"number of partitions must be between 1 and {max_parts}, got {n}")
@@ -265,8 +266,14 @@ class MetadataStore:
         self._notify("topic_deleted", name)
         return t
 
-    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
-                          brokers: list[int], validate_only: bool = False) -> TopicInfo:
+    def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: list[list[int]] | None,
+        brokers: list[int],
+        validate_only: bool = False,
+    ) -> TopicInfo:
         t = self.topic(name)
         max_parts = int(self.broker["max.partitions.per.topic"])
         if count <= t.partitions:
@@ -274,6 +281,17 @@ class MetadataStore:
         if count > max_parts:
             raise InvalidPartitions(f"at most {max_parts} partitions per topic")
         rf = t.replication_factor
+        for a in assignments or []:
+            if not a or len(set(a)) != len(a) or any(b not in brokers for b in a):
+                raise InvalidRequest(f"invalid replica assignment {a} (brokers: {brokers})")
+            if len(a) != rf:
+                raise InvalidReplicationFactor(
+                    f"assignment {a} has {len(a)} replicas; topic {name} has replication factor {rf}"
+                )
+        if not assignments and rf > len(brokers):
+            raise InvalidReplicationFactor(
+                f"replication factor {rf} is larger than the {len(brokers)} available broker(s)"
+            )
         new = assignments or [
             [brokers[(p + r) % len(brokers)] for r in range(rf)] for p in range(t.partitions, count)
         ]
@@ -287,12 +305,19 @@ class MetadataStore:
         self._notify("partitions_created", name)
         return t
 
-    def alter_topic(self, name: str, set_: Mapping[str, Any], delete: list[str] | None = None,
-                    replace: bool = False, validate_only: bool = False) -> TopicInfo:
+    def alter_topic(
+        self,
+        name: str,
+        set_: Mapping[str, Any],
+        delete: list[str] | None = None,
+        replace: bool = False,
+        validate_only: bool = False,
+    ) -> TopicInfo:
         t = self.topic(name)
         parsed = cfg.validate(dict(set_), cfg.TOPIC, f"topic {name}")
+        topic_keys = {k.name for k in cfg.keys(cfg.TOPIC)}
         for k in delete or []:
-            if cfg.lookup(k) is None or cfg.TOPIC not in cfg.key(k).scopes:
+            if k not in topic_keys:  # a broker synonym (log.retention.ms) is not a topic config
                 raise ConfigError(f"unknown topic config {k!r}")
         new = {} if replace else dict(t.configs)
         new.update(parsed)
@@ -324,8 +349,13 @@ class MetadataStore:
         self._notify("stream_changed", name)
         return s
 
-    def alter_stream(self, name: str, set_: Mapping[str, Any], delete: list[str] | None = None,
-                     validate_only: bool = False) -> StreamInfo:
+    def alter_stream(
+        self,
+        name: str,
+        set_: Mapping[str, Any],
+        delete: list[str] | None = None,
+        validate_only: bool = False,
+    ) -> StreamInfo:
         s = self.streams.get(name)
         if s is None:
             raise UnknownStream(f"stream {name!r} does not exist")

@@ -127,7 +127,15 @@ def group_key(group: str) -> bytes:
 
 
 def group_value(g: Group) -> bytes:
-    w = _W().i16(3).s(g.protocol_type or "").i32(g.generation).s(g.protocol_name).s(g.leader_id).i64(g.state_ms)
+    w = (
+        _W()
+        .i16(3)
+        .s(g.protocol_type or "")
+        .i32(g.generation)
+        .s(g.protocol_name)
+        .s(g.leader_id)
+        .i64(g.state_ms)
+    )
     w.i32(len(g.members))
     for m in g.members.values():
         w.s(m.member_id).s(m.group_instance_id).s(m.client_id).s(m.client_host)
@@ -190,7 +198,19 @@ def parse(key: bytes, value: bytes | None) -> OffsetRecord | GroupRecord | None:
             sto = v.i32()
             sub = v.bytes_()
             asg = v.bytes_()
-            members.append(Member(mid, iid, cid, host, sto, rto or sto, ptype or "", [(proto or "", sub)], assignment=asg))
+            members.append(
+                Member(
+                    mid,
+                    iid,
+                    cid,
+                    host,
+                    sto,
+                    rto or sto,
+                    ptype or "",
+                    [(proto or "", sub)],
+                    assignment=asg,
+                )
+            )
         return GroupRecord(group, ptype, gen, proto, leader, state_ms, members)
     return None  # unknown record type (e.g. written by a newer Kafka): ignored
 
@@ -210,11 +230,14 @@ class OffsetsTopicStore:
         part = self.broker.partition(TOPIC, partition_for(group_id, self.partitions))
         now = int(time.time() * 1000)
         for i in range(0, len(recs), 500):
-            batch = bytearray(rb.build_batch(recs[i : i + 500], timestamp_ms=now))  # type: ignore[arg-type]
+            batch = bytearray(rb.build_batch(recs[i : i + 500], timestamp_ms=now))
             part.append_records(memoryview(batch), 1, now)
 
     async def write_offsets(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> None:
-        self._append(group_id, [(offset_key(group_id, t, p), offset_value(o)) for (t, p), o in offsets.items()])
+        self._append(
+            group_id,
+            [(offset_key(group_id, t, p), offset_value(o)) for (t, p), o in offsets.items()],
+        )
 
     async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> None:
         self._append(group_id, [(offset_key(group_id, t, p), None) for t, p in partitions])
@@ -246,7 +269,15 @@ class OffsetsTopicStore:
                 if not coordinator.groups.get(gid) or not coordinator.groups[gid].offsets:
                     coordinator.forget_group(gid)
                 continue
-            coordinator.restore_group(gid, gr.protocol_type, gr.generation, gr.protocol, gr.leader, gr.state_ms, gr.members)
+            coordinator.restore_group(
+                gid,
+                gr.protocol_type,
+                gr.generation,
+                gr.protocol,
+                gr.leader,
+                gr.state_ms,
+                gr.members,
+            )
             n_groups += 1
         return n_groups, n_off
 

@@ -32,7 +32,9 @@ class ProducerIdManager:
         except FileNotFoundError:
             start = 0
         except ValueError:
-            raise StoreError(f"{self.path} is damaged; producer ids cannot be allocated safely") from None
+            start = -1
+        if start < 0:  # -1 means "no producer id" to clients: never hand out negatives
+            raise StoreError(f"{self.path} is damaged; producer ids cannot be allocated safely")
         end = start + self.block_size
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "w") as fh:
@@ -40,6 +42,12 @@ class ProducerIdManager:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.path)
+        # make the rename durable too: otherwise a power loss could bring back the old block
+        dfd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
         self._next, self._end = start, end
 
     def next_id(self) -> int:

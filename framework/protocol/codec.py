@@ -143,7 +143,13 @@ class _Compiler:
         return fn
 
     def _decode_value(
-        self, lines: list[str], ind: str, var: str, spec: FieldSpec, version: int, flexible: bool,
+        self,
+        lines: list[str],
+        ind: str,
+        var: str,
+        spec: FieldSpec,
+        version: int,
+        flexible: bool,
         structs: dict[str, type],
     ) -> None:
         """Emit code reading one (non-fixed-width or array) value into ``var``."""
@@ -162,12 +168,15 @@ class _Compiler:
                 lines.append(f"{ind}    raise DecodeError('null array in non-nullable field')")
             lines.append(f"{ind}else:")
             lines.append(f"{ind}    if _n > _len - pos: raise DecodeError('array length past end of frame')")
-            item = dataclasses.replace(spec, array=False, nullable=dataclasses.replace(spec.nullable, lo=1, hi=0))
+            item = dataclasses.replace(
+                spec, array=False, nullable=dataclasses.replace(spec.nullable, lo=1, hi=0)
+            )
             if spec.type in _FIXED and spec.type != "uuid":
                 fmt = _FIXED[spec.type]
                 size = _SIZES[fmt]
                 lines.append(
-                    f"{ind}    {var} = list(_struct.unpack_from('>%d{fmt}' % _n, buf, pos)); pos += {size} * _n"
+                    f"{ind}    {var} = list(_struct.unpack_from('>%d{fmt}' % _n, buf, pos))"
+                    f"; pos += {size} * _n"
                 )
             else:
                 lines.append(f"{ind}    {var} = []")
@@ -227,11 +236,13 @@ class _Compiler:
         structs = _struct_map(cls)
         lines = ["def decode(buf, pos):", "    _len = len(buf)"]
         regular = [
-            (n, s) for n, s in specs.items()
+            (n, s)
+            for n, s in specs.items()
             if self._present(s, version) and not self._is_tagged(s, version, flexible)
         ]
         tagged = [
-            (n, s) for n, s in specs.items()
+            (n, s)
+            for n, s in specs.items()
             if self._present(s, version) and self._is_tagged(s, version, flexible)
         ]
         # group runs of fixed-width scalars into one unpack
@@ -313,8 +324,15 @@ class _Compiler:
         return fn
 
     def _encode_value(
-        self, lines: list[str], ind: str, var: str, spec: FieldSpec, version: int, flexible: bool,
-        structs: dict[str, type], out: str = "out",
+        self,
+        lines: list[str],
+        ind: str,
+        var: str,
+        spec: FieldSpec,
+        version: int,
+        flexible: bool,
+        structs: dict[str, type],
+        out: str = "out",
     ) -> None:
         nullable = version in spec.nullable
         t = spec.type
@@ -333,7 +351,9 @@ class _Compiler:
             else:
                 _, p = self._st("i")
                 lines.append(f"{ind}    {out} += {p}(len({var}))")
-            item = dataclasses.replace(spec, array=False, nullable=dataclasses.replace(spec.nullable, lo=1, hi=0))
+            item = dataclasses.replace(
+                spec, array=False, nullable=dataclasses.replace(spec.nullable, lo=1, hi=0)
+            )
             if t in _FIXED and t != "uuid":
                 fmt = _FIXED[t]
                 lines.append(f"{ind}    {out} += _struct.pack('>%d{fmt}' % len({var}), *{var})")
@@ -394,12 +414,14 @@ class _Compiler:
         structs = _struct_map(cls)
         lines = ["def encode(o, out, parts):"]
         regular = [
-            (n, s) for n, s in specs.items()
+            (n, s)
+            for n, s in specs.items()
             if self._present(s, version) and not self._is_tagged(s, version, flexible)
         ]
         tagged = sorted(
             (
-                (n, s) for n, s in specs.items()
+                (n, s)
+                for n, s in specs.items()
                 if self._present(s, version) and self._is_tagged(s, version, flexible)
             ),
             key=lambda ns: ns[1].tag or 0,
@@ -464,7 +486,7 @@ def decode(cls: type[T], version: int, buf: Any, pos: int = 0) -> tuple[T, int]:
     """Decode a message of class ``cls`` at ``version`` from ``buf[pos:]``."""
     fn = _compiler.decoder(cls, version, is_flexible(cls, version))
     try:
-        return fn(buf, pos)  # type: ignore[return-value]
+        return fn(buf, pos)
     except (IndexError, struct.error, UnicodeDecodeError) as exc:
         raise DecodeError(f"malformed {cls.__name__} v{version}: {exc}") from exc
 
@@ -496,7 +518,11 @@ def decode_data(cls: type[T], buf: Any) -> T:
         raise DecodeError(f"{cls.__name__}: too short")
     version = struct.unpack_from(">h", buf, 0)[0]
     lo, hi = cls.VERSIONS  # type: ignore[attr-defined]
-    obj, _ = decode(cls, min(max(version, lo), hi), buf, 2)
+    if version < lo:
+        # like Kafka's ConsumerProtocol: a newer version is read as our newest, an older
+        # (negative) one is an error
+        raise DecodeError(f"{cls.__name__}: unsupported version {version}")
+    obj, _ = decode(cls, min(version, hi), buf, 2)
     return obj
 
 

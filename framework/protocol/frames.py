@@ -33,7 +33,8 @@ def peek_header(frame: Any) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id) of a request frame body; DecodeError if short."""
     if len(frame) < 8:
         raise DecodeError("request shorter than its header")
-    return struct.unpack_from(">hhi", frame, 0)  # type: ignore[return-value]
+    key, version, corr = struct.unpack_from(">hhi", frame, 0)
+    return int(key), int(version), int(corr)
 
 
 def parse_request_header(frame: Any, flexible: bool) -> tuple[RequestHeader, int]:
@@ -49,11 +50,14 @@ def parse_request_header(frame: Any, flexible: bool) -> tuple[RequestHeader, int
         client_id = str(frame[pos : pos + n], "utf-8", "replace")
         pos += n
     if flexible:
-        ntags, pos = read_uvarint(frame, pos)
-        for _ in range(ntags):
-            _, pos = read_uvarint(frame, pos)
-            size, pos = read_uvarint(frame, pos)
-            pos += size
+        try:
+            ntags, pos = read_uvarint(frame, pos)
+            for _ in range(ntags):
+                _, pos = read_uvarint(frame, pos)
+                size, pos = read_uvarint(frame, pos)
+                pos += size
+        except IndexError:
+            raise DecodeError("header tagged fields past end of frame") from None
         if pos > len(frame):
             raise DecodeError("header tagged fields past end of frame")
     return RequestHeader(api_key, version, corr, client_id), pos

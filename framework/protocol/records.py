@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import gzip
 import struct
-from collections.abc import Iterator
+import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -119,7 +120,8 @@ def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
 
 def read_prefix(buf: Buffer, pos: int = 0) -> tuple[int, int]:
     """(base_offset, batch_length) at ``pos``: the 12 bytes every log entry starts with."""
-    return _PREFIX.unpack_from(buf, pos)  # type: ignore[return-value]
+    base, length = _PREFIX.unpack_from(buf, pos)
+    return int(base), int(length)
 
 
 class InvalidBatch(ValueError):
@@ -132,7 +134,7 @@ class InvalidBatch(ValueError):
 
 def compute_crc(batch: Buffer) -> int:
     mv = memoryview(batch)
-    return crc32c(mv[21:])  # type: ignore[no-any-return]
+    return int(crc32c(mv[21:]))
 
 
 def validate_batches(buf: Buffer) -> list[BatchHeader]:
@@ -160,8 +162,7 @@ def validate_batches(buf: Buffer) -> list[BatchHeader]:
             raise InvalidBatch(f"CRC mismatch in batch at byte {pos}")
         if h.records_count <= 0 or h.last_offset_delta != h.records_count - 1:
             raise InvalidBatch(
-                f"batch declares {h.records_count} records but last offset delta "
-                f"{h.last_offset_delta}"
+                f"batch declares {h.records_count} records but last offset delta {h.last_offset_delta}"
             )
         if h.compression > ZSTD:
             raise InvalidBatch(f"unknown compression codec {h.compression}")
@@ -170,7 +171,9 @@ def validate_batches(buf: Buffer) -> list[BatchHeader]:
     return out
 
 
-def scan_valid_prefix(buf: Buffer, expected_base: int | None = None) -> tuple[int, list[tuple[int, BatchHeader]]]:
+def scan_valid_prefix(
+    buf: Buffer, expected_base: int | None = None
+) -> tuple[int, list[tuple[int, BatchHeader]]]:
     """Length of the longest prefix of whole, CRC-valid batches with increasing offsets.
 
     Returns (valid_bytes, [(position, header), ...]). Recovery truncates the file there.
@@ -255,6 +258,24 @@ _XERIAL = b"\x82SNAPPY\x00"
 
 
 def decompress(codec: int, data: Buffer) -> bytes:
+    """Records section of a batch, decompressed; InvalidBatch if it cannot be."""
+    try:
+        return _decompress(codec, data)
+    except InvalidBatch:
+        raise
+    except (
+        OSError,
+        EOFError,
+        ValueError,
+        struct.error,
+        zlib.error,
+        cramjam.DecompressionError,
+    ) as exc:
+        name = CODEC_NAMES.get(codec, codec)
+        raise InvalidBatch(f"cannot decompress {name} records: {exc}") from None
+
+
+def _decompress(codec: int, data: Buffer) -> bytes:
     if codec == NONE:
         return bytes(data)
     if codec == GZIP:
@@ -267,6 +288,8 @@ def decompress(codec: int, data: Buffer) -> bytes:
             while pos < len(raw):
                 (n,) = struct.unpack_from(">i", raw, pos)
                 pos += 4
+                if n < 0 or pos + n > len(raw):
+                    raise InvalidBatch(f"snappy-java chunk length {n} out of bounds")
                 out += bytes(cramjam.snappy.decompress_raw(raw[pos : pos + n]))
                 pos += n
             return bytes(out)
@@ -294,9 +317,19 @@ def compress(codec: int, data: bytes) -> bytes:
 
 def decode_batch(batch: Buffer) -> tuple[BatchHeader, list[Record]]:
     """Decode every record of one batch (decompressing if needed)."""
-    h = read_header(batch)
+    try:
+        h = read_header(batch)
+    except struct.error:
+        raise InvalidBatch("truncated batch header") from None
     mv = memoryview(batch)[: h.size]
     body = decompress(h.compression, mv[HEADER_SIZE:])
+    try:
+        return h, _decode_records(h, body)
+    except IndexError:
+        raise InvalidBatch("record runs past the end of the batch") from None
+
+
+def _decode_records(h: BatchHeader, body: bytes) -> list[Record]:
     recs: list[Record] = []
     pos = 0
     log_append = h.is_log_append_time
@@ -320,6 +353,8 @@ def decode_batch(batch: Buffer) -> tuple[BatchHeader, list[Record]]:
         headers: list[tuple[str, bytes | None]] = []
         for _ in range(nh):
             hk, pos = _read_varint(body, pos)
+            if hk < 0:  # a negative length would move pos backwards (endless loop)
+                raise InvalidBatch("record header key length is negative")
             hkey = body[pos : pos + hk].decode("utf-8", "replace")
             pos += hk
             hv, pos = _read_varint(body, pos)
@@ -332,7 +367,7 @@ def decode_batch(batch: Buffer) -> tuple[BatchHeader, list[Record]]:
             raise InvalidBatch("record length does not match its fields")
         ts = h.max_timestamp if log_append else h.base_timestamp + ts_delta
         recs.append(Record(h.base_offset + off_delta, ts, key, value, headers))
-    return h, recs
+    return recs
 
 
 def iter_batches(buf: Buffer) -> Iterator[tuple[int, BatchHeader]]:
@@ -348,9 +383,12 @@ def iter_batches(buf: Buffer) -> Iterator[tuple[int, BatchHeader]]:
         pos += h.size
 
 
+Header = tuple[str, bytes | None]
+RecordTuple = tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, list[Header]]
+
+
 def build_batch(
-    records: list[tuple[bytes | None, bytes | None]]
-    | list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
+    records: Sequence[RecordTuple],
     *,
     base_offset: int = 0,
     timestamp_ms: int = 0,
@@ -362,18 +400,25 @@ def build_batch(
     leader_epoch: int = -1,
     control: bool = False,
     transactional: bool = False,
+    offset_deltas: Sequence[int] | None = None,
 ) -> bytes:
-    """Encode one v2 batch (used by the coordinator, tools and tests)."""
+    """Encode one v2 batch (used by the coordinator, the cleaner, tools and tests).
+
+    ``offset_deltas`` gives records offsets relative to ``base_offset`` with gaps (a
+    compacted batch keeps its records' original offsets); by default they are 0..n-1.
+    """
     body = bytearray()
     ts_list = timestamps or [timestamp_ms] * len(records)
     base_ts = min(ts_list) if ts_list else timestamp_ms
+    deltas = list(offset_deltas) if offset_deltas is not None else list(range(len(records)))
     for i, rec in enumerate(records):
-        key, value = rec[0], rec[1]
-        hdrs = rec[2] if len(rec) > 2 else []  # type: ignore[misc]
+        key: bytes | None = rec[0]
+        value: bytes | None = rec[1]
+        hdrs: list[Header] = rec[2] if len(rec) == 3 else []
         r = bytearray()
         r.append(0)
         _write_varint(r, ts_list[i] - base_ts)
-        _write_varint(r, i)
+        _write_varint(r, deltas[i])
         if key is None:
             _write_varint(r, -1)
         else:
@@ -412,7 +457,7 @@ def build_batch(
             MAGIC_V2,
             0,
             attrs,
-            len(records) - 1,
+            deltas[-1] if deltas else -1,
             base_ts,
             max_ts,
             producer_id,

@@ -11,10 +11,10 @@ into one encoder and one decoder per (message, version).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import TypeAlias
 
 #: A bytes-like object: record data travels as memoryviews of frames or of files.
-Buffer = Union[bytes, bytearray, memoryview]
+Buffer: TypeAlias = bytes | bytearray | memoryview
 
 ZERO_UUID = bytes(16)
 

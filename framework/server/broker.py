@@ -116,10 +116,16 @@ class Broker:
             parts = self.partitions.get(topic)
             return parts is not None and 0 <= partition < len(parts)
 
-        self.groups = GroupCoordinator(LoopScheduler(loop), self.offsets_store, gc, lambda: int(time.time() * 1000), exists)
+        self.groups = GroupCoordinator(
+            LoopScheduler(loop), self.offsets_store, gc, lambda: int(time.time() * 1000), exists
+        )
         n_groups, n_offsets = self.offsets_store.load_into(self.groups)
         if n_groups or n_offsets:
-            log.info("group coordinator loaded %d group(s) and %d committed offset(s)", n_groups, n_offsets)
+            log.info(
+                "group coordinator loaded %d group(s) and %d committed offset(s)",
+                n_groups,
+                n_offsets,
+            )
 
     async def start(self) -> None:
         from framework.server.listener import KafkaConnection
@@ -133,7 +139,11 @@ class Broker:
         self.started_ms = int(time.time() * 1000)
         try:
             self.server = await loop.create_server(
-                lambda: KafkaConnection(self), self.host, self.port, reuse_address=True, backlog=1024
+                lambda: KafkaConnection(self),
+                self.host,
+                self.port,
+                reuse_address=True,
+                backlog=1024,
             )
         except OSError as exc:
             self.logs.shutdown()
@@ -149,7 +159,9 @@ class Broker:
             loop.create_task(
                 self._every(self.config["producer.id.expiration.check.interval.ms"], self._expire_producers)
             ),
-            loop.create_task(self._every(self.config["offsets.retention.check.interval.ms"], self._expire_offsets)),
+            loop.create_task(
+                self._every(self.config["offsets.retention.check.interval.ms"], self._expire_offsets)
+            ),
             loop.create_task(self._every(self.config["log.cleaner.backoff.ms"], self._clean)),
         ]
         listen = self.config["metrics.listen"]
@@ -158,7 +170,11 @@ class Broker:
             metrics.serve(mh, mp, self)
         log.info(
             "broker %d listening on %s:%d (data dir %s, %d topics)",
-            self.node_id, self.host, self.port, self.config.data_dir, len(self.metadata.topics),
+            self.node_id,
+            self.host,
+            self.port,
+            self.config.data_dir,
+            len(self.metadata.topics),
         )
 
     async def stop(self) -> None:
@@ -210,8 +226,12 @@ class Broker:
         for lg in self.logs.logs.values():
             gone = lg.producer_state.remove_expired(now, lg.config.producer_id_expiration_ms)
             if gone:
-                log.info("%s: expired %d producer id(s) unused for %d ms", lg.name, len(gone),
-                         lg.config.producer_id_expiration_ms)
+                log.info(
+                    "%s: expired %d producer id(s) unused for %d ms",
+                    lg.name,
+                    len(gone),
+                    lg.config.producer_id_expiration_ms,
+                )
 
     def _expire_offsets(self) -> None:
         task = asyncio.get_running_loop().create_task(self.groups.expire_offsets())
@@ -315,5 +335,8 @@ class Broker:
         if not self.config["delete.topic.enable"]:
             from framework.protocol.errors import ErrorCode
 
-            raise StoreError("topic deletion is disabled (delete.topic.enable=false)", ErrorCode.TOPIC_DELETION_DISABLED)
+            raise StoreError(
+                "topic deletion is disabled (delete.topic.enable=false)",
+                ErrorCode.TOPIC_DELETION_DISABLED,
+            )
         return self.metadata.delete_topic(name)

@@ -23,17 +23,45 @@ REQUEST_LATENCY = Histogram(
     "Time from a request's arrival to its response being queued, by API.",
     ["api"],
     registry=REGISTRY,
-    buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+    buckets=(
+        0.0001,
+        0.00025,
+        0.0005,
+        0.001,
+        0.0025,
+        0.005,
+        0.01,
+        0.025,
+        0.05,
+        0.1,
+        0.25,
+        0.5,
+        1,
+        2.5,
+        5,
+    ),
 )
 REQUESTS = Counter("sftraffic_requests", "Requests served, by API.", ["api"], registry=REGISTRY)
 REQUEST_ERRORS = Counter(
-    "sftraffic_request_errors", "Error codes returned, by API and error.", ["api", "error"], registry=REGISTRY
+    "sftraffic_request_errors",
+    "Error codes returned, by API and error.",
+    ["api", "error"],
+    registry=REGISTRY,
 )
 BYTES_IN = Counter("sftraffic_bytes_in", "Record bytes appended, by topic.", ["topic"], registry=REGISTRY)
-BYTES_OUT = Counter("sftraffic_bytes_out", "Record bytes served to fetchers, by topic.", ["topic"], registry=REGISTRY)
+BYTES_OUT = Counter(
+    "sftraffic_bytes_out",
+    "Record bytes served to fetchers, by topic.",
+    ["topic"],
+    registry=REGISTRY,
+)
 MESSAGES_IN = Counter("sftraffic_messages_in", "Records appended, by topic.", ["topic"], registry=REGISTRY)
-RETENTION_BYTES = Counter("sftraffic_retention_deleted_bytes", "Bytes reclaimed by retention.", registry=REGISTRY)
-BAD_FRAMES = Counter("sftraffic_bad_frames", "Malformed requests that closed a connection.", registry=REGISTRY)
+RETENTION_BYTES = Counter(
+    "sftraffic_retention_deleted_bytes", "Bytes reclaimed by retention.", registry=REGISTRY
+)
+BAD_FRAMES = Counter(
+    "sftraffic_bad_frames", "Malformed requests that closed a connection.", registry=REGISTRY
+)
 
 _children: dict[tuple[str, str], Any] = {}
 
@@ -51,11 +79,22 @@ class PartitionCollector:
         self.broker = broker
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        leo = GaugeMetricFamily("sftraffic_log_end_offset", "Next offset to be written.", labels=["topic", "partition"])
-        lso = GaugeMetricFamily("sftraffic_log_start_offset", "First readable offset.", labels=["topic", "partition"])
-        hw = GaugeMetricFamily("sftraffic_high_watermark", "Last offset visible to consumers + 1.", labels=["topic", "partition"])
+        leo = GaugeMetricFamily(
+            "sftraffic_log_end_offset", "Next offset to be written.", labels=["topic", "partition"]
+        )
+        lso = GaugeMetricFamily(
+            "sftraffic_log_start_offset", "First readable offset.", labels=["topic", "partition"]
+        )
+        hw = GaugeMetricFamily(
+            "sftraffic_high_watermark",
+            "Last offset visible to consumers + 1.",
+            labels=["topic", "partition"],
+        )
         size = GaugeMetricFamily("sftraffic_log_size_bytes", "Bytes on disk.", labels=["topic", "partition"])
-        urp = GaugeMetricFamily("sftraffic_under_replicated_partitions", "Partitions whose ISR is smaller than their replica set.")
+        urp = GaugeMetricFamily(
+            "sftraffic_under_replicated_partitions",
+            "Partitions whose ISR is smaller than their replica set.",
+        )
         under = 0
         for topic, parts in list(self.broker.partitions.items()):
             for p in parts:

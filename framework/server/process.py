@@ -57,10 +57,16 @@ class BrokerProcess:
 
     def command(self) -> list[str]:
         cmd = [
-            sys.executable, "-m", "framework.cli.main", "broker",
-            "--node-id", str(self.node_id),
-            "--listen", self.bootstrap,
-            "--data-dir", str(self.data_dir),
+            sys.executable,
+            "-m",
+            "framework.cli.main",
+            "broker",
+            "--node-id",
+            str(self.node_id),
+            "--listen",
+            self.bootstrap,
+            "--data-dir",
+            str(self.data_dir),
         ]
         for k, v in self.overrides.items():
             cmd += ["-o", f"{k}={v}"]
@@ -142,7 +148,9 @@ class BrokerProcess:
         self.stop()
 
 
-def wait_for(predicate: object, timeout: float = 30.0, interval: float = 0.05, what: str = "condition") -> None:
+def wait_for(
+    predicate: object, timeout: float = 30.0, interval: float = 0.05, what: str = "condition"
+) -> None:
     """Poll ``predicate`` until true (for states only observable by asking, e.g. a client)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -63,7 +63,11 @@ def plan(lg: Log, first_dirty: int, now_ms: int, force: bool = False) -> CleanPl
         return None
     candidates: list[LogSegment] = []
     for seg in lg.segments[:-1]:
-        if cfg.min_compaction_lag_ms > 0 and seg.max_timestamp >= 0 and now_ms - seg.max_timestamp < cfg.min_compaction_lag_ms:
+        if (
+            cfg.min_compaction_lag_ms > 0
+            and seg.max_timestamp >= 0
+            and now_ms - seg.max_timestamp < cfg.min_compaction_lag_ms
+        ):
             break
         candidates.append(seg)
     if not candidates:
@@ -75,7 +79,9 @@ def plan(lg: Log, first_dirty: int, now_ms: int, force: bool = False) -> CleanPl
     total = sum(s.size for s in candidates)
     dirty = sum(s.size for s in candidates if s.next_offset > first_dirty)
     overdue = any(
-        s.next_offset > first_dirty and s.max_timestamp >= 0 and now_ms - s.max_timestamp > cfg.max_compaction_lag_ms
+        s.next_offset > first_dirty
+        and s.max_timestamp >= 0
+        and now_ms - s.max_timestamp > cfg.max_compaction_lag_ms
         for s in candidates
     )
     if not force and not overdue and (total == 0 or dirty / total < cfg.min_cleanable_dirty_ratio):
@@ -103,8 +109,14 @@ def build_offset_map(p: CleanPlan) -> dict[bytes, int]:
     return latest
 
 
-def filter_segment(seg: LogSegment, latest: dict[bytes, int], now_ms: int, delete_retention_ms: int,
-                   out_path: Path, stats: CleanStats) -> None:
+def filter_segment(
+    seg: LogSegment,
+    latest: dict[bytes, int],
+    now_ms: int,
+    delete_retention_ms: int,
+    out_path: Path,
+    stats: CleanStats,
+) -> None:
     """Write the surviving batches of ``seg`` to ``out_path`` (read-only on ``seg``)."""
     out = bytearray()
     for raw, h in _batches(seg):
@@ -126,7 +138,7 @@ def filter_segment(seg: LogSegment, latest: dict[bytes, int], now_ms: int, delet
             out += raw
         elif keep:
             base = keep[0].offset
-            batch = bytearray(rb.build_batch(
+            out += rb.build_batch(
                 [(r.key, r.value, r.headers) for r in keep],
                 base_offset=base,
                 timestamps=[r.timestamp for r in keep],
@@ -135,9 +147,8 @@ def filter_segment(seg: LogSegment, latest: dict[bytes, int], now_ms: int, delet
                 producer_epoch=h.producer_epoch,
                 base_sequence=h.base_sequence,
                 leader_epoch=h.partition_leader_epoch,
-            ))
-            _relabel_offsets(batch, [r.offset - base for r in keep], h)
-            out += batch
+                offset_deltas=[r.offset - base for r in keep],
+            )
     with open(out_path, "wb") as fh:
         fh.write(out)
         fh.flush()
@@ -145,35 +156,6 @@ def filter_segment(seg: LogSegment, latest: dict[bytes, int], now_ms: int, delet
     stats.bytes_before += seg.size
     stats.bytes_after += len(out)
     stats.segments += 1
-
-
-def _relabel_offsets(batch: bytearray, deltas: list[int], original: rb.BatchHeader) -> None:
-    """Give re-encoded records their original offset deltas (gaps allowed) and fix the CRC."""
-    body = rb.decompress(original.compression, memoryview(batch)[rb.HEADER_SIZE:]) if original.compression else bytes(batch[rb.HEADER_SIZE:])
-    new_body = bytearray()
-    pos = 0
-    for delta in deltas:
-        length, p2 = rb._read_varint(body, pos)
-        end = p2 + length
-        rec = bytearray(body[p2:end])
-        # attributes (1 byte), timestamp delta varint, then the offset delta varint we replace
-        _, q = rb._read_varint(rec, 1)
-        _, q2 = rb._read_varint(rec, q)
-        fixed = bytearray(rec[:q])
-        rb._write_varint(fixed, delta)
-        fixed += rec[q2:]
-        rb._write_varint(new_body, len(fixed))
-        new_body += fixed
-        pos = end
-    payload = rb.compress(original.compression, bytes(new_body))
-    head = bytearray(batch[: rb.HEADER_SIZE])
-    import struct
-
-    struct.pack_into(">i", head, 8, rb.HEADER_SIZE - rb.LOG_OVERHEAD + len(payload))
-    struct.pack_into(">i", head, 23, deltas[-1])
-    # max timestamp and base timestamp were recomputed by build_batch from the survivors
-    batch[:] = head + payload
-    struct.pack_into(">I", batch, 17, rb.crc32c(memoryview(batch)[21:]))
 
 
 def swap_in(lg: Log, seg: LogSegment, cleaned: Path) -> None:
@@ -187,7 +169,9 @@ def swap_in(lg: Log, seg: LogSegment, cleaned: Path) -> None:
     seg.recover()
 
 
-def clean_log(lg: Log, first_dirty: int, now_ms: int | None = None, force: bool = False) -> tuple[int, CleanStats] | None:
+def clean_log(
+    lg: Log, first_dirty: int, now_ms: int | None = None, force: bool = False
+) -> tuple[int, CleanStats] | None:
     """One synchronous cleaning pass (tests, tools); returns (new checkpoint, stats)."""
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     p = plan(lg, first_dirty, now, force)
@@ -204,7 +188,12 @@ def clean_log(lg: Log, first_dirty: int, now_ms: int | None = None, force: bool 
         swap_in(lg, seg, out)
     log.info(
         "%s: compacted %d segment(s): %d -> %d records, %d -> %d bytes",
-        lg.name, stats.segments, stats.records_before, stats.records_after, stats.bytes_before, stats.bytes_after,
+        lg.name,
+        stats.segments,
+        stats.records_before,
+        stats.records_after,
+        stats.bytes_before,
+        stats.bytes_after,
     )
     return p.dirty_end, stats
 
@@ -240,7 +229,9 @@ class LogCleaner:
                 if p is None:
                     continue
 
-                def work(p: CleanPlan = p, lg: Log = lg, now: int = now) -> tuple[list[tuple[LogSegment, Path]], CleanStats]:
+                def work(
+                    p: CleanPlan = p, lg: Log = lg, now: int = now
+                ) -> tuple[list[tuple[LogSegment, Path]], CleanStats]:
                     latest = build_offset_map(p)
                     st = CleanStats()
                     outs = []
@@ -263,7 +254,12 @@ class LogCleaner:
                 self.checkpoints[key] = p.dirty_end
                 log.info(
                     "%s: compacted %d segment(s): %d -> %d records, %d -> %d bytes",
-                    lg.name, st.segments, st.records_before, st.records_after, st.bytes_before, st.bytes_after,
+                    lg.name,
+                    st.segments,
+                    st.records_before,
+                    st.records_after,
+                    st.bytes_before,
+                    st.bytes_after,
                 )
                 total.segments += st.segments
                 total.records_before += st.records_before

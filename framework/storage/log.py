@@ -134,7 +134,9 @@ class Log:
                 if cut:
                     log.warning(
                         "%s: truncated %d bytes of torn or corrupt data at the end of segment %d",
-                        self.name, cut, base,
+                        self.name,
+                        cut,
+                        base,
                     )
                     report.truncated_bytes += cut
                     truncated_at = base
@@ -145,8 +147,7 @@ class Log:
             self.segments.append(LogSegment.create(directory, start, interval))
         self._bases = [s.base_offset for s in self.segments]
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
-        if self.log_start_offset > self.log_end_offset:
-            self.log_start_offset = self.log_end_offset
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.high_watermark = self.log_end_offset
         self.recovery_point = self.log_end_offset
         report.segments = len(self.segments)
@@ -163,7 +164,12 @@ class Log:
         if start < leo:
             n = ps.replay(self.iter_headers(start), int(time.time() * 1000))
             if n:
-                log.info("%s: rebuilt producer state from %d batch(es) after offset %d", self.name, n, start)
+                log.info(
+                    "%s: rebuilt producer state from %d batch(es) after offset %d",
+                    self.name,
+                    n,
+                    start,
+                )
 
     def iter_headers(self, start_offset: int) -> Iterator[rb.BatchHeader]:
         for seg in self.segments:
@@ -215,8 +221,7 @@ class Log:
         for h in batches:
             if h.size > cfg.max_message_bytes:
                 raise MessageTooLarge(
-                    f"{self.name}: batch of {h.size} bytes exceeds max.message.bytes="
-                    f"{cfg.max_message_bytes}"
+                    f"{self.name}: batch of {h.size} bytes exceeds max.message.bytes={cfg.max_message_bytes}"
                 )
             if h.is_control:
                 raise InvalidRequest(f"{self.name}: producers may not write control batches")
@@ -225,10 +230,14 @@ class Log:
                     f"{self.name}: transactions are not supported",
                     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 )
-            if not cfg.log_append_time and h.max_timestamp >= 0:
-                if h.max_timestamp < now_ms - cfg.timestamp_before_max_ms or (
-                    h.max_timestamp > now_ms + cfg.timestamp_after_max_ms
-                ):
+            if (
+                not cfg.log_append_time
+                and h.max_timestamp >= 0
+                and (
+                    h.max_timestamp < now_ms - cfg.timestamp_before_max_ms
+                    or h.max_timestamp > now_ms + cfg.timestamp_after_max_ms
+                )
+            ):
                     raise StoreError(
                         f"{self.name}: timestamp {h.max_timestamp} outside the accepted range",
                         ErrorCode.INVALID_TIMESTAMP,
@@ -365,6 +374,7 @@ class Log:
         self.segments = [LogSegment.create(self.dir, offset, self.config.index_interval_bytes)]
         self._bases = [offset]
         self.log_start_offset = self.high_watermark = self.recovery_point = offset
+        self.producer_state.reset()  # its batches are gone: no retry may match them
 
     # -- reads -----------------------------------------------------------------------------
     def _segment_for(self, offset: int) -> int:
@@ -377,19 +387,14 @@ class Log:
         """
         leo = self.log_end_offset
         if offset < self.log_start_offset or offset > leo:
-            raise OffsetOutOfRange(
-                f"{self.name}: offset {offset} outside [{self.log_start_offset}, {leo}]"
-            )
+            raise OffsetOutOfRange(f"{self.name}: offset {offset} outside [{self.log_start_offset}, {leo}]")
         if offset >= upper_bound:
             return b""
         i = self._segment_for(offset)
         while i < len(self.segments):
             seg = self.segments[i]
             if seg.next_offset > offset:
-                if upper_bound >= seg.next_offset:
-                    max_pos = seg.size
-                else:
-                    max_pos = seg.position_of(upper_bound)
+                max_pos = seg.size if upper_bound >= seg.next_offset else seg.position_of(upper_bound)
                 data = seg.read(offset, max_bytes, max_pos, min_one)
                 if data:
                     return data
@@ -410,7 +415,10 @@ class Log:
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3)."""
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3).
+
+        None when that record is at or above the high watermark (Kafka answers -1 then too).
+        """
         best: LogSegment | None = None
         for seg in self.segments:
             if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
@@ -419,7 +427,9 @@ class Log:
             return None
         ts = best.max_timestamp
         found = best.find_offset_by_timestamp(ts, self.log_start_offset)
-        return found if found is not None else (best.offset_of_max_timestamp, ts)
+        if found is None:
+            found = (best.offset_of_max_timestamp, ts)
+        return found if found[0] < self.high_watermark else None
 
     # -- retention -------------------------------------------------------------------------
     def delete_retained_segments(self, now_ms: int) -> int:
@@ -436,8 +446,10 @@ class Log:
         for i, seg in enumerate(self.segments):
             if seg.next_offset > self.high_watermark or seg.size == 0:
                 break
-            expired = cfg.retention_ms >= 0 and seg.max_timestamp >= 0 and (
-                now_ms - seg.max_timestamp > cfg.retention_ms
+            expired = (
+                cfg.retention_ms >= 0
+                and seg.max_timestamp >= 0
+                and (now_ms - seg.max_timestamp > cfg.retention_ms)
             )
             if cfg.retention_ms >= 0 and seg.max_timestamp < 0:
                 expired = now_ms - _mtime_ms(seg) > cfg.retention_ms
@@ -463,7 +475,12 @@ class Log:
         if new_start > self.log_start_offset:
             log.info(
                 "%s: %s deleted %d segment(s), %d bytes; log start offset %d -> %d",
-                self.name, reason, count, freed, self.log_start_offset, new_start,
+                self.name,
+                reason,
+                count,
+                freed,
+                self.log_start_offset,
+                new_start,
             )
             self.log_start_offset = new_start
         return freed
@@ -474,11 +491,9 @@ class Log:
             offset = self.high_watermark
         if offset < 0 or offset > self.high_watermark:
             raise OffsetOutOfRange(
-                f"{self.name}: cannot delete records up to {offset}; high watermark is "
-                f"{self.high_watermark}"
+                f"{self.name}: cannot delete records up to {offset}; high watermark is {self.high_watermark}"
             )
-        if offset > self.log_start_offset:
-            self.log_start_offset = offset
+        self.log_start_offset = max(self.log_start_offset, offset)
         count = 0
         for seg in self.segments[:-1]:
             if seg.next_offset <= offset:

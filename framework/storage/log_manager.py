@@ -104,7 +104,11 @@ class LogManager:
     def partition_dirs(self) -> list[tuple[str, int, Path]]:
         out = []
         for d in self.dir.iterdir():
-            if not d.is_dir() or d.name.startswith(("__metadata", ".")) or d.name.endswith(("-delete", ".stray")):
+            if (
+                not d.is_dir()
+                or d.name.startswith(("__metadata", "."))
+                or d.name.endswith(("-delete", ".stray"))
+            ):
                 continue
             topic, dash, part = d.name.rpartition("-")
             if dash and part.isdigit():
@@ -131,8 +135,12 @@ class LogManager:
         if report.recovered_segments or report.truncated_bytes or report.rebuilt_indexes:
             log.info(
                 "%s: loaded in %.0f ms (%d segments, %d recovered, %d bytes truncated, %d indexes rebuilt)",
-                lg.name, (time.perf_counter() - t0) * 1000, report.segments,
-                report.recovered_segments, report.truncated_bytes, report.rebuilt_indexes,
+                lg.name,
+                (time.perf_counter() - t0) * 1000,
+                report.segments,
+                report.recovered_segments,
+                report.truncated_bytes,
+                report.rebuilt_indexes,
             )
         self.logs[key] = lg
         return lg

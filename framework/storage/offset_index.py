@@ -38,7 +38,7 @@ class OffsetIndex:
         self.base_offset = base_offset
         self.offsets = array("i")
         self.positions = array("i")
-        self._dirty_from = 0  # entries [_dirty_from:] are not yet in the file
+        self._dirty_from = 0  # entries [_dirty_from:] are not yet in the file; -1: rewrite it all
 
     # -- loading ---------------------------------------------------------------------------
     def load(self) -> None:
@@ -64,7 +64,7 @@ class OffsetIndex:
                 raise CorruptIndex(f"{self.path.name}: entries not increasing at {i}")
         if offs and (offs[0] < 0 or poss[0] < 0):
             raise CorruptIndex(f"{self.path.name}: negative entry")
-        if poss and poss[-1] >= max(log_size, 1):
+        if poss and poss[-1] >= log_size:
             raise CorruptIndex(f"{self.path.name}: entry points past the log end")
 
     # -- use -------------------------------------------------------------------------------
@@ -96,21 +96,22 @@ class OffsetIndex:
         if i < len(self.offsets):
             del self.offsets[i:]
             del self.positions[i:]
-            self._dirty_from = 0  # rewrite
+            self._dirty_from = -1  # rewrite
 
     def reset(self) -> None:
         self.offsets = array("i")
         self.positions = array("i")
-        self._dirty_from = 0
+        self._dirty_from = -1  # rewrite, even if no entry follows
 
     def flush(self, fsync: bool = False) -> None:
         """Write pending entries (or the whole index after a truncation)."""
         n = len(self.offsets)
-        if self._dirty_from == n and self.path.exists():
+        exists = self.path.exists()
+        if self._dirty_from == n and exists:
             if fsync:
                 _fsync_path(self.path)
             return
-        start = self._dirty_from
+        start = max(self._dirty_from, 0) if exists else 0
         out = array("i", [0]) * (2 * (n - start))
         out[0::2] = self.offsets[start:]
         out[1::2] = self.positions[start:]

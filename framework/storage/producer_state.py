@@ -150,7 +150,8 @@ class ProducerStateManager:
                     )
             elif not in_sequence(cur_last, first):
                 raise OutOfOrderSequence(
-                    f"{self.name}: producer {pid} epoch {epoch}: expected sequence {cur_last + 1}, got {first}"
+                    f"{self.name}: producer {pid} epoch {epoch}: "
+                    f"expected sequence {cur_last + 1}, got {first}"
                 )
             seen[pid] = (epoch, last)
             items.append((pid, epoch, first, last))
@@ -172,7 +173,16 @@ class ProducerStateManager:
                 continue
             self._update(pid, epoch, first, last, h.base_offset, h.last_offset, now_ms)
 
-    def _update(self, pid: int, epoch: int, first: int, last: int, first_off: int, last_off: int, now_ms: int) -> None:
+    def _update(
+        self,
+        pid: int,
+        epoch: int,
+        first: int,
+        last: int,
+        first_off: int,
+        last_off: int,
+        now_ms: int,
+    ) -> None:
         entry = self.producers.get(pid)
         if entry is None:
             entry = self.producers[pid] = ProducerEntry(pid, epoch, now_ms)
@@ -188,8 +198,15 @@ class ProducerStateManager:
         n = 0
         for h in headers:
             if h.producer_id >= 0 and h.base_sequence >= 0:
-                self._update(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence,
-                             h.base_offset, h.last_offset, now_ms)
+                self._update(
+                    h.producer_id,
+                    h.producer_epoch,
+                    h.base_sequence,
+                    h.last_sequence,
+                    h.base_offset,
+                    h.last_offset,
+                    now_ms,
+                )
                 n += 1
         return n
 
@@ -215,6 +232,14 @@ class ProducerStateManager:
         for p in self.snapshot_files():
             if _snap_offset(p) > offset:
                 p.unlink(missing_ok=True)
+
+    def reset(self) -> None:
+        """Forget every producer and delete every snapshot (the log was emptied)."""
+        self.producers = {}
+        self.last_snapshot_offset = -1
+        self.dirty = True
+        for p in self.snapshot_files():
+            p.unlink(missing_ok=True)
 
     # -- snapshots -------------------------------------------------------------------------
     def snapshot_files(self) -> list[Path]:

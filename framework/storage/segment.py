@@ -104,6 +104,8 @@ class LogSegment:
             h = rb.read_header(prefix)
             if h.batch_length < rb.MIN_BATCH_LENGTH or end_pos + h.size > self.size:
                 return False
+            if end_pos == pos and self.index.offsets and h.base_offset != last_off:
+                return False  # the last entry does not name the batch it points at
             nxt = h.next_offset
             end_pos += h.size
             if h.max_timestamp > self.max_timestamp:
@@ -217,7 +219,8 @@ class LogSegment:
         self.next_offset = batches[-1].next_offset
 
     def truncate_to(self, offset: int) -> int:
-        """Remove every batch with base offset >= ``offset``; returns bytes removed."""
+        """Remove every batch holding an offset >= ``offset`` (a batch that straddles it
+        goes whole); returns bytes removed."""
         if offset >= self.next_offset:
             return 0
         pos = self.position_of(offset) if offset > self.base_offset else 0

@@ -95,19 +95,20 @@ class TimeIndex:
         if keep < len(self.offsets):
             del self.offsets[keep:]
             del self.timestamps[keep:]
-            self._dirty_from = 0
+            self._dirty_from = -1
 
     def reset(self) -> None:
         self.timestamps, self.offsets = [], []
-        self._dirty_from = 0
+        self._dirty_from = -1  # rewrite, even if no entry follows
 
     def flush(self, fsync: bool = False) -> None:
         n = len(self.timestamps)
-        if self._dirty_from == n and self.path.exists():
+        exists = self.path.exists()
+        if self._dirty_from == n and exists:
             if fsync:
                 _fsync_path(self.path)
             return
-        start = self._dirty_from
+        start = max(self._dirty_from, 0) if exists else 0  # -1: rewrite it all
         data = b"".join(
             _ENTRY.pack(t, o - self.base_offset)
             for t, o in zip(self.timestamps[start:], self.offsets[start:], strict=True)

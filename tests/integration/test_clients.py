@@ -30,11 +30,19 @@ def _value(i: int) -> bytes:
     return b"%08d:" % i + b"x" * 90
 
 
-def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60, **conf: Any) -> list[Any]:
-    c = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "enable.auto.commit": False,
-        "auto.offset.reset": "earliest", "logger": quiet_logger(), **conf,
-    })
+def consume_all(
+    bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60, **conf: Any
+) -> list[Any]:
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{topic}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "logger": quiet_logger(),
+            **conf,
+        }
+    )
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: list[Any] = []
     deadline = time.monotonic() + timeout
@@ -48,7 +56,9 @@ def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, time
     return out
 
 
-def check_order_and_content(msgs: list[tuple[int, int, bytes, bytes, list[tuple[str, bytes]]]]) -> None:
+def check_order_and_content(
+    msgs: list[tuple[int, int, bytes, bytes, list[tuple[str, bytes]]]],
+) -> None:
     """(partition, offset, key, value, headers): offsets dense per partition, per-key order kept."""
     by_part: dict[int, list[int]] = defaultdict(list)
     last_by_key: dict[bytes, int] = {}
@@ -75,8 +85,14 @@ def test_confluent_kafka_roundtrip(broker: BrokerProcess, topic_name: Any) -> No
     for i in range(N):
         while True:
             try:
-                p.produce(topic, key=b"sensor-%d" % (i % KEYS), value=_value(i), headers=[("seq", b"%d" % i)],
-                          timestamp=t_sent + i, on_delivery=lambda e, m: e and errors.append(e))
+                p.produce(
+                    topic,
+                    key=b"sensor-%d" % (i % KEYS),
+                    value=_value(i),
+                    headers=[("seq", b"%d" % i)],
+                    timestamp=t_sent + i,
+                    on_delivery=lambda e, m: e and errors.append(e),
+                )
                 break
             except BufferError:
                 p.poll(0.05)
@@ -113,8 +129,12 @@ def test_kafka_python_roundtrip(broker: BrokerProcess, topic_name: Any) -> None:
     prod.close()
     # kafka-python's default partitioner is murmur2 (Java's): ours must agree
     assert all(md.partition == partition_for(b"sensor-%d" % (i % KEYS), PARTS) for i, md in enumerate(metas))
-    cons = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, consumer_timeout_ms=5000,
-                         max_partition_fetch_bytes=4 * 1024 * 1024)
+    cons = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap,
+        enable_auto_commit=False,
+        consumer_timeout_ms=5000,
+        max_partition_fetch_bytes=4 * 1024 * 1024,
+    )
     cons.assign([KTP(topic, p) for p in range(PARTS)])
     cons.seek_to_beginning()
     msgs = []
@@ -141,8 +161,15 @@ def test_aiokafka_roundtrip_and_offsets_for_times(broker: BrokerProcess, topic_n
         try:
             batch: list[Any] = []
             for i in range(N):
-                batch.append(prod.send(topic, key=b"sensor-%d" % (i % KEYS), value=_value(i),
-                                       headers=[("seq", b"%d" % i)], timestamp_ms=base_ts + i))
+                batch.append(
+                    prod.send(
+                        topic,
+                        key=b"sensor-%d" % (i % KEYS),
+                        value=_value(i),
+                        headers=[("seq", b"%d" % i)],
+                        timestamp_ms=base_ts + i,
+                    )
+                )
                 if len(batch) >= 5000:
                     await asyncio.gather(*batch)
                     batch = []
@@ -150,7 +177,11 @@ def test_aiokafka_roundtrip_and_offsets_for_times(broker: BrokerProcess, topic_n
             await prod.flush()
         finally:
             await prod.stop()
-        cons = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+        cons = AIOKafkaConsumer(
+            bootstrap_servers=broker.bootstrap,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
         await cons.start()
         try:
             tps = [ATP(topic, p) for p in range(PARTS)]

@@ -38,10 +38,16 @@ def test_restart_keeps_every_message(broker_factory: BrokerFactory) -> None:
     # the log continues where it stopped
     p2 = Producer({"bootstrap.servers": b.bootstrap, "logger": quiet_logger()})
     offsets: list[int] = []
-    p2.produce("kept", key=b"k0", value=b"50000:after", partition=0, on_delivery=lambda e, m: offsets.append(m.offset()))
+    p2.produce(
+        "kept",
+        key=b"k0",
+        value=b"50000:after",
+        partition=0,
+        on_delivery=lambda e, m: offsets.append(m.offset()),
+    )
     assert p2.flush(30) == 0
     c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "x", "logger": quiet_logger()})
-    lo, hi = c.get_watermark_offsets(TopicPartition("kept", 0), timeout=10)
+    _lo, hi = c.get_watermark_offsets(TopicPartition("kept", 0), timeout=10)
     c.close()
     assert offsets == [hi - 1]
 
@@ -49,7 +55,11 @@ def test_restart_keeps_every_message(broker_factory: BrokerFactory) -> None:
 @pytest.mark.parametrize(
     ("mode", "conf", "overrides"),
     [
-        ("acks=1,flush.messages=1", {"acks": "1", "enable.idempotence": False}, {"log.flush.interval.messages": 1}),
+        (
+            "acks=1,flush.messages=1",
+            {"acks": "1", "enable.idempotence": False},
+            {"log.flush.interval.messages": 1},
+        ),
         ("acks=all,idempotent", {"acks": "all", "enable.idempotence": True}, {}),
     ],
 )
@@ -66,8 +76,15 @@ def test_sigkill_during_produce_loses_no_acknowledged_message(
             with lock:
                 acked.add(int(msg.value().split(b":")[0]))
 
-    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 2, "message.timeout.ms": 20_000,
-                  "logger": quiet_logger(), **conf})
+    p = Producer(
+        {
+            "bootstrap.servers": b.bootstrap,
+            "linger.ms": 2,
+            "message.timeout.ms": 20_000,
+            "logger": quiet_logger(),
+            **conf,
+        }
+    )
     stop = threading.Event()
     sent = [0]
 
@@ -105,10 +122,19 @@ def test_sigkill_during_produce_loses_no_acknowledged_message(
         assert len(got) == len(set(got)), "idempotent producer wrote duplicates across the crash"
 
 
-def test_ttl_retention_deletes_old_segments_and_consumers_reset(broker_factory: BrokerFactory, tmp_path: Path) -> None:
+def test_ttl_retention_deletes_old_segments_and_consumers_reset(
+    broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
     b = broker_factory({"log.retention.check.interval.ms": 200})
     create_topic(b.bootstrap, "ttl", 1, {"retention.ms": "60000", "segment.bytes": "16384"})
-    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0, "batch.num.messages": 20, "logger": quiet_logger()})
+    p = Producer(
+        {
+            "bootstrap.servers": b.bootstrap,
+            "linger.ms": 0,
+            "batch.num.messages": 20,
+            "logger": quiet_logger(),
+        }
+    )
     old = int(time.time() * 1000) - 3_600_000  # an hour old: past the one-minute TTL
     for i in range(2000):
         p.produce("ttl", value=b"%d:%s" % (i, b"o" * 100), timestamp=old + i)
@@ -132,8 +158,15 @@ def test_ttl_retention_deletes_old_segments_and_consumers_reset(broker_factory: 
     assert low_now <= 2000, "fresh messages must survive"
     assert len(list(part_dir.glob("*.log"))) < 10, "expired segment files must be deleted from disk"
     # a consumer asking for offset 0 gets OFFSET_OUT_OF_RANGE and resets per its policy
-    c2 = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "ttl-reset", "auto.offset.reset": "earliest",
-                   "enable.auto.commit": False, "logger": quiet_logger()})
+    c2 = Consumer(
+        {
+            "bootstrap.servers": b.bootstrap,
+            "group.id": "ttl-reset",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "logger": quiet_logger(),
+        }
+    )
     c2.assign([TopicPartition("ttl", 0, 0)])
     got: list[Any] = []
     deadline = time.monotonic() + 30

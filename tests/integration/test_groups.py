@@ -33,8 +33,18 @@ class Member:
 
     def __init__(self, bootstrap: str, group: str, topic: str, session_ms: int) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.group_consumer", bootstrap, group, topic, str(session_ms)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            [
+                sys.executable,
+                "-m",
+                "tests.support.group_consumer",
+                bootstrap,
+                group,
+                topic,
+                str(session_ms),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
         self.assigned: set[int] = set()
         self.assign_times: list[tuple[float, set[int]]] = []
@@ -60,13 +70,16 @@ class Member:
             self.proc.wait(30)
 
 
-def test_four_members_share_twelve_partitions_and_survive_a_sigkill(broker_factory: BrokerFactory) -> None:
+def test_four_members_share_twelve_partitions_and_survive_a_sigkill(
+    broker_factory: BrokerFactory,
+) -> None:
     b = broker_factory()
     create_topic(b.bootstrap, "shared", 12)
     produce_range(b.bootstrap, "shared", 0, 40_000)
     session_ms = 6000
     members = [Member(b.bootstrap, "g-share", "shared", session_ms) for _ in range(4)]
     try:
+
         def all_assigned() -> bool:
             parts = [m.assigned for m in members]
             return all(parts) and sorted(p for s in parts for p in s) == list(range(12))
@@ -89,7 +102,10 @@ def test_four_members_share_twelve_partitions_and_survive_a_sigkill(broker_facto
         victim.proc.wait()
         killed_at = time.monotonic()
         c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "g-share", "logger": quiet_logger()})
-        committed = {tp.partition: tp.offset for tp in c.committed([TopicPartition("shared", p) for p in lost_parts], timeout=10)}
+        committed = {
+            tp.partition: tp.offset
+            for tp in c.committed([TopicPartition("shared", p) for p in lost_parts], timeout=10)
+        }
         c.close()
         produce_range(b.bootstrap, "shared", 40_000, 80_000)
         survivors = members[1:]
@@ -117,8 +133,13 @@ def test_commits_survive_a_coordinator_restart(broker_factory: BrokerFactory) ->
     b = broker_factory()
     create_topic(b.bootstrap, "resume", 3)
     produce_range(b.bootstrap, "resume", 0, 3000)
-    conf = {"bootstrap.servers": b.bootstrap, "group.id": "g-resume", "auto.offset.reset": "earliest",
-            "enable.auto.commit": False, "logger": quiet_logger()}
+    conf = {
+        "bootstrap.servers": b.bootstrap,
+        "group.id": "g-resume",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "logger": quiet_logger(),
+    }
     c = Consumer(conf)
     c.subscribe(["resume"])
     got: list[Any] = []
@@ -126,12 +147,17 @@ def test_commits_survive_a_coordinator_restart(broker_factory: BrokerFactory) ->
     while len(got) < 1500 and time.monotonic() < deadline:
         got.extend(m for m in c.consume(100, timeout=0.5) if m.error() is None)
     c.commit(asynchronous=False)
-    positions = {tp.partition: tp.offset for tp in c.position([TopicPartition("resume", p) for p in range(3)])}
+    positions = {
+        tp.partition: tp.offset for tp in c.position([TopicPartition("resume", p) for p in range(3)])
+    }
     c.close()
     b.stop()
     b.start()
     c2 = Consumer(conf)
-    committed = {tp.partition: tp.offset for tp in c2.committed([TopicPartition("resume", p) for p in range(3)], timeout=10)}
+    committed = {
+        tp.partition: tp.offset
+        for tp in c2.committed([TopicPartition("resume", p) for p in range(3)], timeout=10)
+    }
     assert committed == positions
     c2.subscribe(["resume"])
     rest: list[Any] = []
@@ -152,9 +178,18 @@ def test_aiokafka_group_shares_partitions_and_commits(broker: BrokerProcess, top
     produce_range(broker.bootstrap, topic, 0, 6000)
 
     async def run() -> tuple[list[set[int]], int, dict[int, int]]:
-        consumers = [AIOKafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id="g-aio",
-                                      auto_offset_reset="earliest", enable_auto_commit=False,
-                                      session_timeout_ms=10000, heartbeat_interval_ms=500) for _ in range(3)]
+        consumers = [
+            AIOKafkaConsumer(
+                topic,
+                bootstrap_servers=broker.bootstrap,
+                group_id="g-aio",
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                session_timeout_ms=10000,
+                heartbeat_interval_ms=500,
+            )
+            for _ in range(3)
+        ]
         for c in consumers:
             await c.start()
         seen: set[int] = set()
@@ -179,14 +214,24 @@ def test_aiokafka_group_shares_partitions_and_commits(broker: BrokerProcess, top
     assert sum(committed.values()) == 6000
 
 
-def test_static_member_restart_keeps_assignment_without_rebalance(broker: BrokerProcess, topic_name: Any) -> None:
+def test_static_member_restart_keeps_assignment_without_rebalance(
+    broker: BrokerProcess, topic_name: Any
+) -> None:
     topic = topic_name("static")
     create_topic(broker.bootstrap, topic, 4)
     produce_range(broker.bootstrap, topic, 0, 400)
 
     def member(instance: str) -> Consumer:
-        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{topic}", "group.instance.id": instance,
-                      "session.timeout.ms": 30000, "auto.offset.reset": "earliest", "logger": quiet_logger()})
+        c = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": f"g-{topic}",
+                "group.instance.id": instance,
+                "session.timeout.ms": 30000,
+                "auto.offset.reset": "earliest",
+                "logger": quiet_logger(),
+            }
+        )
         c.subscribe([topic])
         return c
 
@@ -231,13 +276,35 @@ def test_bad_group_requests_get_kafka_errors(broker: BrokerProcess) -> None:
         assert hb.error_code == 25  # UNKNOWN_MEMBER_ID
         sy = w.send(SyncGroupRequest(group_id="nope", generation_id=1, member_id="ghost"), SyncGroupResponse)
         assert sy.error_code == 25
-        oc = w.send(OffsetCommitRequest(group_id="standalone", generation_id_or_member_epoch=-1, member_id="", topics=[
-            OffsetCommitRequestTopic(name="no-such-topic", partitions=[OffsetCommitRequestPartition(partition_index=0, committed_offset=5)])
-        ]), OffsetCommitResponse)
+        oc = w.send(
+            OffsetCommitRequest(
+                group_id="standalone",
+                generation_id_or_member_epoch=-1,
+                member_id="",
+                topics=[
+                    OffsetCommitRequestTopic(
+                        name="no-such-topic",
+                        partitions=[OffsetCommitRequestPartition(partition_index=0, committed_offset=5)],
+                    )
+                ],
+            ),
+            OffsetCommitResponse,
+        )
         assert oc.topics[0].partitions[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
-        stale = w.send(OffsetCommitRequest(group_id="never-joined", generation_id_or_member_epoch=7, member_id="x", topics=[
-            OffsetCommitRequestTopic(name="__consumer_offsets", partitions=[OffsetCommitRequestPartition(partition_index=0, committed_offset=5)])
-        ]), OffsetCommitResponse)
+        stale = w.send(
+            OffsetCommitRequest(
+                group_id="never-joined",
+                generation_id_or_member_epoch=7,
+                member_id="x",
+                topics=[
+                    OffsetCommitRequestTopic(
+                        name="__consumer_offsets",
+                        partitions=[OffsetCommitRequestPartition(partition_index=0, committed_offset=5)],
+                    )
+                ],
+            ),
+            OffsetCommitResponse,
+        )
         assert stale.topics[0].partitions[0].error_code == 22  # ILLEGAL_GENERATION
 
 
@@ -245,8 +312,15 @@ def test_consumer_lag_is_visible(broker: BrokerProcess, topic_name: Any) -> None
     topic = topic_name("lag")
     create_topic(broker.bootstrap, topic, 2)
     produce_range(broker.bootstrap, topic, 0, 1000)
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False, "logger": quiet_logger()})
+    c = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": f"g-{topic}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "logger": quiet_logger(),
+        }
+    )
     c.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)])
     got: dict[int, int] = defaultdict(int)
     deadline = time.monotonic() + 20
@@ -255,7 +329,10 @@ def test_consumer_lag_is_visible(broker: BrokerProcess, topic_name: Any) -> None
             if m.error() is None:
                 got[m.partition()] += 1
     c.commit(asynchronous=False)
-    committed = {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(2)], timeout=10)}
+    committed = {
+        tp.partition: tp.offset
+        for tp in c.committed([TopicPartition(topic, p) for p in range(2)], timeout=10)
+    }
     ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(2)}
     c.close()
     # lag = log end - committed (a partition without a commit counts from 0)

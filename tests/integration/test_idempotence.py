@@ -68,7 +68,9 @@ def run_through_faults(
     return [int(m.value()) for m in msgs], proxy
 
 
-def test_idempotent_producer_writes_each_message_once_in_order(broker_factory: BrokerFactory) -> None:
+def test_idempotent_producer_writes_each_message_once_in_order(
+    broker_factory: BrokerFactory,
+) -> None:
     ids, proxy = run_through_faults(broker_factory, idempotent=True)
     assert proxy.stats.responses_dropped > 0 and proxy.stats.requests_dropped > 0, "no faults were injected"
     assert len(ids) == N, f"{len(ids) - N:+d} messages"
@@ -83,10 +85,14 @@ def test_without_idempotence_the_same_faults_duplicate(broker_factory: BrokerFac
     assert dups > 0, "expected retried batches to be written twice without idempotence"
 
 
-def test_one_request_in_flight_keeps_order_without_idempotence(broker_factory: BrokerFactory) -> None:
+def test_one_request_in_flight_keeps_order_without_idempotence(
+    broker_factory: BrokerFactory,
+) -> None:
     """The seeds' parallel_flushers=False: duplicates may still occur, reordering may not."""
     conf = producer_config("x", exactly_once=False, parallel_flushers=False)
-    ids, _ = run_through_faults(broker_factory, idempotent=False, in_flight=conf["max.in.flight.requests.per.connection"])
+    ids, _ = run_through_faults(
+        broker_factory, idempotent=False, in_flight=conf["max.in.flight.requests.per.connection"]
+    )
     assert set(ids) == set(range(N))
     first_seen: list[int] = []
     seen: set[int] = set()

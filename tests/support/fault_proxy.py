@@ -25,8 +25,14 @@ class FaultStats:
 
 
 class FaultProxy:
-    def __init__(self, target: tuple[str, int], drop_response: float = 0.0, drop_request: float = 0.0,
-                 seed: int = 42, fault_api_keys: frozenset[int] = frozenset({0})) -> None:
+    def __init__(
+        self,
+        target: tuple[str, int],
+        drop_response: float = 0.0,
+        drop_request: float = 0.0,
+        seed: int = 42,
+        fault_api_keys: frozenset[int] = frozenset({0}),
+    ) -> None:
         self.target = target
         self.drop_response = drop_response
         self.drop_request = drop_request

@@ -23,11 +23,18 @@ def main() -> None:
     out = sys.stdout
     running = [True]
     signal.signal(signal.SIGTERM, lambda *_: running.__setitem__(0, False))
-    c = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-        "session.timeout.ms": session, "heartbeat.interval.ms": 500, "auto.commit.interval.ms": 200,
-        "enable.auto.commit": True, "logger": lg,
-    })
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": session,
+            "heartbeat.interval.ms": 500,
+            "auto.commit.interval.ms": 200,
+            "enable.auto.commit": True,
+            "logger": lg,
+        }
+    )
     assigned: set[int] = set()
 
     def show() -> None:

@@ -23,16 +23,22 @@ BROKER_STATIC = (
 def handle(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
     out = []
     for res in req.resources:
-        r = AlterConfigsResourceResponse(error_code=0, resource_type=res.resource_type, resource_name=res.resource_name)
+        r = AlterConfigsResourceResponse(
+            error_code=0, resource_type=res.resource_type, resource_name=res.resource_name
+        )
         out.append(r)
         try:
             if res.resource_type == TOPIC:
                 values = {c.name: c.value for c in res.configs if c.value is not None}
-                ctx.broker.metadata.alter_topic(res.resource_name, values, replace=True, validate_only=req.validate_only)
+                ctx.broker.metadata.alter_topic(
+                    res.resource_name, values, replace=True, validate_only=req.validate_only
+                )
             elif res.resource_type == BROKER:
                 raise StoreError(BROKER_STATIC, ErrorCode.INVALID_REQUEST)
             else:
-                raise StoreError(f"resource type {res.resource_type} is not supported", ErrorCode.INVALID_REQUEST)
+                raise StoreError(
+                    f"resource type {res.resource_type} is not supported", ErrorCode.INVALID_REQUEST
+                )
         except StoreError as exc:
             r.error_code = exc.code
             r.error_message = exc.message
@@ -42,7 +48,12 @@ def handle(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsRespons
 def error_response(req: AlterConfigsRequest, code: int, message: str) -> AlterConfigsResponse:
     return AlterConfigsResponse(
         responses=[
-            AlterConfigsResourceResponse(error_code=code, error_message=message, resource_type=r.resource_type, resource_name=r.resource_name)
+            AlterConfigsResourceResponse(
+                error_code=code,
+                error_message=message,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
             for r in req.resources
         ]
     )

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from framework.protocol.errors import ErrorCode
-from framework.protocol.messages.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
+from framework.protocol.messages.api_versions import (
+    ApiVersion,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+)
 from framework.server.context import RequestContext
 from framework.server.router import supported_versions
 

@@ -30,5 +30,8 @@ def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePartition
 
 def error_response(req: CreatePartitionsRequest, code: int, message: str) -> CreatePartitionsResponse:
     return CreatePartitionsResponse(
-        results=[CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message) for t in req.topics]
+        results=[
+            CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message)
+            for t in req.topics
+        ]
     )

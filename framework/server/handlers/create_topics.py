@@ -25,7 +25,9 @@ def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsRespons
     results = []
     seen: set[str] = set()
     for ct in req.topics:
-        r = CreatableTopicResult(name=ct.name, error_code=0, num_partitions=-1, replication_factor=-1, configs=None)
+        r = CreatableTopicResult(
+            name=ct.name, error_code=0, num_partitions=-1, replication_factor=-1, configs=None
+        )
         results.append(r)
         if ct.name in seen:
             r.error_code = 42  # INVALID_REQUEST: duplicate topic in one request
@@ -38,14 +40,27 @@ def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsRespons
             if ct.assignments:
                 ordered = sorted(ct.assignments, key=lambda a: a.partition_index)
                 if [a.partition_index for a in ordered] != list(range(len(ordered))):
-                    raise StoreError("assignments must cover partitions 0..n-1", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+                    raise StoreError(
+                        "assignments must cover partitions 0..n-1",
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    )
                 assignments = [list(a.broker_ids) for a in ordered]
             t = broker.create_topic(
-                ct.name, ct.num_partitions, ct.replication_factor, configs, assignments,
+                ct.name,
+                ct.num_partitions,
+                ct.replication_factor,
+                configs,
+                assignments,
                 validate_only=req.validate_only,
             )
             if not req.validate_only:
-                log.info("created topic %s (%d partitions, rf %d) for %s", t.name, t.partitions, t.replication_factor, ctx.peer)
+                log.info(
+                    "created topic %s (%d partitions, rf %d) for %s",
+                    t.name,
+                    t.partitions,
+                    t.replication_factor,
+                    ctx.peer,
+                )
         except StoreError as exc:
             r.error_code = exc.code
             r.error_message = exc.message
@@ -56,8 +71,11 @@ def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsRespons
         values = broker.metadata.topic_config_values(t)
         r.configs = [
             CreatableTopicConfigs(
-                name=k, value=cfg.key(k).render(v), read_only=False,
-                config_source=SOURCE_CODES[src], is_sensitive=False,
+                name=k,
+                value=cfg.key(k).render(v),
+                read_only=False,
+                config_source=SOURCE_CODES[src],
+                is_sensitive=False,
             )
             for k, (v, src) in sorted(values.items())
         ]

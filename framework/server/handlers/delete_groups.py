@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from framework.protocol.messages.delete_groups import DeletableGroupResult, DeleteGroupsRequest, DeleteGroupsResponse
+from framework.protocol.messages.delete_groups import (
+    DeletableGroupResult,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+)
 from framework.server.context import RequestContext
 
 API_KEY = 42
@@ -20,4 +24,6 @@ def handle(ctx: RequestContext, req: DeleteGroupsRequest) -> object:
 
 
 def error_response(req: DeleteGroupsRequest, code: int, message: str) -> DeleteGroupsResponse:
-    return DeleteGroupsResponse(results=[DeletableGroupResult(group_id=g, error_code=code) for g in req.groups_names])
+    return DeleteGroupsResponse(
+        results=[DeletableGroupResult(group_id=g, error_code=code) for g in req.groups_names]
+    )

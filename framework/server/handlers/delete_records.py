@@ -22,7 +22,9 @@ def handle(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsRespo
         parts = b.partitions.get(t.name)
         out = []
         for p in t.partitions:
-            r = DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1, error_code=0)
+            r = DeleteRecordsPartitionResult(
+                partition_index=p.partition_index, low_watermark=-1, error_code=0
+            )
             out.append(r)
             if parts is None or not 0 <= p.partition_index < len(parts):
                 r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -40,7 +42,12 @@ def error_response(req: DeleteRecordsRequest, code: int, message: str) -> Delete
         topics=[
             DeleteRecordsTopicResult(
                 name=t.name,
-                partitions=[DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1, error_code=code) for p in t.partitions],
+                partitions=[
+                    DeleteRecordsPartitionResult(
+                        partition_index=p.partition_index, low_watermark=-1, error_code=code
+                    )
+                    for p in t.partitions
+                ],
             )
             for t in req.topics
         ]

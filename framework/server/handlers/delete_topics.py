@@ -48,4 +48,6 @@ def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsRespons
 
 def error_response(req: DeleteTopicsRequest, code: int, message: str) -> DeleteTopicsResponse:
     names = [t.name for t in req.topics] or list(req.topic_names)
-    return DeleteTopicsResponse(responses=[DeletableTopicResult(name=n, error_code=code, error_message=message) for n in names])
+    return DeleteTopicsResponse(
+        responses=[DeletableTopicResult(name=n, error_code=code, error_message=message) for n in names]
+    )

@@ -18,16 +18,24 @@ def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterR
     b = ctx.broker
     if ctx.version >= 1 and req.endpoint_type not in (1,):
         return DescribeClusterResponse(
-            error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, error_message="only broker endpoints (1) are served",
-            endpoint_type=req.endpoint_type, cluster_id=b.metadata.cluster_id, controller_id=-1,
+            error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+            error_message="only broker endpoints (1) are served",
+            endpoint_type=req.endpoint_type,
+            cluster_id=b.metadata.cluster_id,
+            controller_id=-1,
         )
     return DescribeClusterResponse(
         error_code=0,
         endpoint_type=1,
         cluster_id=b.metadata.cluster_id,
         controller_id=b.controller_id,
-        brokers=[DescribeClusterBroker(broker_id=n.node_id, host=n.host, port=n.port, rack=n.rack) for n in b.nodes()],
-        cluster_authorized_operations=CLUSTER_OPERATIONS if req.include_cluster_authorized_operations else NOT_REQUESTED,
+        brokers=[
+            DescribeClusterBroker(broker_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
+            for n in b.nodes()
+        ],
+        cluster_authorized_operations=CLUSTER_OPERATIONS
+        if req.include_cluster_authorized_operations
+        else NOT_REQUESTED,
     )
 
 

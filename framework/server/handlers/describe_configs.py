@@ -28,7 +28,13 @@ SOURCE_CODES = {"topic": 1, "stream": 3, "broker": 4, "default": 5}
 
 
 def _entry(
-    name: str, value: Any, source: str, read_only: bool, stream: str | None, synonyms: bool, docs: bool,
+    name: str,
+    value: Any,
+    source: str,
+    read_only: bool,
+    stream: str | None,
+    synonyms: bool,
+    docs: bool,
     broker_cfg: cfg.BrokerConfig,
 ) -> DescribeConfigsResourceResult:
     k = cfg.key(name)
@@ -37,9 +43,15 @@ def _entry(
         if source == "topic":
             syn.append(DescribeConfigsSynonym(name=name, value=k.render(value), source=1))
         if source in ("topic", "stream") and stream is not None:
-            syn.append(DescribeConfigsSynonym(name=f"stream:{stream}:{name}", value=k.render(value), source=3))
+            syn.append(
+                DescribeConfigsSynonym(name=f"stream:{stream}:{name}", value=k.render(value), source=3)
+            )
         if k.broker_name and k.broker_name in broker_cfg.values:
-            syn.append(DescribeConfigsSynonym(name=k.broker_name, value=k.render(broker_cfg.values[k.broker_name]), source=4))
+            syn.append(
+                DescribeConfigsSynonym(
+                    name=k.broker_name, value=k.render(broker_cfg.values[k.broker_name]), source=4
+                )
+            )
         syn.append(DescribeConfigsSynonym(name=k.broker_name or name, value=k.render(k.default), source=5))
     return DescribeConfigsResourceResult(
         name=name,
@@ -53,7 +65,9 @@ def _entry(
     )
 
 
-def describe_topic(ctx: RequestContext, name: str, keys: list[str] | None, synonyms: bool, docs: bool) -> list[DescribeConfigsResourceResult]:
+def describe_topic(
+    ctx: RequestContext, name: str, keys: list[str] | None, synonyms: bool, docs: bool
+) -> list[DescribeConfigsResourceResult]:
     md = ctx.broker.metadata
     t = md.topic(name)
     values = md.topic_config_values(t)
@@ -65,7 +79,9 @@ def describe_topic(ctx: RequestContext, name: str, keys: list[str] | None, synon
     return out
 
 
-def describe_broker(ctx: RequestContext, keys: list[str] | None, synonyms: bool, docs: bool) -> list[DescribeConfigsResourceResult]:
+def describe_broker(
+    ctx: RequestContext, keys: list[str] | None, synonyms: bool, docs: bool
+) -> list[DescribeConfigsResourceResult]:
     bc = ctx.broker.config
     out = []
     for k in cfg.keys(cfg.BROKER):
@@ -87,7 +103,9 @@ def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsR
     results = []
     docs = req.include_documentation
     for res in req.resources:
-        r = DescribeConfigsResult(error_code=0, resource_type=res.resource_type, resource_name=res.resource_name)
+        r = DescribeConfigsResult(
+            error_code=0, resource_type=res.resource_type, resource_name=res.resource_name
+        )
         results.append(r)
         keys = list(res.configuration_keys) if res.configuration_keys is not None else None
         try:
@@ -95,12 +113,16 @@ def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsR
                 r.configs = describe_topic(ctx, res.resource_name, keys, req.include_synonyms, docs)
             elif res.resource_type == BROKER:
                 if res.resource_name not in ("", str(ctx.broker.node_id)):
-                    raise StoreError(f"broker {res.resource_name} is not this broker", ErrorCode.INVALID_REQUEST)
+                    raise StoreError(
+                        f"broker {res.resource_name} is not this broker", ErrorCode.INVALID_REQUEST
+                    )
                 r.configs = describe_broker(ctx, keys, req.include_synonyms, docs)
             elif res.resource_type == BROKER_LOGGER:
                 r.configs = []
             else:
-                raise StoreError(f"resource type {res.resource_type} is not supported", ErrorCode.INVALID_REQUEST)
+                raise StoreError(
+                    f"resource type {res.resource_type} is not supported", ErrorCode.INVALID_REQUEST
+                )
         except StoreError as exc:
             r.error_code = exc.code
             r.error_message = exc.message
@@ -110,7 +132,12 @@ def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsR
 def error_response(req: DescribeConfigsRequest, code: int, message: str) -> DescribeConfigsResponse:
     return DescribeConfigsResponse(
         results=[
-            DescribeConfigsResult(error_code=code, error_message=message, resource_type=r.resource_type, resource_name=r.resource_name)
+            DescribeConfigsResult(
+                error_code=code,
+                error_message=message,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
             for r in req.resources
         ]
     )

@@ -22,23 +22,46 @@ def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsRes
         g = coord.groups.get(gid)
         ops = GROUP_OPERATIONS if req.include_authorized_operations else NOT_REQUESTED
         if g is None:
-            out.append(DescribedGroup(error_code=0, group_id=gid, group_state="Dead", protocol_type="", protocol_data="",
-                                      authorized_operations=ops))
+            out.append(
+                DescribedGroup(
+                    error_code=0,
+                    group_id=gid,
+                    group_state="Dead",
+                    protocol_type="",
+                    protocol_data="",
+                    authorized_operations=ops,
+                )
+            )
             continue
         proto = g.protocol_name or ""
-        out.append(DescribedGroup(
-            error_code=0, group_id=gid, group_state=g.state.value, protocol_type=g.protocol_type or "",
-            protocol_data=proto, authorized_operations=ops,
-            members=[
-                DescribedGroupMember(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
-                                     client_host=m.client_host, member_metadata=m.metadata_for(proto),
-                                     member_assignment=m.assignment)
-                for m in g.members.values()
-            ],
-        ))
+        out.append(
+            DescribedGroup(
+                error_code=0,
+                group_id=gid,
+                group_state=g.state.value,
+                protocol_type=g.protocol_type or "",
+                protocol_data=proto,
+                authorized_operations=ops,
+                members=[
+                    DescribedGroupMember(
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        member_metadata=m.metadata_for(proto),
+                        member_assignment=m.assignment,
+                    )
+                    for m in g.members.values()
+                ],
+            )
+        )
     return DescribeGroupsResponse(groups=out)
 
 
 def error_response(req: DescribeGroupsRequest, code: int, message: str) -> DescribeGroupsResponse:
-    return DescribeGroupsResponse(groups=[DescribedGroup(error_code=code, group_id=g, group_state="", protocol_type="",
-                                                         protocol_data="") for g in req.groups])
+    return DescribeGroupsResponse(
+        groups=[
+            DescribedGroup(error_code=code, group_id=g, group_state="", protocol_type="", protocol_data="")
+            for g in req.groups
+        ]
+    )

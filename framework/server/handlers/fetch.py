@@ -118,7 +118,10 @@ def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse | Coroutine[
 
 
 async def _delayed(
-    ctx: RequestContext, req: FetchRequest, topics: list[FetchableTopicResponse], targets: list[_Target]
+    ctx: RequestContext,
+    req: FetchRequest,
+    topics: list[FetchableTopicResponse],
+    targets: list[_Target],
 ) -> FetchResponse:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req.max_wait_ms / 1000

@@ -16,26 +16,51 @@ GROUP, TRANSACTION = 0, 1
 
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
     if key_type != GROUP:
-        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                           error_message="transactions are not supported by sftraffic")
+        return Coordinator(
+            key=key,
+            node_id=-1,
+            host="",
+            port=-1,
+            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            error_message="transactions are not supported by sftraffic",
+        )
     if not key:
-        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.INVALID_REQUEST,
-                           error_message="empty group id")
+        return Coordinator(
+            key=key,
+            node_id=-1,
+            host="",
+            port=-1,
+            error_code=ErrorCode.INVALID_REQUEST,
+            error_message="empty group id",
+        )
     node = ctx.broker.coordinator_node(key)
     return Coordinator(key=key, node_id=node.node_id, host=node.host, port=node.port, error_code=0)
 
 
 def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
     if ctx.version >= 4:
-        return FindCoordinatorResponse(coordinators=[_lookup(ctx, k, req.key_type) for k in req.coordinator_keys])
+        return FindCoordinatorResponse(
+            coordinators=[_lookup(ctx, k, req.key_type) for k in req.coordinator_keys]
+        )
     c = _lookup(ctx, req.key, req.key_type)
-    return FindCoordinatorResponse(error_code=c.error_code, error_message=c.error_message, node_id=c.node_id,
-                                   host=c.host, port=c.port)
+    return FindCoordinatorResponse(
+        error_code=c.error_code,
+        error_message=c.error_message,
+        node_id=c.node_id,
+        host=c.host,
+        port=c.port,
+    )
 
 
 def error_response(req: FindCoordinatorRequest, code: int, message: str) -> FindCoordinatorResponse:
     return FindCoordinatorResponse(
-        error_code=code, error_message=message, node_id=-1, host="", port=-1,
-        coordinators=[Coordinator(key=k, node_id=-1, host="", port=-1, error_code=code, error_message=message)
-                      for k in req.coordinator_keys],
+        error_code=code,
+        error_message=message,
+        node_id=-1,
+        host="",
+        port=-1,
+        coordinators=[
+            Coordinator(key=k, node_id=-1, host="", port=-1, error_code=code, error_message=message)
+            for k in req.coordinator_keys
+        ],
     )

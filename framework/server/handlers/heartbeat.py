@@ -10,7 +10,10 @@ API_KEY = 12
 
 def handle(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
     code = ctx.broker.groups.heartbeat(
-        req.group_id, req.generation_id, req.member_id, req.group_instance_id if ctx.version >= 3 else None
+        req.group_id,
+        req.generation_id,
+        req.member_id,
+        req.group_instance_id if ctx.version >= 3 else None,
     )
     return HeartbeatResponse(error_code=code)
 

@@ -24,13 +24,17 @@ def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> Incremen
     md = ctx.broker.metadata
     out = []
     for res in req.resources:
-        r = AlterConfigsResourceResponse(error_code=0, resource_type=res.resource_type, resource_name=res.resource_name)
+        r = AlterConfigsResourceResponse(
+            error_code=0, resource_type=res.resource_type, resource_name=res.resource_name
+        )
         out.append(r)
         try:
             if res.resource_type == BROKER:
                 raise StoreError(BROKER_STATIC, ErrorCode.INVALID_REQUEST)
             if res.resource_type != TOPIC:
-                raise StoreError(f"resource type {res.resource_type} is not supported", ErrorCode.INVALID_REQUEST)
+                raise StoreError(
+                    f"resource type {res.resource_type} is not supported", ErrorCode.INVALID_REQUEST
+                )
             t = md.topic(res.resource_name)
             current = {k: v for k, (v, _) in md.topic_config_values(t).items()}
             set_: dict[str, Any] = {}
@@ -54,7 +58,9 @@ def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> Incremen
                         items = [x for x in items if x not in change]
                     set_[c.name] = ",".join(items)
                 else:
-                    raise StoreError(f"unknown config operation {c.config_operation}", ErrorCode.INVALID_REQUEST)
+                    raise StoreError(
+                        f"unknown config operation {c.config_operation}", ErrorCode.INVALID_REQUEST
+                    )
             md.alter_topic(res.resource_name, set_, delete, validate_only=req.validate_only)
         except StoreError as exc:
             r.error_code = exc.code
@@ -62,10 +68,17 @@ def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> Incremen
     return IncrementalAlterConfigsResponse(responses=out)
 
 
-def error_response(req: IncrementalAlterConfigsRequest, code: int, message: str) -> IncrementalAlterConfigsResponse:
+def error_response(
+    req: IncrementalAlterConfigsRequest, code: int, message: str
+) -> IncrementalAlterConfigsResponse:
     return IncrementalAlterConfigsResponse(
         responses=[
-            AlterConfigsResourceResponse(error_code=code, error_message=message, resource_type=r.resource_type, resource_name=r.resource_name)
+            AlterConfigsResourceResponse(
+                error_code=code,
+                error_message=message,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
             for r in req.resources
         ]
     )

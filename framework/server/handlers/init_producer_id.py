@@ -10,7 +10,10 @@ from __future__ import annotations
 import logging
 
 from framework.protocol.errors import ErrorCode
-from framework.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from framework.protocol.messages.init_producer_id import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
 from framework.server.context import RequestContext
 
 API_KEY = 22
@@ -20,7 +23,9 @@ log = logging.getLogger("sftraffic.server")
 def handle(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
     if req.transactional_id:
         return InitProducerIdResponse(
-            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1
+            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            producer_id=-1,
+            producer_epoch=-1,
         )
     pid = ctx.broker.producer_ids.next_id()
     log.debug("producer id %d for %s (%s)", pid, ctx.peer, ctx.header.client_id)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from framework.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse, JoinGroupResponseMember
+from framework.protocol.messages.join_group import (
+    JoinGroupRequest,
+    JoinGroupResponse,
+    JoinGroupResponseMember,
+)
 from framework.server.context import RequestContext
 
 API_KEY = 11
@@ -11,10 +15,16 @@ API_KEY = 11
 async def _join(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
     v = ctx.version
     res = await ctx.broker.groups.join(
-        req.group_id, req.member_id, req.group_instance_id if v >= 5 else None,
-        ctx.header.client_id or "", "/" + ctx.peer.rsplit(":", 1)[0],
-        req.session_timeout_ms, req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms,
-        req.protocol_type, [(p.name, bytes(p.metadata)) for p in req.protocols], require_known_member_id=v >= 4,
+        req.group_id,
+        req.member_id,
+        req.group_instance_id if v >= 5 else None,
+        ctx.header.client_id or "",
+        "/" + ctx.peer.rsplit(":", 1)[0],
+        req.session_timeout_ms,
+        req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms,
+        req.protocol_type,
+        [(p.name, bytes(p.metadata)) for p in req.protocols],
+        require_known_member_id=v >= 4,
         reason=req.reason,
     )
     return JoinGroupResponse(
@@ -25,7 +35,10 @@ async def _join(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse
         leader=res.leader,
         skip_assignment=res.skip_assignment,
         member_id=res.member_id or req.member_id,
-        members=[JoinGroupResponseMember(member_id=m, group_instance_id=i, metadata=meta) for m, i, meta in res.members],
+        members=[
+            JoinGroupResponseMember(member_id=m, group_instance_id=i, metadata=meta)
+            for m, i, meta in res.members
+        ],
     )
 
 
@@ -34,4 +47,6 @@ def handle(ctx: RequestContext, req: JoinGroupRequest) -> object:
 
 
 def error_response(req: JoinGroupRequest, code: int, message: str) -> JoinGroupResponse:
-    return JoinGroupResponse(error_code=code, generation_id=-1, protocol_name="", leader="", member_id=req.member_id)
+    return JoinGroupResponse(
+        error_code=code, generation_id=-1, protocol_name="", leader="", member_id=req.member_id
+    )

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from framework.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberResponse
+from framework.protocol.messages.leave_group import (
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    MemberResponse,
+)
 from framework.server.context import RequestContext
 
 API_KEY = 13
@@ -16,7 +20,10 @@ def handle(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
     top, errors = ctx.broker.groups.leave(req.group_id, members)
     return LeaveGroupResponse(
         error_code=top if ctx.version < 3 else 0,
-        members=[MemberResponse(member_id=m, group_instance_id=i, error_code=e) for (m, i), e in zip(members, errors, strict=True)],
+        members=[
+            MemberResponse(member_id=m, group_instance_id=i, error_code=e)
+            for (m, i), e in zip(members, errors, strict=True)
+        ],
     )
 
 

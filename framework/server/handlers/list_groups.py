@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from framework.protocol.messages.list_groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
+from framework.protocol.messages.list_groups import (
+    ListedGroup,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
 from framework.server.context import RequestContext
 
 API_KEY = 16
@@ -17,8 +21,14 @@ def handle(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
             continue
         if types and "classic" not in types:
             continue
-        out.append(ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value,
-                               group_type="classic"))
+        out.append(
+            ListedGroup(
+                group_id=g.group_id,
+                protocol_type=g.protocol_type or "",
+                group_state=g.state.value,
+                group_type="classic",
+            )
+        )
     return ListGroupsResponse(error_code=0, groups=out)
 
 

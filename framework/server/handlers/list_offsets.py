@@ -44,7 +44,9 @@ def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
         parts = broker.partitions.get(t.name)
         out = []
         for p in t.partitions:
-            r = ListOffsetsPartitionResponse(partition_index=p.partition_index, timestamp=-1, offset=-1, leader_epoch=-1)
+            r = ListOffsetsPartitionResponse(
+                partition_index=p.partition_index, timestamp=-1, offset=-1, leader_epoch=-1
+            )
             out.append(r)
             if parts is None or not 0 <= p.partition_index < len(parts):
                 r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -69,7 +71,9 @@ def error_response(req: ListOffsetsRequest, code: int, message: str) -> ListOffs
             ListOffsetsTopicResponse(
                 name=t.name,
                 partitions=[
-                    ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=code, timestamp=-1, offset=-1)
+                    ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index, error_code=code, timestamp=-1, offset=-1
+                    )
                     for p in t.partitions
                 ],
             )

@@ -70,7 +70,9 @@ def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
                 if t is None:
                     topics.append(
                         MetadataResponseTopic(
-                            error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=rt.topic_id,
+                            error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                            name=None,
+                            topic_id=rt.topic_id,
                             topic_authorized_operations=NOT_REQUESTED,
                         )
                     )
@@ -85,7 +87,9 @@ def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
                 except StoreError as exc:
                     topics.append(
                         MetadataResponseTopic(
-                            error_code=exc.code, name=name, topic_id=ZERO_UUID,
+                            error_code=exc.code,
+                            name=name,
+                            topic_id=ZERO_UUID,
                             topic_authorized_operations=NOT_REQUESTED,
                         )
                     )
@@ -93,7 +97,9 @@ def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
             if t is None:
                 topics.append(
                     MetadataResponseTopic(
-                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=ZERO_UUID,
+                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        name=name,
+                        topic_id=ZERO_UUID,
                         topic_authorized_operations=NOT_REQUESTED,
                     )
                 )

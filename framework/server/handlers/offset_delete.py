@@ -18,12 +18,22 @@ async def _delete(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDelete
     top, res = await ctx.broker.groups.delete_offsets(req.group_id, tps)
     if top:
         return OffsetDeleteResponse(error_code=top)
-    return OffsetDeleteResponse(error_code=0, topics=[
-        OffsetDeleteResponseTopic(name=t.name, partitions=[
-            OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=res[(t.name, p.partition_index)])
-            for p in t.partitions])
-        for t in req.topics
-    ])
+    return OffsetDeleteResponse(
+        error_code=0,
+        topics=[
+            OffsetDeleteResponseTopic(
+                name=t.name,
+                partitions=[
+                    OffsetDeleteResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=res[(t.name, p.partition_index)],
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ],
+    )
 
 
 def handle(ctx: RequestContext, req: OffsetDeleteRequest) -> object:

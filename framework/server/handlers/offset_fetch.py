@@ -19,7 +19,9 @@ from framework.server.context import RequestContext
 API_KEY = 9
 
 
-def _lookup(ctx: RequestContext, group: str, wanted: list[tuple[str, list[int]]] | None) -> dict[str, list[tuple[int, CommittedOffset | None]]]:
+def _lookup(
+    ctx: RequestContext, group: str, wanted: list[tuple[str, list[int]]] | None
+) -> dict[str, list[tuple[int, CommittedOffset | None]]]:
     coord = ctx.broker.groups
     tps = None if wanted is None else [(t, p) for t, ps in wanted for p in ps]
     found = coord.fetch_offsets(group, tps)
@@ -37,26 +39,54 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
         for g in req.groups:
             wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
             res = _lookup(ctx, g.group_id, wanted)
-            groups.append(OffsetFetchResponseGroup(group_id=g.group_id, error_code=0, topics=[
-                OffsetFetchResponseTopics(name=t, partitions=[
-                    OffsetFetchResponsePartitions(
-                        partition_index=p, committed_offset=o.offset if o else -1,
-                        committed_leader_epoch=o.leader_epoch if o else -1, metadata=o.metadata if o else "", error_code=0)
-                    for p, o in parts])
-                for t, parts in res.items()
-            ]))
+            groups.append(
+                OffsetFetchResponseGroup(
+                    group_id=g.group_id,
+                    error_code=0,
+                    topics=[
+                        OffsetFetchResponseTopics(
+                            name=t,
+                            partitions=[
+                                OffsetFetchResponsePartitions(
+                                    partition_index=p,
+                                    committed_offset=o.offset if o else -1,
+                                    committed_leader_epoch=o.leader_epoch if o else -1,
+                                    metadata=o.metadata if o else "",
+                                    error_code=0,
+                                )
+                                for p, o in parts
+                            ],
+                        )
+                        for t, parts in res.items()
+                    ],
+                )
+            )
         return OffsetFetchResponse(groups=groups)
     wanted = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
     res = _lookup(ctx, req.group_id, wanted)
-    return OffsetFetchResponse(error_code=0, topics=[
-        OffsetFetchResponseTopic(name=t, partitions=[
-            OffsetFetchResponsePartition(
-                partition_index=p, committed_offset=o.offset if o else -1,
-                committed_leader_epoch=o.leader_epoch if o else -1, metadata=o.metadata if o else "", error_code=0)
-            for p, o in parts])
-        for t, parts in res.items()
-    ])
+    return OffsetFetchResponse(
+        error_code=0,
+        topics=[
+            OffsetFetchResponseTopic(
+                name=t,
+                partitions=[
+                    OffsetFetchResponsePartition(
+                        partition_index=p,
+                        committed_offset=o.offset if o else -1,
+                        committed_leader_epoch=o.leader_epoch if o else -1,
+                        metadata=o.metadata if o else "",
+                        error_code=0,
+                    )
+                    for p, o in parts
+                ],
+            )
+            for t, parts in res.items()
+        ],
+    )
 
 
 def error_response(req: OffsetFetchRequest, code: int, message: str) -> OffsetFetchResponse:
-    return OffsetFetchResponse(error_code=code, groups=[OffsetFetchResponseGroup(group_id=g.group_id, error_code=code) for g in req.groups])
+    return OffsetFetchResponse(
+        error_code=code,
+        groups=[OffsetFetchResponseGroup(group_id=g.group_id, error_code=code) for g in req.groups],
+    )

@@ -83,7 +83,9 @@ def error_response(req: ProduceRequest, code: int, message: str) -> ProduceRespo
             TopicProduceResponse(
                 name=td.name,
                 partition_responses=[
-                    PartitionProduceResponse(index=pd.index, error_code=code, base_offset=-1, error_message=message)
+                    PartitionProduceResponse(
+                        index=pd.index, error_code=code, base_offset=-1, error_message=message
+                    )
                     for pd in td.partition_data
                 ],
             )

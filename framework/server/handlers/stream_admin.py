@@ -32,13 +32,24 @@ def describe(ctx: RequestContext, s: StreamInfo) -> StreamResult:
     entries = []
     for k in cfg.keys(cfg.STREAM):
         if k.name in s.configs:
-            entries.append(StreamConfigEntry(name=k.name, value=k.render(s.configs[k.name]), source=SOURCE_STREAM))
+            entries.append(
+                StreamConfigEntry(name=k.name, value=k.render(s.configs[k.name]), source=SOURCE_STREAM)
+            )
         else:
             in_broker = k.name in bc.values or (k.broker_name is not None and k.broker_name in bc.values)
             value = bc.topic_default(k.name) if cfg.TOPIC in k.scopes else bc[k.name]
-            entries.append(StreamConfigEntry(name=k.name, value=k.render(value), source=SOURCE_BROKER if in_broker else SOURCE_DEFAULT))
+            entries.append(
+                StreamConfigEntry(
+                    name=k.name,
+                    value=k.render(value),
+                    source=SOURCE_BROKER if in_broker else SOURCE_DEFAULT,
+                )
+            )
     return StreamResult(
-        name=s.name, error_code=0, created_ms=s.created_ms, configs=entries,
+        name=s.name,
+        error_code=0,
+        created_ms=s.created_ms,
+        configs=entries,
         topics=ctx.broker.metadata.stream_topics(s.name),
     )
 
@@ -51,7 +62,13 @@ def handle(ctx: RequestContext, req: StreamAdminRequest) -> StreamAdminResponse:
         for n in names:
             s = md.streams.get(n)
             if s is None:
-                out.append(StreamResult(name=n, error_code=ErrorCode.RESOURCE_NOT_FOUND, error_message=f"stream {n!r} does not exist"))
+                out.append(
+                    StreamResult(
+                        name=n,
+                        error_code=ErrorCode.RESOURCE_NOT_FOUND,
+                        error_message=f"stream {n!r} does not exist",
+                    )
+                )
             else:
                 out.append(describe(ctx, s))
         return StreamAdminResponse(streams=out)
@@ -79,4 +96,6 @@ def handle(ctx: RequestContext, req: StreamAdminRequest) -> StreamAdminResponse:
 
 
 def error_response(req: StreamAdminRequest, code: int, message: str) -> StreamAdminResponse:
-    return StreamAdminResponse(streams=[StreamResult(name=n, error_code=code, error_message=message) for n in req.names])
+    return StreamAdminResponse(
+        streams=[StreamResult(name=n, error_code=code, error_message=message) for n in req.names]
+    )

@@ -11,12 +11,20 @@ API_KEY = 14
 async def _sync(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
     v = ctx.version
     res = await ctx.broker.groups.sync(
-        req.group_id, req.generation_id, req.member_id, req.group_instance_id if v >= 3 else None,
-        req.protocol_type if v >= 5 else None, req.protocol_name if v >= 5 else None,
+        req.group_id,
+        req.generation_id,
+        req.member_id,
+        req.group_instance_id if v >= 3 else None,
+        req.protocol_type if v >= 5 else None,
+        req.protocol_name if v >= 5 else None,
         {a.member_id: bytes(a.assignment) for a in req.assignments},
     )
-    return SyncGroupResponse(error_code=res.error, protocol_type=res.protocol_type, protocol_name=res.protocol_name,
-                             assignment=res.assignment)
+    return SyncGroupResponse(
+        error_code=res.error,
+        protocol_type=res.protocol_type,
+        protocol_name=res.protocol_name,
+        assignment=res.assignment,
+    )
 
 
 def handle(ctx: RequestContext, req: SyncGroupRequest) -> object:

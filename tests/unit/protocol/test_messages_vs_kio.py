@@ -8,8 +8,8 @@ codec and re-encode to the same bytes.
 from __future__ import annotations
 
 import dataclasses
-import io
 import importlib
+import io
 import random
 import uuid
 from datetime import timedelta
@@ -30,9 +30,12 @@ from kio.serial._introspect import (
 from framework.protocol import codec
 from framework.protocol.api import API_TABLE
 
-
-
-TYPE_MAP = {"timedelta_i32": "int32", "timedelta_i64": "int64", "datetime_i64": "int64", "error_code": "int16"}
+TYPE_MAP = {
+    "timedelta_i32": "int32",
+    "timedelta_i64": "int64",
+    "datetime_i64": "int64",
+    "error_code": "int16",
+}
 
 
 def _kio_layout(cls: type, flexible: bool) -> list[Any]:
@@ -58,7 +61,7 @@ def _our_layout(cls: type, version: int, flexible: bool) -> list[Any]:
     structs = codec._struct_map(cls)
     regular: list[Any] = []
     tagged: list[Any] = []
-    for name, s in cls.SPECS.items():
+    for _name, s in cls.SPECS.items():
         if version not in s.versions:
             continue
         if s.type == "struct":
@@ -115,7 +118,7 @@ def _random_kio(kcls: type, rnd: random.Random) -> Any:
             continue
         t = get_schema_field_type(f)
 
-        def one() -> Any:
+        def one(t: str = t) -> Any:
             if t in ("int8",):
                 return rnd.randint(-128, 127)
             if t == "int16":

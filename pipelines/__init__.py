@@ -1,0 +1,1 @@
+"""Stream processing on the store: PySpark jobs and a faust-streaming example."""

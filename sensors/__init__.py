@@ -1,0 +1,1 @@
+"""Simulated San Francisco sensor fleets, MQTT devices and edge gateways."""

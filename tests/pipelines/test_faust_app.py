@@ -1,0 +1,144 @@
+"""faust-streaming runs unmodified on the store; its tables survive a SIGKILLed worker exactly."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from framework.server.process import wait_for
+from pipelines.faust_app import apply_event
+from tests.conftest import BrokerFactory, create_topic, quiet_logger
+
+pytestmark = pytest.mark.integration
+
+SENSORS = 40
+SEGMENTS = 8
+TOPIC = "traffic_monitoring.traffic"
+
+
+def produce(bootstrap: str, start: int, n: int) -> None:
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 5,
+            "enable.idempotence": True,
+            "logger": quiet_logger(),
+        }
+    )
+    now = int(time.time() * 1000)
+    for i in range(start, start + n):
+        sensor = i % SENSORS
+        ev = {
+            "type": "traffic",
+            "sensor_id": f"s{sensor}",
+            "seq": i // SENSORS,
+            "event_time": now + i,
+            "segment_id": f"seg{sensor % SEGMENTS}",
+            "speed_kmh": 15 + (i % 30),
+            "vehicle_class": "car",
+            "lat": 37.7749,
+            "lon": -122.4194,
+        }
+        p.produce(TOPIC, key=ev["sensor_id"].encode(), value=json.dumps(ev).encode())
+        if i % 2000 == 0:
+            p.poll(0)
+    assert p.flush(30) == 0
+
+
+def table(bootstrap: str, topic: str) -> dict[str, Any]:
+    """Latest value per key of a changelog topic (what a restarted worker restores)."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "changelog-reader",
+            "enable.auto.commit": False,
+            "logger": quiet_logger(),
+        }
+    )
+    try:
+        md = c.list_topics(topic, timeout=10).topics.get(topic)
+        if md is None or md.error is not None:
+            return {}
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in md.partitions}
+        c.assign([TopicPartition(topic, p, 0) for p in md.partitions])
+        latest: dict[bytes, bytes | None] = {}
+        pending = {p for p, e in ends.items() if e > 0}
+        deadline = time.monotonic() + 20
+        while pending and time.monotonic() < deadline:
+            for m in c.consume(2000, timeout=0.5):
+                if m.error() is None:
+                    latest[m.key()] = m.value()
+                    if m.offset() + 1 >= ends[m.partition()]:
+                        pending.discard(m.partition())
+        return {json.loads(k): json.loads(v) for k, v in latest.items() if v is not None}
+    finally:
+        c.close()
+
+
+def worker(bootstrap: str, cwd: Path) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, SFTRAFFIC_BOOTSTRAP=bootstrap, SFTRAFFIC_FAUST_APP="faust-test")
+    return subprocess.Popen(
+        [sys.executable, "-m", "faust", "-A", "pipelines.faust_app", "worker", "-l", "warn"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(cwd / "faust.log", "ab"),
+    )
+
+
+def counts(bootstrap: str) -> dict[str, int]:
+    return {k: v.get("count", 0) for k, v in table(bootstrap, "faust-test-segment_counts-changelog").items()}
+
+
+def test_faust_tables_are_exact_after_a_killed_worker_restarts(
+    broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
+    b = broker_factory()
+    create_topic(b.bootstrap, TOPIC, 4)
+    produce(b.bootstrap, 0, 8_000)
+    w = worker(b.bootstrap, tmp_path)
+    try:
+        wait_for(
+            lambda: sum(counts(b.bootstrap).values()) >= 2000,
+            timeout=90,
+            interval=0.5,
+            what="faust to count",
+        )
+        w.send_signal(signal.SIGKILL)
+        w.wait()
+        produce(b.bootstrap, 8_000, 8_000)
+        w = worker(b.bootstrap, tmp_path)
+        expected = {f"seg{s}": 16_000 // SEGMENTS for s in range(SEGMENTS)}
+        wait_for(
+            lambda: counts(b.bootstrap) == expected,
+            timeout=120,
+            interval=0.5,
+            what="exact counts after restart",
+        )
+        assert counts(b.bootstrap) == expected
+    finally:
+        w.send_signal(signal.SIGTERM)
+        try:
+            w.wait(30)
+        except subprocess.TimeoutExpired:
+            w.kill()
+    assert "Traceback" not in (tmp_path / "faust.log").read_text()
+
+
+def test_apply_event_is_idempotent() -> None:
+    ev = {"sensor_id": "s1", "seq": 3, "event_time": 120_000, "speed_kmh": 40.0}
+    s1 = apply_event({}, ev)
+    assert s1 is not None and s1["count"] == 1
+    assert apply_event(s1, ev) is None  # redelivered: not counted twice
+    assert apply_event(s1, {**ev, "seq": 2}) is None  # older: already covered
+    s2 = apply_event(s1, {**ev, "seq": 4, "event_time": 125_000})
+    assert s2 is not None and s2["count"] == 2 and s2["windows"] == {"120000": 2}
