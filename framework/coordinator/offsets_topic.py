@@ -23,6 +23,7 @@ compacted, so only the latest value per key survives cleaning and the log stays 
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -293,7 +294,13 @@ def _records(lg: object, upper: int) -> Iterable[OffsetRecord | GroupRecord]:
         for pos, h in rb.iter_batches(data):
             if h.next_offset <= offset:
                 continue
-            _, recs = rb.decode_batch(memoryview(data)[pos : pos + h.size])
+            try:
+                _, recs = rb.decode_batch(memoryview(data)[pos : pos + h.size])
+            except rb.InvalidBatch as exc:
+                logging.getLogger("sftraffic.groups").error(
+                    "%s: skipping undecodable batch at %d: %s", lg.name, h.base_offset, exc
+                )
+                recs = []
             for r in recs:
                 if r.offset >= offset and r.key is not None:
                     parsed = parse(r.key, r.value)

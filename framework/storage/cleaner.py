@@ -102,7 +102,16 @@ def build_offset_map(p: CleanPlan) -> dict[bytes, int]:
         for raw, h in _batches(seg):
             if h.next_offset <= p.first_dirty:
                 continue
-            _, recs = rb.decode_batch(raw)
+            try:
+                _, recs = rb.decode_batch(raw)
+            except rb.InvalidBatch as exc:
+                log.error(
+                    "%s: batch at offset %d cannot be decoded (%s); kept uncleaned",
+                    seg.path,
+                    h.base_offset,
+                    exc,
+                )
+                continue
             for r in recs:
                 if r.key is not None and r.offset >= p.first_dirty:
                     latest[r.key] = r.offset
@@ -120,7 +129,11 @@ def filter_segment(
     """Write the surviving batches of ``seg`` to ``out_path`` (read-only on ``seg``)."""
     out = bytearray()
     for raw, h in _batches(seg):
-        _, recs = rb.decode_batch(raw)
+        try:
+            _, recs = rb.decode_batch(raw)
+        except rb.InvalidBatch:
+            out += raw  # undecodable: kept as it is rather than lost
+            continue
         keep = []
         for r in recs:
             if r.key is None:

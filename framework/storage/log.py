@@ -151,6 +151,8 @@ class Log:
         self.high_watermark = self.log_end_offset
         self.recovery_point = self.log_end_offset
         report.segments = len(self.segments)
+        for seg in self.segments:
+            seg.created_ms = seg.rolling_base_ms()
         self._load_producer_state()
         return self, report
 
@@ -238,12 +240,15 @@ class Log:
                     or h.max_timestamp > now_ms + cfg.timestamp_after_max_ms
                 )
             ):
-                    raise StoreError(
-                        f"{self.name}: timestamp {h.max_timestamp} outside the accepted range",
-                        ErrorCode.INVALID_TIMESTAMP,
-                    )
+                raise StoreError(
+                    f"{self.name}: timestamp {h.max_timestamp} outside the accepted range",
+                    ErrorCode.INVALID_TIMESTAMP,
+                )
             if cfg.compact:  # cold path: compacted topics need a key on every record
-                _, recs = rb.decode_batch(payload[pos : pos + h.size])
+                try:
+                    _, recs = rb.decode_batch(payload[pos : pos + h.size])
+                except rb.InvalidBatch as exc:
+                    raise CorruptRecord(f"{self.name}: {exc}") from None
                 if any(r.key is None for r in recs):
                     raise CorruptRecord(f"{self.name}: compacted topic requires a key on every record")
             pos += h.size
@@ -335,6 +340,14 @@ class Log:
         self.segments.append(seg)
         self._bases.append(base)
         self.producer_state.take_snapshot(base)
+        if old.size:
+            upto = old.next_offset
+
+            def flushed() -> None:
+                # runs in the flusher thread; an int store is atomic and only moves forward
+                self.recovery_point = max(self.recovery_point, upto)
+
+            old.fsync_in_background(flushed)
         return seg
 
     def flush(self) -> None:

@@ -183,16 +183,17 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush everything, write checkpoints and the clean-shutdown marker."""
+        clean = True
         for lg in self.logs.values():
             try:
                 lg.flush()
             except StoreError as exc:
+                clean = False  # the next start must recover this data
                 log.error("%s: flush at shutdown failed: %s", lg.name, exc)
             lg.close()
-        for lg in self.logs.values():
-            lg.recovery_point = lg.log_end_offset
         self.checkpoint()
-        (self.dir / CLEAN_SHUTDOWN).write_text(str(int(time.time())))
+        if clean:
+            (self.dir / CLEAN_SHUTDOWN).write_text(str(int(time.time())))
         self.logs.clear()
         if self._lock_fd >= 0:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)

@@ -20,16 +20,20 @@ from __future__ import annotations
 import errno
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from framework.errors import KafkaStorageError
 from framework.protocol import records as rb
-from framework.storage.offset_index import CorruptIndex, OffsetIndex
+from framework.storage.offset_index import CorruptIndex, OffsetIndex, _fsync_path
 from framework.storage.time_index import TimeIndex
 
 SCAN_WINDOW = 64 * 1024
 RECOVER_WINDOW = 4 * 1024 * 1024
+
+# one background thread fsyncs rolled segments (Kafka flushes them asynchronously on roll)
+_FLUSHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="segment-fsync")
 
 
 def segment_name(base_offset: int, suffix: str) -> str:
@@ -238,6 +242,47 @@ class LogSegment:
 
     def flush_log_only(self) -> None:
         os.fsync(self._fd)
+
+    def rolling_base_ms(self) -> int:
+        """When this segment's age for ``segment.ms`` starts: its first batch's max timestamp
+        (Kafka's rule, so the age survives restarts), else the file's modification time."""
+        if self.size >= rb.HEADER_SIZE:
+            hdr = os.pread(self._fd, rb.HEADER_SIZE, 0)
+            if len(hdr) == rb.HEADER_SIZE:
+                ts = rb.read_header(hdr).max_timestamp
+                if ts >= 0:
+                    return min(int(ts), int(time.time() * 1000))
+        try:
+            return int(os.fstat(self._fd).st_mtime * 1000)
+        except OSError:
+            return int(time.time() * 1000)
+
+    def fsync_in_background(self, done: Callable[[], None]) -> None:
+        """fsync this (no longer active) segment in a worker thread, then call ``done`` there.
+
+        The file descriptor is duplicated, so retention closing the segment meanwhile is safe.
+        """
+        fd = os.dup(self._fd)
+        index_path, time_path = self.index.path, self.time_index.path
+
+        def work() -> None:
+            try:
+                os.fsync(fd)
+                for p in (index_path, time_path):
+                    try:
+                        _fsync_path(p)
+                    except FileNotFoundError:
+                        pass
+            except OSError as exc:
+                import logging
+
+                logging.getLogger("sftraffic.storage").error("fsync of %s failed: %s", self.path.name, exc)
+                return
+            finally:
+                os.close(fd)
+            done()
+
+        _FLUSHER.submit(work)
 
     def roll_close(self) -> None:
         """Called when this segment stops being the active one: persist indexes."""
