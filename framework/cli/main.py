@@ -21,7 +21,8 @@ COMMANDS = [
     "framework.cli.up",
     "framework.cli.config_cmd",
 ]
-OPTIONAL_COMMANDS: list[str] = []
+# application parts (need the app extras; the store runs without them)
+OPTIONAL_COMMANDS: list[str] = ["sensors.cli", "sensors.gateway_cli"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,10 +32,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in COMMANDS + OPTIONAL_COMMANDS:
-        mod = importlib.import_module(name)
+    for name in COMMANDS:
+        importlib.import_module(name).add_parser(sub)
+    for name in OPTIONAL_COMMANDS:
+        try:
+            mod = importlib.import_module(name)
+        except ImportError as exc:  # app extras not installed: the store CLI still works
+            missing = exc.name
+            p = sub.add_parser(name.split(".")[0], help=f"(needs the app extras: pip install 'sftraffic[app]'; missing {missing})")
+            p.set_defaults(func=lambda args, m=missing: _missing(m))
+            continue
         mod.add_parser(sub)
     return parser
+
+
+def _missing(module: str | None) -> int:
+    print(f"sftraffic: this command needs the application extras (missing {module}): pip install 'sftraffic[app]'", file=sys.stderr)
+    return 2
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,255 @@
+"""The sensor fleet: 10,000 simulated sensors in one process, ticking through simulated time.
+
+Per simulated second (a *tick*) the model gives every segment a mean speed and a vehicle rate;
+each pavement sensor's vehicle count is drawn at once for the whole fleet (numpy Poisson), so
+the per-sensor state is just a few arrays (sequence numbers, positions) and memory stays
+bounded whatever the fleet size. Weather stations report every minute, infrastructure assets
+every 10-60 seconds.
+
+Time: ``speed=1`` runs live (event time = wall clock); ``speed=60`` replays a day an hour per
+minute; ``speed=0`` runs as fast as the sink accepts. Events carry their simulated event time
+as JSON ``event_time`` and as the Kafka record timestamp (CreateTime).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from sensors import geo
+from sensors.model import (
+    CLASS_AXLES,
+    CLASS_P,
+    CLASS_SPEED,
+    CLASS_WEIGHT,
+    VEHICLE_CLASSES,
+    Model,
+    ModelConfig,
+    weather_reading,
+)
+
+TRAFFIC, WEATHER, INFRA = "traffic", "weather_conditions", "infrastructure"
+
+
+class Sink(Protocol):
+    """Where events go: the store directly (Kafka) or MQTT devices."""
+
+    def send(self, topic: str, key: str, value: dict[str, Any], ts_ms: int) -> None: ...
+
+    def poll(self) -> None: ...
+
+    def flush(self, timeout: float = 30.0) -> int: ...
+
+
+@dataclass
+class FleetStats:
+    events: int = 0
+    by_topic: dict[str, int] = field(default_factory=lambda: {TRAFFIC: 0, WEATHER: 0, INFRA: 0})
+    sim_ms: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def rate(self) -> float:
+        dt = time.monotonic() - self.started
+        return self.events / dt if dt > 0 else 0.0
+
+
+class SensorFleet:
+    def __init__(
+        self,
+        n_sensors: int = 10_000,
+        cfg: ModelConfig | None = None,
+        stream: str = "traffic_monitoring",
+        shard: tuple[int, int] = (0, 1),
+    ) -> None:
+        """``shard=(i, n)``: this process simulates every n-th pavement sensor starting at i;
+        shard 0 also runs the weather stations and infrastructure assets."""
+        self.model = Model(cfg)
+        self.cfg = self.model.cfg
+        self.stream = stream
+        full = geo.build_fleet(n_sensors)
+        i, n = shard
+        self.fleet = geo.Fleet(
+            full.traffic[i::n], full.stations if i == 0 else [], full.assets if i == 0 else []
+        )
+        self.rng = np.random.default_rng([self.cfg.seed, 7, i])
+        tr = self.fleet.traffic
+        self.n_traffic = len(tr)
+        self.sensor_ids = [s.sensor_id for s in tr]
+        self.sensor_seg = np.array([self.model.seg_index[s.segment_id] for s in tr], dtype=np.int32)
+        self.sensor_meta = [(s.segment_id, s.direction, s.lane, s.lat, s.lon) for s in tr]
+        self.road_of_seg = [s.road for s in self.model.segments]
+        self.kind_of_seg = [s.kind for s in self.model.segments]
+        self.seq_traffic = np.zeros(self.n_traffic, dtype=np.int64)
+        self.seq_weather = np.zeros(len(self.fleet.stations), dtype=np.int64)
+        self.seq_infra = np.zeros(len(self.fleet.assets), dtype=np.int64)
+        self.stats = FleetStats()
+        kinds = sorted(CLASS_P)
+        self._cdf_matrix = np.array([np.cumsum(CLASS_P[k]) for k in kinds])
+        code = {k: i for i, k in enumerate(kinds)}
+        self._seg_kind_code = np.array([code[s.kind] for s in self.model.segments])
+        self._class_speed = np.array([CLASS_SPEED[c] for c in VEHICLE_CLASSES])
+        self._w_mean = np.array([CLASS_WEIGHT[c][0] for c in VEHICLE_CLASSES], dtype=float)
+        self._w_sd = np.array([CLASS_WEIGHT[c][1] for c in VEHICLE_CLASSES], dtype=float)
+
+    def topic(self, name: str) -> str:
+        return f"{self.stream}.{name}"
+
+    # -- generation ------------------------------------------------------------------------
+    def tick(self, t_ms: int, dt_ms: int = 1000) -> Iterator[tuple[str, str, dict[str, Any], int]]:
+        """Events for simulated time [t_ms, t_ms + dt_ms): (topic, key, event, timestamp)."""
+        speed, rate, _wx = self.model.segment_state(t_ms)
+        lam = rate[self.sensor_seg] * (dt_ms / 1000)
+        counts = self.rng.poisson(lam)
+        idx = np.repeat(np.arange(self.n_traffic), counts)
+        n = len(idx)
+        if n:
+            segs = self.sensor_seg[idx]
+            ts_l = (t_ms + np.sort(self.rng.integers(0, dt_ms, size=n))).tolist()
+            kinds = self._seg_kind_code[segs]
+            cls = (self.rng.random(n)[:, None] > self._cdf_matrix[kinds]).sum(axis=1)
+            cls = np.minimum(cls, len(VEHICLE_CLASSES) - 1)
+            speeds = np.round(
+                speed[segs] * self.rng.lognormal(0.0, self.cfg.speed_noise, size=n) * self._class_speed[cls],
+                1,
+            )
+            weights = np.round(
+                np.maximum(80.0, self._w_mean[cls] + self._w_sd[cls] * self.rng.normal(size=n)), 1
+            )
+            afac = (1 + self.rng.normal(scale=0.008, size=n)).tolist()
+            topic = self.topic(TRAFFIC)
+            ids = self.sensor_ids
+            meta = self.sensor_meta
+            roads = self.road_of_seg
+            seq_arr = self.seq_traffic
+            # per-sensor sequence numbers: events of one sensor within a tick get consecutive seqs
+            idx_l = idx.tolist()
+            for i, si, c, sp, w, ts, af in zip(
+                idx_l, segs.tolist(), cls.tolist(), speeds.tolist(), weights.tolist(), ts_l, afac, strict=True
+            ):
+                seg_id, direction, lane, lat, lon = meta[i]
+                seq = int(seq_arr[i])
+                seq_arr[i] = seq + 1
+                axles = CLASS_AXLES[VEHICLE_CLASSES[c]]
+                sid = ids[i]
+                yield (
+                    topic,
+                    sid,
+                    {
+                        "type": "traffic",
+                        "sensor_id": sid,
+                        "seq": seq,
+                        "event_time": ts,
+                        "segment_id": seg_id,
+                        "road": roads[si],
+                        "lat": lat,
+                        "lon": lon,
+                        "direction": direction,
+                        "lane": lane,
+                        "vehicle_class": VEHICLE_CLASSES[c],
+                        "weight_kg": w,
+                        "axle_count": len(axles) + 1,
+                        "axle_distances_m": [round(a * af, 2) for a in axles],
+                        "speed_kmh": sp,
+                    },
+                    ts,
+                )
+        sec = t_ms // 1000
+        if sec % 60 == 0:
+            for j, st in enumerate(self.fleet.stations):
+                reading = weather_reading(self.model, j, t_ms, self.rng)
+                seq = int(self.seq_weather[j])
+                self.seq_weather[j] = seq + 1
+                yield (
+                    self.topic(WEATHER),
+                    st.station_id,
+                    {
+                        "type": "weather",
+                        "sensor_id": st.station_id,
+                        "seq": seq,
+                        "event_time": t_ms,
+                        "station": st.station_id,
+                        "district": st.district,
+                        "lat": st.lat,
+                        "lon": st.lon,
+                        **reading,
+                    },
+                    t_ms,
+                )
+        yield from self._infrastructure(t_ms, sec, rate)
+
+    def _infrastructure(
+        self, t_ms: int, sec: int, rate: np.ndarray
+    ) -> Iterator[tuple[str, str, dict[str, Any], int]]:
+        for j, a in enumerate(self.fleet.assets):
+            every = {"signal": 30, "bridge": 10, "tunnel": 30, "parking": 60}[a.kind]
+            if (sec + j) % every:
+                continue
+            seq = int(self.seq_infra[j])
+            self.seq_infra[j] = seq + 1
+            ev: dict[str, Any] = {
+                "type": "infrastructure",
+                "sensor_id": a.asset_id,
+                "seq": seq,
+                "event_time": t_ms,
+                "kind": a.kind,
+                "asset": a.name,
+                "lat": a.lat,
+                "lon": a.lon,
+            }
+            load = float(rate[self.model.seg_index[a.segment_id]]) * 3600 if a.segment_id else 0.0
+            if a.kind == "signal":
+                cycle = (sec + j * 7) % 90
+                ev["signal_state"] = "green" if cycle < 45 else ("yellow" if cycle < 49 else "red")
+            elif a.kind == "bridge":
+                ev["strain_microstrain"] = round(120 + load * 0.08 + float(self.rng.normal(scale=5)), 1)
+                ev["vibration_mm_s"] = round(0.4 + load * 0.0006 + abs(float(self.rng.normal(scale=0.05))), 3)
+            elif a.kind == "tunnel":
+                ev["co_ppm"] = round(2 + load * 0.012 + abs(float(self.rng.normal(scale=0.5))), 2)
+                ev["no2_ppb"] = round(15 + load * 0.05 + abs(float(self.rng.normal(scale=2))), 1)
+            else:
+                from sensors.model import profile
+
+                occ = min(
+                    a.capacity, int(a.capacity * (0.15 + 0.8 * profile(t_ms)) + self.rng.normal(scale=5))
+                )
+                ev["occupied"] = max(0, occ)
+                ev["capacity"] = a.capacity
+            yield self.topic(INFRA), a.asset_id, ev, t_ms
+
+    # -- running ---------------------------------------------------------------------------
+    def run(
+        self,
+        sink: Sink,
+        start_ms: int,
+        duration_s: float | None = None,
+        speed: float = 1.0,
+        stop: Callable[[], bool] = lambda: False,
+        on_second: Callable[[FleetStats], None] | None = None,
+        tick_ms: int = 1000,
+    ) -> FleetStats:
+        """Generate from ``start_ms`` for ``duration_s`` simulated seconds (None: forever)."""
+        wall0 = time.monotonic()
+        t = start_ms - start_ms % tick_ms
+        end = None if duration_s is None else start_ms + int(duration_s * 1000)
+        st = self.stats
+        while not stop() and (end is None or t < end):
+            for topic, key, ev, ts in self.tick(t, tick_ms):
+                sink.send(topic, key, ev, ts)
+                st.events += 1
+                st.by_topic[topic.rsplit(".", 1)[-1]] += 1
+            st.sim_ms = t
+            sink.poll()
+            t += tick_ms
+            if on_second is not None:
+                on_second(st)
+            if speed > 0:
+                due = wall0 + (t - start_ms) / 1000 / speed
+                delay = due - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+        return st

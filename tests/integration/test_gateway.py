@@ -1,0 +1,332 @@
+"""MQTT devices → real Mosquitto → gateway process → the store (issue 7)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from framework.client.producer import partition_for
+from framework.server.process import BrokerProcess, wait_for
+from sensors.mosquitto import MosquittoProcess
+from sensors.publish import MqttSink
+from tests.conftest import BrokerFactory, quiet_logger
+
+pytestmark = pytest.mark.integration
+
+PARTS = 6
+
+
+class GatewayProc:
+    def __init__(self, bootstrap: str, mqtt: str, workdir: Path, gid: str = "gw-test") -> None:
+        self.args = [
+            sys.executable,
+            "-m",
+            "framework.cli.main",
+            "gateway",
+            "-b",
+            bootstrap,
+            "--mqtt",
+            mqtt,
+            "--id",
+            gid,
+            "--queue-dir",
+            str(workdir / "queue"),
+        ]
+        self.log = workdir / f"{gid}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> GatewayProc:
+        with open(self.log, "ab") as fh:
+            self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=fh)
+        wait_for(lambda: "ready" in self.log.read_text(), timeout=30, what="gateway ready")
+        return self
+
+    def text(self) -> str:
+        return self.log.read_text()
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+@pytest.fixture
+def mosquitto(tmp_path: Path) -> Any:
+    m = MosquittoProcess(tmp_path / "mosquitto").start()
+    yield m
+    m.stop()
+
+
+def event(kind: str, sensor: str, seq: int, t: int) -> dict[str, Any]:
+    if kind == "traffic":
+        return {
+            "type": "traffic",
+            "sensor_id": sensor,
+            "seq": seq,
+            "event_time": t,
+            "segment_id": "market-st-00",
+            "speed_kmh": 31.5,
+            "vehicle_class": "car",
+            "lat": 37.79,
+            "lon": -122.39,
+        }
+    if kind == "weather":
+        return {
+            "type": "weather",
+            "sensor_id": sensor,
+            "seq": seq,
+            "event_time": t,
+            "station": sensor,
+            "precipitation_mm_h": 0.0,
+            "visibility_m": 9000,
+            "condition": "clear",
+        }
+    return {
+        "type": "infrastructure",
+        "sensor_id": sensor,
+        "seq": seq,
+        "event_time": t,
+        "kind": "parking",
+        "asset": sensor,
+    }
+
+
+TOPIC_OF = {"traffic": "traffic", "weather": "weather_conditions", "infrastructure": "infrastructure"}
+
+
+def publish(
+    mqtt: MosquittoProcess, n: int, start: int = 0, sensors: int = 200, prefix: str = "dev"
+) -> list[tuple[str, str, int]]:
+    """Publish n events (mix of kinds) from ``sensors`` devices; returns (topic, sensor, seq)."""
+    sink = MqttSink("127.0.0.1", mqtt.port, connections=1, window=1000, client_prefix=f"{prefix}-{start}")
+    sent = []
+    t0 = int(time.time() * 1000)
+    for i in range(start, start + n):
+        s = i % sensors
+        kind = "traffic" if s % 10 < 8 else ("weather" if s % 10 == 8 else "infrastructure")
+        sensor = f"{kind[:2]}-{s}"
+        seq = i // sensors
+        sink.send(f"traffic_monitoring.{TOPIC_OF[kind]}", sensor, event(kind, sensor, seq, t0 + i), 0)
+        sent.append((TOPIC_OF[kind], sensor, seq))
+    assert sink.flush(60) == 0
+    sink.close()
+    return sent
+
+
+def read_topic(bootstrap: str, topic: str) -> list[Any]:
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "gw-check",
+            "enable.auto.commit": False,
+            "logger": quiet_logger(),
+        }
+    )
+    try:
+        md = c.list_topics(topic, timeout=10).topics.get(topic)
+        if md is None or md.error is not None:
+            return []
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in md.partitions}
+        c.assign([TopicPartition(topic, p, 0) for p in md.partitions])
+        out: list[Any] = []
+        want = sum(ends.values())
+        deadline = time.monotonic() + 30
+        while len(out) < want and time.monotonic() < deadline:
+            out.extend(m for m in c.consume(5000, timeout=0.5) if m.error() is None)
+        return out
+    finally:
+        c.close()
+
+
+def seen(bootstrap: str) -> Counter[tuple[str, str, int]]:
+    c: Counter[tuple[str, str, int]] = Counter()
+    for name in TOPIC_OF.values():
+        for m in read_topic(bootstrap, f"traffic_monitoring.{name}"):
+            ev = json.loads(m.value())
+            c[(name, ev["sensor_id"], ev["seq"])] += 1
+    return c
+
+
+@pytest.fixture
+def store(broker_factory: BrokerFactory) -> BrokerProcess:
+    from sensors.layout import ensure_layout
+
+    b = broker_factory()
+    ensure_layout(b.bootstrap, partitions=PARTS)
+    return b
+
+
+class TestGateway:
+    procs: ClassVar[list[GatewayProc]] = []
+
+    def test_mqtt_events_reach_their_topics_partitions_and_order(
+        self, store: BrokerProcess, mosquitto: MosquittoProcess, tmp_path: Path
+    ) -> None:
+        gw = GatewayProc(store.bootstrap, mosquitto.address, tmp_path).start()
+        try:
+            sent = publish(mosquitto, 10_000)
+            wait_for(
+                lambda: sum(seen(store.bootstrap).values()) >= 10_000,
+                timeout=60,
+                interval=0.5,
+                what="10k events in the store",
+            )
+            for name in TOPIC_OF.values():
+                last: dict[str, int] = {}
+                for m in read_topic(store.bootstrap, f"traffic_monitoring.{name}"):
+                    ev = json.loads(m.value())
+                    assert m.key().decode() == ev["sensor_id"]
+                    assert m.partition() == partition_for(m.key(), PARTS), "key not murmur2-partitioned"
+                    assert m.timestamp()[1] == ev["event_time"], "record time must be the event time"
+                    assert ev["seq"] > last.get(ev["sensor_id"], -1), "a sensor's events out of order"
+                    last[ev["sensor_id"]] = ev["seq"]
+            counts = seen(store.bootstrap)
+            assert set(counts) == set(sent)
+            assert max(counts.values()) == 1
+        finally:
+            gw.stop()
+
+    def test_killed_gateway_restarts_and_nothing_is_lost(
+        self, store: BrokerProcess, mosquitto: MosquittoProcess, tmp_path: Path
+    ) -> None:
+        gw = GatewayProc(store.bootstrap, mosquitto.address, tmp_path).start()
+        sent: list[tuple[str, str, int]] = []
+        pub = threading.Thread(target=lambda: sent.extend(publish(mosquitto, 10_000)))
+        pub.start()
+        try:
+            wait_for(
+                lambda: sum(seen(store.bootstrap).values()) >= 2_000,
+                timeout=60,
+                interval=0.3,
+                what="first events",
+            )
+            gw.kill()  # SIGKILL mid-stream: in-flight messages were never acknowledged to MQTT
+            pub.join()
+            gw = GatewayProc(store.bootstrap, mosquitto.address, tmp_path).start()  # same id, same session
+            wait_for(
+                lambda: set(seen(store.bootstrap)) >= set(sent), timeout=90, interval=0.5, what="every event"
+            )
+            counts = seen(store.bootstrap)
+            dups = sum(v - 1 for v in counts.values())
+            assert set(counts) == set(sent), "lost or invented events"
+            assert dups <= 2_000, f"{dups} duplicates: more than the in-flight window"
+        finally:
+            gw.stop()
+
+    def test_store_down_gateway_parks_on_disk_and_drains(
+        self, store: BrokerProcess, mosquitto: MosquittoProcess, tmp_path: Path
+    ) -> None:
+        gw = GatewayProc(store.bootstrap, mosquitto.address, tmp_path).start()
+        try:
+            before = publish(mosquitto, 1_000, prefix="before")
+            wait_for(
+                lambda: sum(seen(store.bootstrap).values()) >= 1_000,
+                timeout=60,
+                interval=0.3,
+                what="first events",
+            )
+            store.stop()
+            down_at = time.monotonic()
+            during = publish(mosquitto, 3_000, start=1_000, prefix="during")
+            queue_dir = tmp_path / "queue" / "gw-test"
+            wait_for(
+                lambda: "parking messages on disk" in gw.text(), timeout=60, what="gateway to park messages"
+            )
+            wait_for(
+                lambda: sum(p.stat().st_size for p in queue_dir.glob("q-*.log")) > 3_000 * 150,
+                timeout=60,
+                what="everything parked on disk",
+            )
+            # the scenario is a 20 s outage: keep the store down that long (an input, not a wait)
+            time.sleep(max(0.0, 20 - (time.monotonic() - down_at)))
+            store.start()
+            wait_for(
+                lambda: set(seen(store.bootstrap)) >= set(before + during),
+                timeout=90,
+                interval=0.5,
+                what="parked events drained into the store",
+            )
+            wait_for(
+                lambda: "disk queue drained" in gw.text(), timeout=30, what="gateway back to live forwarding"
+            )
+            after = publish(mosquitto, 500, start=4_000, prefix="after")
+            wait_for(
+                lambda: set(seen(store.bootstrap)) >= set(before + during + after),
+                timeout=60,
+                interval=0.5,
+                what="live forwarding after the outage",
+            )
+        finally:
+            gw.stop()
+
+    def test_invalid_payloads_go_to_the_dead_letter_topic(
+        self, store: BrokerProcess, mosquitto: MosquittoProcess, tmp_path: Path
+    ) -> None:
+        import paho.mqtt.client as mqtt
+
+        gw = GatewayProc(store.bootstrap, mosquitto.address, tmp_path).start()
+        try:
+            c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="bad-device", protocol=mqtt.MQTTv5)
+            c.connect("127.0.0.1", mosquitto.port)
+            c.loop_start()
+            bad = {
+                "sf/traffic_monitoring/traffic/s-1": b"{not json",
+                "sf/traffic_monitoring/traffic/s-2": json.dumps(
+                    {"type": "traffic", "sensor_id": "s-2"}
+                ).encode(),
+                "sf/traffic_monitoring/traffic/s-3": json.dumps(event("traffic", "other", 0, 1)).encode(),
+                "sf/traffic_monitoring/traffic": json.dumps(event("traffic", "s-4", 0, 1)).encode(),
+            }
+            infos = [c.publish(t, p, qos=1) for t, p in bad.items()]
+            infos.append(
+                c.publish(
+                    "sf/traffic_monitoring/traffic/ok-1",
+                    json.dumps(event("traffic", "ok-1", 0, int(time.time() * 1000))).encode(),
+                    qos=1,
+                )
+            )
+            for info in infos:
+                info.wait_for_publish(10)
+            c.loop_stop()
+            c.disconnect()
+            wait_for(
+                lambda: len(read_topic(store.bootstrap, "traffic_monitoring.dead_letter")) >= 4,
+                timeout=30,
+                what="dead letters",
+            )
+            dlq = read_topic(store.bootstrap, "traffic_monitoring.dead_letter")
+            reasons = {m.key().decode(): dict(m.headers())["reason"].decode() for m in dlq}
+            assert set(reasons) == set(bad)
+            assert "not JSON" in reasons["sf/traffic_monitoring/traffic/s-1"]
+            assert "missing" in reasons["sf/traffic_monitoring/traffic/s-2"]
+            assert "sensor_id" in reasons["sf/traffic_monitoring/traffic/s-3"]
+            assert "not sf/" in reasons["sf/traffic_monitoring/traffic"]
+            assert {m.value() for m in dlq} == set(bad.values()), "the original payload is kept"
+            wait_for(
+                lambda: any(
+                    json.loads(m.value())["sensor_id"] == "ok-1"
+                    for m in read_topic(store.bootstrap, "traffic_monitoring.traffic")
+                ),
+                timeout=30,
+                what="the valid event",
+            )
+        finally:
+            gw.stop()
