@@ -1,8 +1,9 @@
 """Edge gateway: MQTT devices → the store, without losing a message.
 
 * Subscribes with an MQTT 5 **shared subscription** (``$share/<group>/sf/#``, so malformed
-  topics are caught too); several gateways split the devices' traffic; a persistent session (clean start off, session expiry)
-  makes Mosquitto keep unacknowledged messages for a gateway that restarts.
+  topics are caught too); several gateways split the devices' traffic. A persistent session
+  (clean start off, session expiry) makes Mosquitto keep unacknowledged messages for a gateway
+  that restarts.
 * Translates ``sf/<stream>/<topic>/<sensor-id>`` → Kafka topic ``<stream>.<topic>``, key
   ``<sensor-id>``, record timestamp = the event's ``event_time``; validates the JSON payload
   (:mod:`sensors.schema`).

@@ -10,20 +10,24 @@ Rules kept (what clients rely on to recover on their own):
 
 * a new member without an id is told MEMBER_ID_REQUIRED with an id to use (JoinGroup v4+);
 * JoinGroup responses wait until every known member rejoined or the rebalance timeout passed;
-  members that did not rejoin are removed; the first rebalance of an empty group waits
+  dynamic members that did not rejoin are removed (static ones keep their place until their
+  session timeout, as in Kafka); ids handed out with MEMBER_ID_REQUIRED stay valid for the
+  session timeout; the first rebalance of an empty group waits
   ``group.initial.rebalance.delay.ms`` for more members;
 * the leader gets every member's metadata and sends the assignment in SyncGroup; followers'
   SyncGroup waits for it; a member that does not send its SyncGroup within the rebalance
   timeout is removed;
 * heartbeats answer REBALANCE_IN_PROGRESS while one is running, ILLEGAL_GENERATION for a stale
   generation, UNKNOWN_MEMBER_ID for a removed member; a member silent for its session timeout
-  is removed, so a dead member never blocks the group longer than that;
+  is removed, so a dead member never blocks the group longer than that (a member waiting for
+  its JoinGroup or SyncGroup answer is not: the rebalance timeout governs it);
 * static members (``group.instance.id``) keep their assignment across restarts within the
   session timeout: a rejoin with the same instance id replaces the old member id without a
-  rebalance when nothing else changed; a stale member id for that instance is FENCED;
+  rebalance when the group's protocol would not change (as in Kafka, the metadata bytes may
+  differ: a restarted consumer no longer owns partitions); a stale member id is FENCED;
 * offsets: a commit from the current generation (or a "simple" commit, generation -1, for a
-  group without members) is stored; stale generations get ILLEGAL_GENERATION, commits during
-  CompletingRebalance REBALANCE_IN_PROGRESS.
+  group without members) is stored; unknown members get UNKNOWN_MEMBER_ID, stale generations
+  ILLEGAL_GENERATION, then commits during CompletingRebalance REBALANCE_IN_PROGRESS.
 
 Time and timers come from a :class:`Scheduler` so unit tests drive them without sleeping.
 Persistence goes through an :class:`OffsetStore` (the ``__consumer_offsets`` topic).
@@ -280,8 +284,12 @@ class GroupCoordinator:
     def _session_expired(self, g: Group, m: Member) -> None:
         if g.members.get(m.member_id) is not m:
             return
-        if m.awaiting_join and g.is_(GroupState.PREPARING_REBALANCE):
-            return  # the rebalance timeout governs members that are re-joining
+        if (m.awaiting_join and g.is_(GroupState.PREPARING_REBALANCE)) or (
+            m.awaiting_sync and g.is_(GroupState.COMPLETING_REBALANCE)
+        ):
+            # the rebalance timeout governs members waiting for their JoinGroup / SyncGroup
+            # answer; their session restarts when it comes (Kafka's hasSatisfiedHeartbeat)
+            return
         log.info(
             "group %s: member %s left (session timeout %d ms)",
             g.group_id,
@@ -325,6 +333,7 @@ class GroupCoordinator:
                 if m.awaiting_sync:
                     assert m.sync_future is not None
                     m.sync_future.set_result(SyncResult(E.REBALANCE_IN_PROGRESS))
+                    self._heartbeat(g, m)
         if g.sync_timer is not None:
             g.sync_timer.cancel()
             g.sync_timer = None
@@ -376,14 +385,17 @@ class GroupCoordinator:
             g.join_timer.cancel()
             g.join_timer = None
         g.in_initial_delay = False
-        # members that did not rejoin in time are out
+        # dynamic members that did not rejoin in time are out; static members keep their place
+        # until their session timeout (KIP-345). Pending member ids stay valid (Kafka).
         for m in list(g.members.values()):
-            if not m.awaiting_join:
+            if not m.awaiting_join and not m.group_instance_id:
                 log.info("group %s: removing member %s (did not rejoin)", g.group_id, m.member_id)
                 self._remove_member(g, m)
-        for pid, timer in list(g.pending_members.items()):
-            timer.cancel()
-            del g.pending_members[pid]
+        joined = [m for m in g.members.values() if m.awaiting_join]
+        if g.members and not joined:
+            # only absent static members: wait for them to rejoin or for their sessions to end
+            self._arm_join_timer(g, max(g.rebalance_timeout_ms, 1) / 1000, initial=False)
+            return
         g.generation += 1
         if not g.members:
             g.protocol_name = None
@@ -393,8 +405,8 @@ class GroupCoordinator:
             log.info("group %s: empty at generation %d", g.group_id, g.generation)
             return
         g.protocol_name = g.select_protocol()
-        if g.leader_id not in g.members:
-            g.leader_id = next(iter(g.members))
+        if g.leader_id not in g.members or not g.members[g.leader_id].awaiting_join:
+            g.leader_id = joined[0].member_id  # the leader must be a member that rejoined
         self._set_state(g, GroupState.COMPLETING_REBALANCE)
         log.info(
             "group %s: generation %d with %d member(s), protocol %s, leader %s",
@@ -423,8 +435,9 @@ class GroupCoordinator:
             m.join_future = None
             self._heartbeat(g, m)
         # members must send SyncGroup within the rebalance timeout
+        generation = g.generation
         g.sync_timer = self.sched.call_later(
-            max(g.rebalance_timeout_ms, 1) / 1000, lambda: self._sync_timeout(g, g.generation)
+            max(g.rebalance_timeout_ms, 1) / 1000, lambda: self._sync_timeout(g, generation)
         )
 
     def _sync_timeout(self, g: Group, generation: int) -> None:
@@ -646,7 +659,6 @@ class GroupCoordinator:
         old_id = g.static_members[instance_id]
         old = g.members[old_id]
         new_id = self._new_member_id(client_id, instance_id)
-        unchanged = old.matches(protocols)
         if old.join_future is not None and not old.join_future.done():
             old.join_future.set_result(JoinResult(E.FENCED_INSTANCE_ID))
         if old.sync_future is not None and not old.sync_future.done():
@@ -669,6 +681,8 @@ class GroupCoordinator:
         g.static_members[instance_id] = new_id
         if g.leader_id == old_id:
             g.leader_id = new_id
+        # Kafka compares the protocol the group would select, not the metadata bytes
+        unchanged = g.select_protocol() == g.protocol_name
         log.info(
             "group %s: static member %s restarted (%s -> %s)",
             g.group_id,
@@ -755,6 +769,7 @@ class GroupCoordinator:
             for x in g.members.values():
                 if x.sync_future is not None and not x.sync_future.done():
                     x.sync_future.set_result(SyncResult(0, g.protocol_type, g.protocol_name, x.assignment))
+                    self._heartbeat(g, x)  # its session runs again from its answer
                 x.sync_future = None
             log.info("group %s: stable at generation %d", g.group_id, g.generation)
         return await fut  # type: ignore[no-any-return]
@@ -832,21 +847,24 @@ class GroupCoordinator:
             g = self.groups[group_id] = Group(group_id, state_ms=self.now_ms())
         elif g.is_(GroupState.DEAD):
             return all_(E.COORDINATOR_NOT_AVAILABLE)
-        elif generation < 0 and not member_id and g.is_(GroupState.EMPTY):
-            pass  # simple (standalone) consumer commit
-        elif g.is_(GroupState.COMPLETING_REBALANCE):
-            return all_(E.REBALANCE_IN_PROGRESS)
-        else:
+        elif generation < 0 and g.is_(GroupState.EMPTY):
+            pass  # simple (standalone) consumer or admin commit: no members to check against
+        elif generation >= 0 or member_id or group_instance_id:
+            # as Kafka's validateOffsetCommit: member, then generation, then the group's state
             m = g.members.get(member_id)
             if m is None:
                 if group_instance_id and group_instance_id in g.static_members:
                     return all_(E.FENCED_INSTANCE_ID)
-                return all_(E.UNKNOWN_MEMBER_ID if g.members or member_id else E.ILLEGAL_GENERATION)
+                return all_(E.UNKNOWN_MEMBER_ID)
             if group_instance_id and g.static_members.get(group_instance_id) != member_id:
                 return all_(E.FENCED_INSTANCE_ID)
             if generation != g.generation:
                 return all_(E.ILLEGAL_GENERATION)
+            if g.is_(GroupState.COMPLETING_REBALANCE):
+                return all_(E.REBALANCE_IN_PROGRESS)
             self._heartbeat(g, m)
+        else:
+            return all_(E.UNKNOWN_MEMBER_ID)  # a group with members takes commits from members only
         now = self.now_ms()
         result: dict[tuple[str, int], int] = {}
         accepted: dict[tuple[str, int], CommittedOffset] = {}
@@ -878,13 +896,16 @@ class GroupCoordinator:
         g = self.groups.get(group_id)
         if g is None:
             return E.GROUP_ID_NOT_FOUND, {}
-        subscribed = g.subscribed_topics() if not g.is_(GroupState.EMPTY) else set()
-        if subscribed is None and not g.is_(GroupState.EMPTY):
-            return E.NON_EMPTY_GROUP, {}
+        subscribed: set[str] | None = set()
+        if not g.is_(GroupState.EMPTY):
+            if g.protocol_type != "consumer":
+                return E.NON_EMPTY_GROUP, {}
+            # unknown subscriptions (unreadable, or no generation yet): every topic counts (Kafka)
+            subscribed = g.subscribed_topics()
         res: dict[tuple[str, int], int] = {}
         gone: list[tuple[str, int]] = []
         for tp in partitions:
-            if subscribed and tp[0] in subscribed:
+            if subscribed is None or tp[0] in subscribed:
                 res[tp] = E.GROUP_SUBSCRIBED_TO_TOPIC
             else:
                 res[tp] = 0
