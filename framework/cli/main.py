@@ -39,7 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
             mod = importlib.import_module(name)
         except ImportError as exc:  # app extras not installed: the store CLI still works
             missing = exc.name
-            p = sub.add_parser(name.split(".")[0], help=f"(needs the app extras: pip install 'sftraffic[app]'; missing {missing})")
+            p = sub.add_parser(
+                name.split(".")[0],
+                help=f"(needs the app extras: pip install 'sftraffic[app]'; missing {missing})",
+            )
             p.set_defaults(func=lambda args, m=missing: _missing(m))
             continue
         mod.add_parser(sub)
@@ -47,7 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _missing(module: str | None) -> int:
-    print(f"sftraffic: this command needs the application extras (missing {module}): pip install 'sftraffic[app]'", file=sys.stderr)
+    print(
+        f"sftraffic: this command needs the application extras (missing {module}): "
+        "pip install 'sftraffic[app]'",
+        file=sys.stderr,
+    )
     return 2
 
 

@@ -471,6 +471,7 @@ class GroupCoordinator:
         protocols: list[tuple[str, bytes]],
         require_known_member_id: bool,
         reason: str | None = None,
+        supports_skip_assignment: bool = True,
     ) -> JoinResult:
         if not group_id:
             return JoinResult(E.INVALID_GROUP_ID)
@@ -503,6 +504,7 @@ class GroupCoordinator:
                         protocol_type,
                         protocols,
                         fut,
+                        supports_skip_assignment,
                     )
                     or await fut
                 )
@@ -654,8 +656,14 @@ class GroupCoordinator:
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
         fut: asyncio.Future[Any],
+        supports_skip_assignment: bool = True,
     ) -> JoinResult | None:
-        """A known static member restarted: new member id, same assignment, no rebalance if unchanged."""
+        """A known static member restarted: new member id, same assignment, no rebalance if unchanged.
+
+        A restarted leader must not recompute the assignment: JoinGroup v9+ clients are told so
+        with ``skip_assignment`` (KIP-814); older clients are given the *old* member id as the
+        leader, so they believe they are a follower and just sync (Kafka's trick).
+        """
         old_id = g.static_members[instance_id]
         old = g.members[old_id]
         new_id = self._new_member_id(client_id, instance_id)
@@ -696,12 +704,16 @@ class GroupCoordinator:
             assert g.protocol_name is not None
             # the leader is told to skip assignment (KIP-814): the group keeps its assignment
             is_leader = new_id == g.leader_id
+            leader = g.leader_id or ""
+            if not supports_skip_assignment:
+                leader = old_id if is_leader else leader
+                is_leader = False
             return JoinResult(
                 error=0,
                 generation=g.generation,
                 protocol_type=g.protocol_type,
                 protocol_name=g.protocol_name,
-                leader=g.leader_id or "",
+                leader=leader,
                 member_id=new_id,
                 members=[
                     (x.member_id, x.group_instance_id, x.metadata_for(g.protocol_name))

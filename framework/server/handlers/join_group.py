@@ -26,6 +26,7 @@ async def _join(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse
         [(p.name, bytes(p.metadata)) for p in req.protocols],
         require_known_member_id=v >= 4,
         reason=req.reason,
+        supports_skip_assignment=v >= 9,
     )
     return JoinGroupResponse(
         error_code=res.error,
