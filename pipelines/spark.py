@@ -1,0 +1,44 @@
+"""SparkSession for the pipeline: local[*] by default, any cluster by configuration.
+
+``SFTRAFFIC_SPARK_MASTER`` (or ``--master``) picks the master (``local[2]``,
+``spark://host:7077``, ``k8s://...``); ``SFTRAFFIC_SPARK_CONF`` adds settings as
+``key=value,key=value``. Workers run this interpreter (``PYSPARK_PYTHON``), so the project
+must be installed where the executors run (``pip install sftraffic`` in the image).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+
+def session(app: str = "sftraffic", master: str | None = None, conf: dict[str, str] | None = None) -> Any:
+    from pyspark.sql import SparkSession
+
+    from pipelines.source import register
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    master = master or os.environ.get("SFTRAFFIC_SPARK_MASTER", "local[*]")
+    b = SparkSession.builder.appName(app).master(master)
+    settings = {
+        "spark.sql.shuffle.partitions": "4",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.streaming.noDataMicroBatches.enabled": "true",
+        "spark.driver.memory": "2g",
+        "spark.python.worker.reuse": "true",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+    }
+    for item in filter(None, os.environ.get("SFTRAFFIC_SPARK_CONF", "").split(",")):
+        k, _, v = item.partition("=")
+        settings[k.strip()] = v.strip()
+    settings.update(conf or {})
+    for k, v in settings.items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
