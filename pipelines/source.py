@@ -93,7 +93,9 @@ def _arrow_schema(include_headers: bool) -> pa.Schema:
         pa.field("timestampType", pa.int32()),
     ]
     if include_headers:
-        fields.append(pa.field("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))))
+        fields.append(
+            pa.field("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))
+        )
     return pa.schema(fields)
 
 
@@ -127,7 +129,9 @@ class Options:
         o = {k.lower(): v for k, v in opts.items()}
         bootstrap = o.get("kafka.bootstrap.servers") or o.get("bootstrap")
         if not bootstrap:
-            raise SourceError("option kafka.bootstrap.servers (or bootstrap) is required, e.g. 127.0.0.1:9092")
+            raise SourceError(
+                "option kafka.bootstrap.servers (or bootstrap) is required, e.g. 127.0.0.1:9092"
+            )
         topics = tuple(t.strip() for t in (o.get("subscribe") or "").split(",") if t.strip())
         if not topics:
             raise SourceError("option subscribe is required: a comma-separated list of topics")
@@ -163,10 +167,15 @@ class _Offsets:
         from confluent_kafka import Consumer
 
         self.opts = opts
-        self.c = Consumer({
-            "bootstrap.servers": opts.bootstrap, "group.id": "sftraffic-spark-offsets", "enable.auto.commit": False,
-            "logger": _quiet(), "socket.timeout.ms": 10_000,
-        })
+        self.c = Consumer(
+            {
+                "bootstrap.servers": opts.bootstrap,
+                "group.id": "sftraffic-spark-offsets",
+                "enable.auto.commit": False,
+                "logger": _quiet(),
+                "socket.timeout.ms": 10_000,
+            }
+        )
 
     def partitions(self) -> dict[str, list[int]]:
         try:
@@ -200,7 +209,10 @@ class _Offsets:
         for t, parts in wm.items():
             tps = [TopicPartition(t, int(p), ts_ms) for p in parts]
             found = self.c.offsets_for_times(tps, timeout=10)
-            out[t] = {str(tp.partition): (tp.offset if tp.offset >= 0 else wm[t][str(tp.partition)][1]) for tp in found}
+            out[t] = {
+                str(tp.partition): (tp.offset if tp.offset >= 0 else wm[t][str(tp.partition)][1])
+                for tp in found
+            }
         return out
 
     def resolve(self, spec: str, ts: int | None, default_latest: bool) -> dict[str, dict[str, int]]:
@@ -215,7 +227,9 @@ class _Offsets:
         try:
             given = json.loads(s)
         except ValueError:
-            raise SourceError(f"offsets {spec!r}: use earliest, latest or JSON like {{\"t\":{{\"0\":12}}}}") from None
+            raise SourceError(
+                f'offsets {spec!r}: use earliest, latest or JSON like {{"t":{{"0":12}}}}'
+            ) from None
         out: dict[str, dict[str, int]] = {}
         for t, ps in wm.items():
             out[t] = {}
@@ -252,11 +266,19 @@ def read_range(opts: Options, r: Range) -> Iterator[pa.RecordBatch]:
     """Executor side: the records of one offset range as Arrow record batches."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-    c = Consumer({
-        "bootstrap.servers": opts.bootstrap, "group.id": "sftraffic-spark", "enable.auto.commit": False,
-        "enable.partition.eof": True, "auto.offset.reset": "error", "logger": _quiet(),
-        "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760, "queued.min.messages": 200_000,
-    })
+    c = Consumer(
+        {
+            "bootstrap.servers": opts.bootstrap,
+            "group.id": "sftraffic-spark",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "error",
+            "logger": _quiet(),
+            "fetch.max.bytes": 52_428_800,
+            "max.partition.fetch.bytes": 10_485_760,
+            "queued.min.messages": 200_000,
+        }
+    )
     schema_ = _arrow_schema(opts.include_headers)
     try:
         lo, _hi = c.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=10, cached=False)
@@ -279,7 +301,9 @@ def read_range(opts: Options, r: Range) -> Iterator[pa.RecordBatch]:
         while nxt < r.end:
             msgs = c.consume(10_000, timeout=1.0)
             if not msgs and time.monotonic() > deadline:
-                raise SourceError(f"{r.topic}-{r.partition}: no data at offset {nxt} within {opts.poll_timeout_s:.0f}s")
+                raise SourceError(
+                    f"{r.topic}-{r.partition}: no data at offset {nxt} within {opts.poll_timeout_s:.0f}s"
+                )
             for m in msgs:
                 err = m.error()
                 if err is not None:
@@ -316,7 +340,11 @@ class _Reader(DataSourceReader):
     def partitions(self) -> list[Range]:  # type: ignore[override]
         off = _Offsets(self.opts)
         try:
-            start = off.resolve(self.opts.starting if self.opts.starting != "latest" else "earliest", self.opts.starting_ts, False)
+            start = off.resolve(
+                self.opts.starting if self.opts.starting != "latest" else "earliest",
+                self.opts.starting_ts,
+                False,
+            )
             end = off.resolve(self.opts.ending, self.opts.ending_ts, True)
         finally:
             off.close()
@@ -343,14 +371,20 @@ class _StreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict[str, dict[str, int]]:  # noqa: N802 - Spark's name
         return self._offsets().resolve(self.opts.starting, self.opts.starting_ts, True)
 
-    def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, dict[str, int]]:  # noqa: N802
+    def latestOffset(
+        self, start: dict[str, Any] | None = None, limit: Any = None
+    ) -> dict[str, dict[str, int]]:  # noqa: N802
         wm = self._offsets().watermarks()
         latest = {t: {p: hi for p, (_, hi) in ps.items()} for t, ps in wm.items()}
         cap = self.opts.max_per_trigger
         if cap is None or start is None:
             return latest
         # admission control: share maxOffsetsPerTrigger among partitions by their backlog
-        backlog = {(t, p): max(0, hi - int(start.get(t, {}).get(p, 0))) for t, ps in latest.items() for p, hi in ps.items()}
+        backlog = {
+            (t, p): max(0, hi - int(start.get(t, {}).get(p, 0)))
+            for t, ps in latest.items()
+            for p, hi in ps.items()
+        }
         total = sum(backlog.values())
         if total <= cap:
             return latest
@@ -393,7 +427,11 @@ def _write_rows(opts: dict[str, str], rows: Iterator[Any]) -> _Written:
     if not bootstrap:
         raise SourceError("option kafka.bootstrap.servers (or bootstrap) is required")
     default_topic = o.get("topic")
-    p = Producer(producer_config(bootstrap, client_id="sftraffic-spark-sink", extra={"logger": _quiet(), "linger.ms": 20}))
+    p = Producer(
+        producer_config(
+            bootstrap, client_id="sftraffic-spark-sink", extra={"logger": _quiet(), "linger.ms": 20}
+        )
+    )
     errors: list[str] = []
     n = 0
     for row in rows:

@@ -36,6 +36,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument(
         "--rain-share", type=float, default=0.25, help="share of time it rains (weather ground truth)"
     )
+    p.add_argument(
+        "--volume-scale", type=float, default=1.0, help="scale traffic volumes (e.g. 0.2: a light day)"
+    )
     p.add_argument("--partitions", type=int, default=6, help="partitions of topics created if missing")
     p.add_argument("--workers", type=int, default=1, help="processes sharing the fleet (direct mode)")
     p.add_argument("--quiet", action="store_true", help="no live status line")
@@ -57,7 +60,7 @@ def _worker(args: argparse.Namespace, index: int, counter: Any, stop: Any) -> No
     from sensors.publish import KafkaSink, MqttSink
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    cfg = ModelConfig(seed=args.seed, rain_share=args.rain_share)
+    cfg = ModelConfig(seed=args.seed, rain_share=args.rain_share, volume_scale=args.volume_scale)
     fleet = SensorFleet(args.sensors, cfg, shard=(index, args.workers))
     if args.via == "mqtt":
         host, _, port = args.mqtt.rpartition(":")

@@ -289,8 +289,13 @@ class Gateway:
             left = [len(items)]
             all_done = threading.Event()
 
-            def cb(err: Any, m: Any, failed: threading.Event = failed, left: list[int] = left,
-                   all_done: threading.Event = all_done) -> None:
+            def cb(
+                err: Any,
+                m: Any,
+                failed: threading.Event = failed,
+                left: list[int] = left,
+                all_done: threading.Event = all_done,
+            ) -> None:
                 if err is not None:
                     failed.set()
                 left[0] -= 1

@@ -5,8 +5,9 @@ the same conditions, and the analytics can be checked against the configured gro
 
 * **Volume** per lane follows weekday / weekend hourly profiles (morning and evening rush
   hours on weekdays, a midday hump at weekends) times the lane capacity of the road kind.
-* **Speed** of a segment = free-flow speed × congestion (BPR curve on volume/capacity) ×
-  weather factor of its nearest station × incident factor. Vehicles scatter around it.
+* **Speed** of a segment = free-flow speed × congestion (BPR curve on the dry-weather
+  volume/capacity) × weather factor of its nearest station × incident factor, so the weather's
+  speed effect is exactly the configured factor (outside incidents). Vehicles scatter around it.
 * **Weather** per station in 10-minute slots: regional rain episodes (clear → rain → heavy
   rain), morning/evening fog on the ocean side, clouds. The **effect on traffic is
   configurable** (:class:`WeatherEffect`): rain lowers speeds by a set share and raises the
@@ -296,7 +297,9 @@ class Model:
         eff = self.cfg.effect
         vol_f = np.array([eff.volume_factor(int(c)) for c in wx])
         spd_f = np.array([eff.speed_factor(int(c)) for c in wx])
-        vc = prof * VC_AT_PEAK * vol_f
+        # congestion follows the dry-weather demand, so the weather's speed effect is exactly the
+        # configured factor (the ground truth the analytics are checked against)
+        vc = prof * VC_AT_PEAK
         congestion = 1.0 / (1.0 + self.alpha * vc**4)
         speed = self.free_flow * congestion * spd_f * self.incident_factor(t_ms)
         rate = self.peak_lane_rate * prof * vol_f

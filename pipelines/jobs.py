@@ -1,0 +1,347 @@
+"""The Spark jobs (``sftraffic pipeline <job>``): sources → transforms → sinks, nothing more.
+
+* ``aggregates``  traffic per segment and minute → ``traffic_aggregates`` topic + Parquet
+* ``correlation`` traffic ⋈ weather (stream-stream join) → ``traffic_weather`` topic + Parquet,
+                  and after every micro-batch the weather-effect estimates over all history so
+                  far → ``weather_effects`` topic
+* ``anomalies``   traffic aggregates vs the segment's baseline for the hour of week →
+                  ``congestion_alerts`` topic + Parquet
+* ``all``         the three in one Spark application (what ``sftraffic up`` runs)
+
+Every streaming query has its own checkpoint directory and a processing-time trigger. Records
+that do not parse go to ``traffic_monitoring.dead_letter`` with the reason; the job goes on.
+``--batch`` runs the same transforms once over what the topics hold (history, benchmarks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("sftraffic.pipeline")
+
+STREAM = "traffic_monitoring"
+
+
+def t(name: str) -> str:
+    return f"{STREAM}.{name}"
+
+
+@dataclass
+class JobConfig:
+    bootstrap: str = "127.0.0.1:9092"
+    checkpoint_dir: str = ".sftraffic/checkpoints"
+    output_dir: str = ".sftraffic/parquet"
+    trigger: str = "1 second"
+    starting_offsets: str = "earliest"
+    window: str = "1 minute"
+    watermark: str = "2 minutes"
+    max_offsets_per_trigger: int | None = 500_000
+    master: str | None = None
+    congestion_ratio: float = 0.5
+
+
+def _read(spark: Any, cfg: JobConfig, topic: str, batch: bool = False) -> Any:
+    r = spark.read if batch else spark.readStream
+    r = r.format("sftraffic").option("bootstrap", cfg.bootstrap).option("subscribe", topic)
+    r = r.option("startingOffsets", cfg.starting_offsets)
+    if not batch and cfg.max_offsets_per_trigger:
+        r = r.option("maxOffsetsPerTrigger", cfg.max_offsets_per_trigger)
+    return r.load()
+
+
+def _to_topic(df: Any, cfg: JobConfig, topic: str, key_col: str) -> None:
+    from pyspark.sql import functions as F
+
+    out = df.select(
+        F.col(key_col).cast("string").alias("key"),
+        F.to_json(F.struct(*[F.col(c) for c in df.columns])).alias("value"),
+    )
+    out.write.format("sftraffic").option("bootstrap", cfg.bootstrap).option("topic", topic).mode(
+        "append"
+    ).save()
+
+
+def _dead_letters(bad: Any, cfg: JobConfig) -> None:
+    from pyspark.sql import functions as F
+
+    if bad.isEmpty():
+        return
+    out = bad.select(
+        F.concat_ws(":", "topic", "partition", "offset").alias("key"),
+        F.col("raw").alias("value"),
+        F.array(F.struct(F.lit("reason").alias("key"), F.col("reason").cast("binary").alias("value"))).alias(
+            "headers"
+        ),
+    )
+    out.write.format("sftraffic").option("bootstrap", cfg.bootstrap).option("topic", t("dead_letter")).mode(
+        "append"
+    ).save()
+
+
+def _parquet(df: Any, cfg: JobConfig, name: str) -> None:
+    df.write.mode("append").parquet(str(Path(cfg.output_dir) / name))
+
+
+# -- aggregates -------------------------------------------------------------------------------
+def start_aggregates(spark: Any, cfg: JobConfig) -> Any:
+    from pipelines import schemas, transforms
+
+    raw = _read(spark, cfg, t("traffic"))
+    good, bad = transforms.parse_json(raw, schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED)
+    aggs = transforms.traffic_aggregates(good, cfg.window, cfg.watermark)
+
+    def sink(df: Any, batch_id: int) -> None:
+        df = df.persist()
+        if not df.isEmpty():
+            _parquet(df, cfg, "aggregates")
+            _to_topic(df, cfg, t("traffic_aggregates"), "segment_id")
+        df.unpersist()
+
+    q1 = (
+        aggs.writeStream.outputMode("append")
+        .foreachBatch(sink)
+        .trigger(processingTime=cfg.trigger)
+        .option("checkpointLocation", str(Path(cfg.checkpoint_dir) / "aggregates"))
+        .queryName("aggregates")
+        .start()
+    )
+    q2 = (
+        bad.writeStream.foreachBatch(lambda df, _bid: _dead_letters(df, cfg))
+        .trigger(processingTime="5 seconds")
+        .option("checkpointLocation", str(Path(cfg.checkpoint_dir) / "aggregates-dlq"))
+        .queryName("aggregates-dlq")
+        .start()
+    )
+    return [q1, q2]
+
+
+# -- correlation ------------------------------------------------------------------------------
+def publish_effects(spark: Any, cfg: JobConfig) -> Any:
+    """Recompute the weather-effect estimates over all joined history; publish them."""
+    import pandas as pd
+
+    from pipelines import transforms
+
+    path = Path(cfg.output_dir) / "traffic_weather"
+    if not path.exists():
+        return None
+    cols = ["segment_id", "window_start", "volume", "mean_speed_kmh", "condition", "precipitation_mm_h"]
+    pdf = spark.read.parquet(str(path)).select(*cols).toPandas()
+    effects = transforms.estimate_weather_effects(pdf)
+    if effects.empty:
+        return effects
+    effects["computed_ms"] = int(time.time() * 1000)
+    effects = effects.where(pd.notna(effects), None)
+    rows = [json.dumps(r) for r in effects.to_dict("records")]
+    keys = [f"{r['segment_id']}|{r['condition']}" for r in effects.to_dict("records")]
+    df = spark.createDataFrame(list(zip(keys, rows, strict=True)), "key string, value string")
+    df.write.format("sftraffic").option("bootstrap", cfg.bootstrap).option(
+        "topic", t("weather_effects")
+    ).mode("append").save()
+    return effects
+
+
+def start_correlation(spark: Any, cfg: JobConfig) -> Any:
+    from pipelines import schemas, transforms
+
+    traffic, bad_t = transforms.parse_json(
+        _read(spark, cfg, t("traffic")), schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED
+    )
+    weather, _bad_w = transforms.parse_json(
+        _read(spark, cfg, t("weather_conditions")), schemas.WEATHER, schemas.WEATHER_REQUIRED
+    )
+    joined = transforms.traffic_with_weather(
+        traffic, weather, transforms.segment_stations(spark), cfg.window, cfg.watermark
+    )
+    last = [0.0]
+
+    def sink(df: Any, batch_id: int) -> None:
+        df = df.persist()
+        if not df.isEmpty():
+            _parquet(df, cfg, "traffic_weather")
+            _to_topic(df, cfg, t("traffic_weather"), "segment_id")
+            if time.monotonic() - last[0] > 10:  # estimates: at most every 10 s
+                publish_effects(spark, cfg)
+                last[0] = time.monotonic()
+        df.unpersist()
+
+    return [
+        joined.writeStream.outputMode("append")
+        .foreachBatch(sink)
+        .trigger(processingTime=cfg.trigger)
+        .option("checkpointLocation", str(Path(cfg.checkpoint_dir) / "correlation"))
+        .queryName("correlation")
+        .start()
+    ]
+
+
+# -- anomalies --------------------------------------------------------------------------------
+def baselines(spark: Any, cfg: JobConfig) -> Any:
+    from pipelines import transforms
+
+    path = Path(cfg.output_dir) / "traffic_weather"
+    ff = transforms.free_flow_baselines(spark)
+    if path.exists():
+        hist = transforms.baselines_from_history(spark.read.parquet(str(path)))
+        return hist.unionByName(
+            ff.join(hist.select("segment_id", "hour_of_week"), ["segment_id", "hour_of_week"], "left_anti")
+        )
+    return ff
+
+
+def start_anomalies(spark: Any, cfg: JobConfig) -> Any:
+    from pipelines import schemas, transforms
+
+    traffic, _bad = transforms.parse_json(
+        _read(spark, cfg, t("traffic")), schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED
+    )
+    aggs = transforms.traffic_aggregates(traffic, cfg.window, cfg.watermark)
+
+    def sink(df: Any, batch_id: int) -> None:
+        if df.isEmpty():
+            return
+        alerts = transforms.congestion_alerts(df, baselines(spark, cfg), cfg.congestion_ratio).persist()
+        if not alerts.isEmpty():
+            _parquet(alerts, cfg, "alerts")
+            _to_topic(alerts, cfg, t("congestion_alerts"), "segment_id")
+        alerts.unpersist()
+
+    return [
+        aggs.writeStream.outputMode("append")
+        .foreachBatch(sink)
+        .trigger(processingTime=cfg.trigger)
+        .option("checkpointLocation", str(Path(cfg.checkpoint_dir) / "anomalies"))
+        .queryName("anomalies")
+        .start()
+    ]
+
+
+JOBS = {"aggregates": start_aggregates, "correlation": start_correlation, "anomalies": start_anomalies}
+RESULT_TOPICS = (
+    "traffic_aggregates",
+    "traffic_weather",
+    "weather_effects",
+    "congestion_alerts",
+    "dead_letter",
+)
+
+
+# -- batch ------------------------------------------------------------------------------------
+def run_batch(spark: Any, cfg: JobConfig, job: str) -> dict[str, Any]:
+    """The same transforms once over what the topics hold now; returns a summary."""
+    from pipelines import schemas, transforms
+
+    traffic, bad = transforms.parse_json(
+        _read(spark, cfg, t("traffic"), batch=True), schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED
+    )
+    out: dict[str, Any] = {}
+    if job in ("aggregates", "all"):
+        aggs = transforms.traffic_aggregates(traffic, cfg.window, None).persist()
+        _parquet(aggs, cfg, "aggregates")
+        out["aggregates"] = aggs.count()
+    if job in ("correlation", "all"):
+        weather, _ = transforms.parse_json(
+            _read(spark, cfg, t("weather_conditions"), batch=True), schemas.WEATHER, schemas.WEATHER_REQUIRED
+        )
+        joined = transforms.traffic_with_weather(
+            traffic, weather, transforms.segment_stations(spark), cfg.window, None
+        ).persist()
+        _parquet(joined, cfg, "traffic_weather")
+        out["traffic_weather"] = joined.count()
+        out["effects"] = publish_effects(spark, cfg)
+    if job in ("anomalies", "all"):
+        aggs = transforms.traffic_aggregates(traffic, cfg.window, None)
+        alerts = transforms.congestion_alerts(aggs, baselines(spark, cfg), cfg.congestion_ratio)
+        _parquet(alerts, cfg, "alerts")
+        out["alerts"] = alerts.count()
+    out["dead_letters"] = bad.count()
+    _dead_letters(bad, cfg)
+    return out
+
+
+# -- CLI --------------------------------------------------------------------------------------
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from framework.cli.common import add_bootstrap
+
+    p = sub.add_parser("pipeline", help="run the Spark jobs (aggregates, correlation, anomalies, all)")
+    p.add_argument("job", choices=[*JOBS, "all"])
+    add_bootstrap(p)
+    p.add_argument("--batch", action="store_true", help="one batch over the topics' current contents")
+    p.add_argument("--master", help="Spark master (default $SFTRAFFIC_SPARK_MASTER or local[*])")
+    p.add_argument("--checkpoint-dir", default=".sftraffic/checkpoints")
+    p.add_argument("--output-dir", default=".sftraffic/parquet", help="Parquet history")
+    p.add_argument("--trigger", default="1 second", help="micro-batch interval")
+    p.add_argument("--starting-offsets", default="earliest", help="earliest | latest | JSON (first run only)")
+    p.add_argument("--window", default="1 minute")
+    p.add_argument("--watermark", default="2 minutes", help="how late an event may arrive and still count")
+    p.add_argument("--max-offsets-per-trigger", type=int, default=500_000)
+    p.add_argument("--timeout", type=float, help="stop after this many seconds (streaming)")
+    p.set_defaults(func=run)
+
+
+def preflight(bootstrap: str) -> None:
+    """Fail with one line before starting Spark when the store or the topics are missing."""
+    from framework.cli.common import ensure_reachable
+    from sensors.layout import ensure_layout
+
+    ensure_reachable(bootstrap)
+    ensure_layout(bootstrap, extra_topics={t(n): {} for n in RESULT_TOPICS if n != "dead_letter"})
+
+
+def run(args: argparse.Namespace) -> int:
+    from pipelines.spark import session
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    cfg = JobConfig(
+        bootstrap=args.bootstrap,
+        checkpoint_dir=args.checkpoint_dir,
+        output_dir=args.output_dir,
+        trigger=args.trigger,
+        starting_offsets=args.starting_offsets,
+        window=args.window,
+        watermark=args.watermark,
+        max_offsets_per_trigger=args.max_offsets_per_trigger,
+        master=args.master,
+    )
+    preflight(cfg.bootstrap)
+    print("starting Spark ...", file=sys.stderr, flush=True)
+    spark = session("sftraffic-" + args.job, master=cfg.master)
+    if args.batch:
+        summary = run_batch(spark, cfg, args.job)
+        eff = summary.pop("effects", None)
+        print(json.dumps(summary))
+        if eff is not None and len(eff):
+            print(eff[eff["segment_id"] == "*"].to_string(index=False))
+        spark.stop()
+        return 0
+    queries = []
+    for name in [*JOBS] if args.job == "all" else [args.job]:
+        queries.extend(JOBS[name](spark, cfg))
+    print(f"pipeline {args.job} running ({len(queries)} queries)", file=sys.stderr, flush=True)
+    import signal
+
+    stop = [False]
+    signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    try:
+        while not stop[0] and (deadline is None or time.monotonic() < deadline):
+            for q in queries:
+                if not q.isActive:
+                    exc = q.exception()
+                    raise SystemExit(f"sftraffic pipeline: query {q.name} stopped: {exc}")
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    for q in queries:
+        q.stop()
+    spark.stop()
+    return 0

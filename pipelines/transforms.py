@@ -1,0 +1,325 @@
+"""Pure transforms: DataFrame in, DataFrame out, no I/O (the jobs wire sources and sinks).
+
+They work on batch and streaming DataFrames alike; the streaming jobs add watermarks so state
+stays bounded and every window is emitted once, when the watermark passes its end.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from pipelines import schemas
+
+HEAVY = ("bus", "truck", "semi")
+
+
+def parse_json(raw: DataFrame, schema: StructType, required: tuple[str, ...]) -> tuple[DataFrame, DataFrame]:
+    """Split raw ``value`` bytes into (parsed events, dead letters with a ``reason``).
+
+    A record that is not JSON, or lacks a required field, goes to the dead-letter side, so one
+    bad record never stops a job.
+    """
+    text = F.col("value").cast("string")
+    parsed = raw.select(
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        text.alias("raw"),
+        F.from_json(text, schema, {"mode": "PERMISSIVE"}).alias("e"),
+    )
+    missing: Column = F.lit(None).cast("string")
+    for name in reversed(required):
+        missing = F.when(F.col(f"e.{name}").isNull(), F.lit(f"missing or invalid {name}")).otherwise(missing)
+    reason = F.when(F.col("e").isNull(), F.lit("not a JSON object")).otherwise(missing)
+    tagged = parsed.withColumn("reason", reason)
+    good = (
+        tagged.where(F.col("reason").isNull())
+        .select("e.*")
+        .withColumn("event_ts", F.timestamp_millis(F.col("event_time")))
+    )
+    bad = tagged.where(F.col("reason").isNotNull()).select("topic", "partition", "offset", "raw", "reason")
+    return good, bad
+
+
+def traffic_aggregates(
+    traffic: DataFrame, window: str = "1 minute", watermark: str | None = "2 minutes"
+) -> DataFrame:
+    """Per road segment and event-time window: volume, mean / p50 / p85 speed, heavy share."""
+    src = traffic.withWatermark("event_ts", watermark) if watermark else traffic
+    return (
+        src.groupBy(F.window("event_ts", window).alias("w"), "segment_id")
+        .agg(
+            F.count(F.lit(1)).alias("volume"),
+            F.avg("speed_kmh").alias("mean_speed_kmh"),
+            F.percentile_approx("speed_kmh", 0.5, 1000).alias("p50_speed_kmh"),
+            F.percentile_approx("speed_kmh", 0.85, 1000).alias("p85_speed_kmh"),
+            F.avg(F.when(F.col("vehicle_class").isin(*HEAVY), 1.0).otherwise(0.0)).alias("heavy_share"),
+        )
+        .select(
+            "segment_id",
+            F.col("w.start").alias("window_start"),
+            F.col("w.end").alias("window_end"),
+            "volume",
+            F.round("mean_speed_kmh", 2).alias("mean_speed_kmh"),
+            "p50_speed_kmh",
+            "p85_speed_kmh",
+            F.round("heavy_share", 4).alias("heavy_share"),
+        )
+    )
+
+
+def _severity(col: Column) -> Column:
+    expr = F.lit(None).cast("int")
+    for name, level in schemas.SEVERITY.items():
+        expr = F.when(col == name, F.lit(level)).otherwise(expr)
+    return expr
+
+
+def _condition_of(level: Column) -> Column:
+    expr = F.lit("clear")
+    for name, lv in schemas.SEVERITY.items():
+        expr = F.when(level == lv, F.lit(name)).otherwise(expr)
+    return expr
+
+
+def traffic_with_weather(
+    traffic: DataFrame,
+    weather: DataFrame,
+    segment_stations: DataFrame,
+    window: str = "1 minute",
+    watermark: str | None = "2 minutes",
+) -> DataFrame:
+    """Stream-stream join: each vehicle with its nearest station's reading in the same window,
+    then aggregated per segment, window and weather condition."""
+    t = traffic.join(F.broadcast(segment_stations), "segment_id")
+    t = t.select(
+        "segment_id",
+        "station",
+        "speed_kmh",
+        "vehicle_class",
+        "event_ts",
+        F.window("event_ts", window).alias("tw"),
+    )
+    w = weather.select(
+        F.col("station").alias("w_station"),
+        F.col("event_ts").alias("w_ts"),
+        _severity(F.col("condition")).alias("severity"),
+        "precipitation_mm_h",
+        "visibility_m",
+        F.window("event_ts", window).alias("ww"),
+    )
+    if watermark:
+        t = t.withWatermark("event_ts", watermark)
+        w = w.withWatermark("w_ts", watermark)
+    joined = t.join(w, (t.station == w.w_station) & (t.tw == w.ww), "inner")
+    agg = joined.groupBy("segment_id", "station", F.col("tw").alias("w")).agg(
+        F.count(F.lit(1)).alias("volume"),
+        F.avg("speed_kmh").alias("mean_speed_kmh"),
+        F.max("severity").alias("severity"),
+        F.avg("precipitation_mm_h").alias("precipitation_mm_h"),
+        F.avg("visibility_m").alias("visibility_m"),
+    )
+    return agg.select(
+        "segment_id",
+        "station",
+        F.col("w.start").alias("window_start"),
+        F.col("w.end").alias("window_end"),
+        "volume",
+        F.round("mean_speed_kmh", 2).alias("mean_speed_kmh"),
+        _condition_of(F.col("severity")).alias("condition"),
+        F.round("precipitation_mm_h", 2).alias("precipitation_mm_h"),
+        F.round("visibility_m", 0).alias("visibility_m"),
+    )
+
+
+def hour_of_week(ts: Column) -> Column:
+    """0..167 in San Francisco local time (PST, UTC-8), Monday 00:00 = 0."""
+    local = ts - F.expr("INTERVAL 8 HOURS")
+    return ((F.dayofweek(local) + 5) % 7) * 24 + F.hour(local)
+
+
+def congestion_alerts(
+    aggs: DataFrame, baselines: DataFrame, ratio: float = 0.5, min_volume: int = 3
+) -> DataFrame:
+    """Windows whose mean speed is below ``ratio`` × the segment's baseline for that hour of week.
+
+    ``baselines``: ``segment_id, hour_of_week, baseline_kmh`` (from history, or free-flow).
+    """
+    a = aggs.withColumn("hour_of_week", hour_of_week(F.col("window_start")))
+    j = a.join(F.broadcast(baselines), ["segment_id", "hour_of_week"], "inner")
+    r = F.col("mean_speed_kmh") / F.col("baseline_kmh")
+    return j.where((F.col("volume") >= min_volume) & (r < ratio)).select(
+        "segment_id",
+        "window_start",
+        "window_end",
+        "volume",
+        "mean_speed_kmh",
+        "baseline_kmh",
+        F.round(r, 3).alias("ratio"),
+        F.when(r < ratio / 2, "severe").otherwise("slow").alias("severity"),
+    )
+
+
+def baselines_from_history(history: DataFrame) -> DataFrame:
+    """Median window speed per segment and hour of week, over clear weather."""
+    h = history
+    if "condition" in h.columns:
+        h = h.where(F.col("condition").isin("clear", "cloudy"))
+    return (
+        h.withColumn("hour_of_week", hour_of_week(F.col("window_start")))
+        .groupBy("segment_id", "hour_of_week")
+        .agg(F.percentile_approx("mean_speed_kmh", 0.5, 1000).alias("baseline_kmh"))
+    )
+
+
+def free_flow_baselines(spark: Any) -> DataFrame:
+    """Fallback baselines before any history exists: the road's free-flow speed, every hour."""
+    from sensors import geo
+
+    rows = [(s.segment_id, h, float(s.free_flow_kmh)) for s in geo.SEGMENTS for h in range(168)]
+    return spark.createDataFrame(rows, "segment_id string, hour_of_week int, baseline_kmh double")
+
+
+def segment_stations(spark: Any) -> DataFrame:
+    from sensors import geo
+
+    return spark.createDataFrame(list(geo.STATION_OF_SEGMENT.items()), "segment_id string, station string")
+
+
+# -- statistics of the weather effect (pure pandas: small inputs after aggregation) ----------
+
+RAIN_REGIMES = ("fog", "rain", "heavy_rain")
+
+
+def estimate_weather_effects(df: pd.DataFrame, min_volume: int = 2) -> pd.DataFrame:
+    """Speed factor of each weather regime vs clear weather, with 95 % confidence intervals.
+
+    Input rows: segment_id, window_start (datetime), volume, mean_speed_kmh, condition,
+    precipitation_mm_h. Congestion and the time of day are controlled for by comparing each
+    window with clear-weather windows of the same segment and hour:
+
+    * ``speed_factor``: mean over (segment, hour) cells of the median window speed in the regime
+      divided by the median in clear weather, outside incident-like slowdowns; CI from the t
+      distribution over cells.
+    * ``ols_factor``: regression of log(speed) on regime dummies with a fixed effect and a
+      linear time trend per (segment, hour) cell (Frisch-Waugh within estimator), weighted by
+      volume; exp(coefficient) with its 95 % CI. This is the estimate to read: it also removes
+      the congestion change within an hour that biases the simple ratio.
+    * ``congestion_delta``: share of windows at < 50 % of the cell's clear speed, regime minus
+      clear (a proxy for incident rates).
+    * ``precip_corr``: Pearson correlation of precipitation and the speed ratio.
+    """
+    from scipy import stats
+
+    d = df[df["volume"] >= min_volume].copy()
+    if d.empty:
+        return pd.DataFrame()
+    d["hour"] = (pd.to_datetime(d["window_start"], utc=True) - pd.Timedelta(hours=8)).dt.hour
+    d["clear"] = d["condition"].isin(["clear", "cloudy"])
+    # medians per (segment, hour) cell: robust to incidents slowing a few clear windows
+    clear_med = d[d["clear"]].groupby(["segment_id", "hour"])["mean_speed_kmh"].median().rename("clear_speed")
+    d = d.join(clear_med, on=["segment_id", "hour"])
+    d = d[d["clear_speed"].notna()]
+    d["ratio"] = d["mean_speed_kmh"] / d["clear_speed"]
+    d["congested"] = d["ratio"] < 0.5
+    clear_cong = d[d["clear"]]["congested"].mean()
+    # the speed effect is measured outside incident-like slowdowns (counted in congestion_delta)
+    free = d[~d["congested"]].copy()
+    rows = []
+    # regression: log speed on regime dummies with a fixed effect *and a linear time trend*
+    # per (segment, hour) cell (congestion changes within an hour), weighted by volume
+    free["log_speed"] = np.log(free["mean_speed_kmh"].clip(lower=0.1))
+    ts = pd.to_datetime(free["window_start"], utc=True)
+    free["minute"] = ts.dt.minute.to_numpy() / 60.0
+    regimes = [r for r in RAIN_REGIMES if (free["condition"] == r).any()]
+    ols: dict[str, tuple[float, float, float]] = {}
+    if regimes:
+        x = np.column_stack([(free["condition"] == r).astype(float) for r in regimes])
+        g = free.groupby(["segment_id", "hour"]).ngroup().to_numpy()
+        w = free["volume"].to_numpy(dtype=float)
+        y = free["log_speed"].to_numpy()
+        mnt = free["minute"].to_numpy()
+        sw_g = np.bincount(g, weights=w)
+        m_bar = np.bincount(g, weights=w * mnt) / np.maximum(sw_g, 1e-9)
+        mc = mnt - m_bar[g]
+        var_g = np.bincount(g, weights=w * mc * mc)
+
+        def residual(v: np.ndarray) -> np.ndarray:
+            v_bar = np.bincount(g, weights=w * v) / np.maximum(sw_g, 1e-9)
+            vc = v - v_bar[g]
+            slope = np.bincount(g, weights=w * mc * vc) / np.where(var_g > 1e-12, var_g, np.inf)
+            return vc - slope[g] * mc
+
+        yd = residual(y)
+        xd = np.column_stack([residual(x[:, k]) for k in range(x.shape[1])])
+        sw = np.sqrt(w)
+        beta, *_ = np.linalg.lstsq(xd * sw[:, None], yd * sw, rcond=None)
+        resid = yd - xd @ beta
+        dof = max(1, len(yd) - len(regimes) - 2 * (int(g.max()) + 1))
+        sigma2 = float((w * resid**2).sum() / dof)
+        xtx = (xd * w[:, None]).T @ xd
+        cov = sigma2 * np.linalg.pinv(xtx)
+        for k, r in enumerate(regimes):
+            se = float(np.sqrt(max(cov[k, k], 0.0)))
+            ols[r] = (
+                float(np.exp(beta[k])),
+                float(np.exp(beta[k] - 1.96 * se)),
+                float(np.exp(beta[k] + 1.96 * se)),
+            )
+    for regime in RAIN_REGIMES:
+        sub = d[d["condition"] == regime]
+        fsub = free[free["condition"] == regime]
+        if fsub.empty:
+            continue
+        per_cell = fsub.groupby(["segment_id", "hour"])["ratio"].median()
+        n = len(per_cell)
+        mean = float(per_cell.mean())
+        half = float(stats.t.ppf(0.975, n - 1) * per_cell.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
+        corr = (
+            float(sub["precipitation_mm_h"].corr(sub["ratio"]))
+            if sub["precipitation_mm_h"].nunique() > 1
+            else float("nan")
+        )
+        o = ols.get(regime, (float("nan"),) * 3)
+        rows.append(
+            {
+                "segment_id": "*",
+                "condition": regime,
+                "n": n,
+                "windows": len(sub),
+                "speed_factor": round(mean, 4),
+                "ci_low": round(mean - half, 4),
+                "ci_high": round(mean + half, 4),
+                "ols_factor": round(o[0], 4),
+                "ols_ci_low": round(o[1], 4),
+                "ols_ci_high": round(o[2], 4),
+                "congestion_delta": round(float(sub["congested"].mean() - clear_cong), 4),
+                "precip_corr": round(corr, 4) if corr == corr else None,
+            }
+        )
+        for seg, grp in fsub.groupby("segment_id"):
+            pc = grp.groupby("hour")["ratio"].median()
+            rows.append(
+                {
+                    "segment_id": seg,
+                    "condition": regime,
+                    "n": len(pc),
+                    "windows": len(grp),
+                    "speed_factor": round(float(pc.mean()), 4),
+                    "ci_low": None,
+                    "ci_high": None,
+                    "ols_factor": None,
+                    "ols_ci_low": None,
+                    "ols_ci_high": None,
+                    "congestion_delta": None,
+                    "precip_corr": None,
+                }
+            )
+    return pd.DataFrame(rows)
