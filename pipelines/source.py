@@ -210,7 +210,7 @@ class _Offsets:
             tps = [TopicPartition(t, int(p), ts_ms) for p in parts]
             found = self.c.offsets_for_times(tps, timeout=10)
             out[t] = {
-                str(tp.partition): (tp.offset if tp.offset >= 0 else wm[t][str(tp.partition)][1])
+                str(tp.partition): (tp.offset if tp.offset >= 0 else parts[str(tp.partition)][1])
                 for tp in found
             }
         return out
@@ -286,7 +286,8 @@ def read_range(opts: Options, r: Range) -> Iterator[pa.RecordBatch]:
         if start < lo:
             if opts.fail_on_data_loss:
                 raise SourceError(
-                    f"{r.topic}-{r.partition}: offsets {start}..{lo - 1} were deleted (retention) before they were read; "
+                    f"{r.topic}-{r.partition}: offsets {start}..{lo - 1} were deleted (retention) "
+                    "before they were read; "
                     "set failOnDataLoss=false to skip them"
                 )
             start = lo
@@ -368,12 +369,12 @@ class _StreamReader(DataSourceStreamReader):
             self._off = _Offsets(self.opts)
         return self._off
 
-    def initialOffset(self) -> dict[str, dict[str, int]]:  # noqa: N802 - Spark's name
+    def initialOffset(self) -> dict[str, dict[str, int]]:
         return self._offsets().resolve(self.opts.starting, self.opts.starting_ts, True)
 
     def latestOffset(
         self, start: dict[str, Any] | None = None, limit: Any = None
-    ) -> dict[str, dict[str, int]]:  # noqa: N802
+    ) -> dict[str, dict[str, int]]:
         wm = self._offsets().watermarks()
         latest = {t: {p: hi for p, (_, hi) in ps.items()} for t, ps in wm.items()}
         cap = self.opts.max_per_trigger
@@ -481,10 +482,10 @@ class _StreamWriter(DataSourceStreamWriter):
     def write(self, iterator: Iterator[Any]) -> _Written:  # type: ignore[override]
         return _write_rows(self.opts, iterator)
 
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass
 
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass
 
 
@@ -499,13 +500,13 @@ class SfTrafficDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         return _Reader(Options.parse(dict(self.options)))
 
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return _StreamReader(Options.parse(dict(self.options)))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return _Writer(dict(self.options))
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         return _StreamWriter(dict(self.options))
 
 

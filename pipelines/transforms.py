@@ -301,7 +301,7 @@ def estimate_weather_effects(df: pd.DataFrame, min_volume: int = 2) -> pd.DataFr
                 "ols_ci_low": round(o[1], 4),
                 "ols_ci_high": round(o[2], 4),
                 "congestion_delta": round(float(sub["congested"].mean() - clear_cong), 4),
-                "precip_corr": round(corr, 4) if corr == corr else None,
+                "precip_corr": None if np.isnan(corr) else round(corr, 4),
             }
         )
         for seg, grp in fsub.groupby("segment_id"):
