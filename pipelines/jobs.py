@@ -151,7 +151,7 @@ def publish_effects(spark: Any, cfg: JobConfig) -> Any:
 def start_correlation(spark: Any, cfg: JobConfig) -> Any:
     from pipelines import schemas, transforms
 
-    traffic, bad_t = transforms.parse_json(
+    traffic, _bad_t = transforms.parse_json(
         _read(spark, cfg, t("traffic")), schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED
     )
     weather, _bad_w = transforms.parse_json(
