@@ -8,6 +8,10 @@
                   ``congestion_alerts`` topic + Parquet
 * ``all``         the three in one Spark application (what ``sftraffic up`` runs)
 
+Each window result is written once: windows are emitted in append mode when the watermark
+passes them, and a micro-batch that Spark replays after a stop or crash (same batch id, same
+offsets) is skipped by the sink's :class:`BatchLedger`.
+
 Every streaming query has its own checkpoint directory and a processing-time trigger. Records
 that do not parse go to ``traffic_monitoring.dead_letter`` with the reason; the job goes on.
 ``--batch`` runs the same transforms once over what the topics hold (history, benchmarks).
@@ -89,6 +93,30 @@ def _parquet(df: Any, cfg: JobConfig, name: str) -> None:
     df.write.mode("append").parquet(str(Path(cfg.output_dir) / name))
 
 
+class BatchLedger:
+    """Makes a foreachBatch sink exactly-once: Spark replays a micro-batch (same id, same
+    offsets) when it stopped between our writes and its commit; the ledger, written after the
+    writes succeeded, lets the replay be skipped. File: ``<checkpoint>/<query>/_sink_batch``.
+    """
+
+    def __init__(self, cfg: JobConfig, query: str) -> None:
+        self.path = Path(cfg.checkpoint_dir) / query / "_sink_batch"
+
+    def done(self, batch_id: int) -> bool:
+        try:
+            return batch_id <= int(self.path.read_text())
+        except (FileNotFoundError, ValueError):
+            return False
+
+    def record(self, batch_id: int) -> None:
+        import os
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(str(batch_id))
+        os.replace(tmp, self.path)
+
+
 # -- aggregates -------------------------------------------------------------------------------
 def start_aggregates(spark: Any, cfg: JobConfig) -> Any:
     from pipelines import schemas, transforms
@@ -96,13 +124,17 @@ def start_aggregates(spark: Any, cfg: JobConfig) -> Any:
     raw = _read(spark, cfg, t("traffic"))
     good, bad = transforms.parse_json(raw, schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED)
     aggs = transforms.traffic_aggregates(good, cfg.window, cfg.watermark)
+    ledger = BatchLedger(cfg, "aggregates")
 
     def sink(df: Any, batch_id: int) -> None:
+        if ledger.done(batch_id):
+            return
         df = df.persist()
         if not df.isEmpty():
             _parquet(df, cfg, "aggregates")
             _to_topic(df, cfg, t("traffic_aggregates"), "segment_id")
         df.unpersist()
+        ledger.record(batch_id)
 
     q1 = (
         aggs.writeStream.outputMode("append")
@@ -161,16 +193,20 @@ def start_correlation(spark: Any, cfg: JobConfig) -> Any:
         traffic, weather, transforms.segment_stations(spark), cfg.window, cfg.watermark
     )
     last = [0.0]
+    ledger = BatchLedger(cfg, "correlation")
 
     def sink(df: Any, batch_id: int) -> None:
+        if ledger.done(batch_id):
+            return
         df = df.persist()
         if not df.isEmpty():
             _parquet(df, cfg, "traffic_weather")
             _to_topic(df, cfg, t("traffic_weather"), "segment_id")
-            if time.monotonic() - last[0] > 10:  # estimates: at most every 10 s
-                publish_effects(spark, cfg)
-                last[0] = time.monotonic()
         df.unpersist()
+        ledger.record(batch_id)
+        if time.monotonic() - last[0] > 10:  # estimates: at most every 10 s
+            publish_effects(spark, cfg)
+            last[0] = time.monotonic()
 
     return [
         joined.writeStream.outputMode("append")
@@ -203,15 +239,17 @@ def start_anomalies(spark: Any, cfg: JobConfig) -> Any:
         _read(spark, cfg, t("traffic")), schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED
     )
     aggs = transforms.traffic_aggregates(traffic, cfg.window, cfg.watermark)
+    ledger = BatchLedger(cfg, "anomalies")
 
     def sink(df: Any, batch_id: int) -> None:
-        if df.isEmpty():
+        if ledger.done(batch_id) or df.isEmpty():
             return
         alerts = transforms.congestion_alerts(df, baselines(spark, cfg), cfg.congestion_ratio).persist()
         if not alerts.isEmpty():
             _parquet(alerts, cfg, "alerts")
             _to_topic(alerts, cfg, t("congestion_alerts"), "segment_id")
         alerts.unpersist()
+        ledger.record(batch_id)
 
     return [
         aggs.writeStream.outputMode("append")
@@ -221,6 +259,20 @@ def start_anomalies(spark: Any, cfg: JobConfig) -> Any:
         .queryName("anomalies")
         .start()
     ]
+
+
+def stop_gracefully(queries: list[Any], timeout: float = 60.0) -> None:
+    """Stop queries between micro-batches, never in the middle of one.
+
+    ``StreamingQuery.stop()`` interrupts a running batch; if that happens after the sink wrote
+    and before Spark committed, the batch is replayed on restart. Waiting until no trigger is
+    active, then stopping, keeps every result written exactly once.
+    """
+    deadline = time.monotonic() + timeout
+    for q in queries:
+        while q.isActive and q.status.get("isTriggerActive") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        q.stop()
 
 
 JOBS = {"aggregates": start_aggregates, "correlation": start_correlation, "anomalies": start_anomalies}
@@ -341,7 +393,6 @@ def run(args: argparse.Namespace) -> int:
             time.sleep(0.5)
     except KeyboardInterrupt:
         pass
-    for q in queries:
-        q.stop()
+    stop_gracefully(queries)
     spark.stop()
     return 0

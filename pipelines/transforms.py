@@ -37,7 +37,12 @@ def parse_json(raw: DataFrame, schema: StructType, required: tuple[str, ...]) ->
     missing: Column = F.lit(None).cast("string")
     for name in reversed(required):
         missing = F.when(F.col(f"e.{name}").isNull(), F.lit(f"missing or invalid {name}")).otherwise(missing)
-    reason = F.when(F.col("e").isNull(), F.lit("not a JSON object")).otherwise(missing)
+    not_json = (
+        F.col("e").isNull()
+        | F.get_json_object(F.col("raw"), "$").isNull()
+        | ~F.trim(F.col("raw")).startswith("{")
+    )
+    reason = F.when(not_json, F.lit("not a JSON object")).otherwise(missing)
     tagged = parsed.withColumn("reason", reason)
     good = (
         tagged.where(F.col("reason").isNull())

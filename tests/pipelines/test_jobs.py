@@ -1,0 +1,201 @@
+"""The Spark jobs against the real store, with one local SparkSession (issue 8)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from framework.server.process import BrokerProcess, wait_for
+from pipelines import jobs
+from sensors.layout import ensure_layout
+from tests.conftest import BrokerFactory, quiet_logger
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+T0 = int(dt.datetime(2026, 11, 18, 16, 0, tzinfo=dt.UTC).timestamp() * 1000)
+MIN = 60_000
+
+
+def store(broker_factory: BrokerFactory) -> BrokerProcess:
+    b = broker_factory()
+    ensure_layout(
+        b.bootstrap,
+        partitions=2,
+        extra_topics={jobs.t(n): {} for n in jobs.RESULT_TOPICS if n != "dead_letter"},
+    )
+    return b
+
+
+def produce(bootstrap: str, events: list[tuple[str, float, int]], seq0: int = 0) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, "logger": quiet_logger()})
+    for i, (seg, speed, t) in enumerate(events):
+        ev = {
+            "type": "traffic",
+            "sensor_id": f"s-{seg}",
+            "seq": seq0 + i,
+            "event_time": t,
+            "segment_id": seg,
+            "speed_kmh": speed,
+            "vehicle_class": "car",
+            "lat": 37.7,
+            "lon": -122.4,
+        }
+        p.produce(jobs.t("traffic"), key=f"s-{seg}".encode(), value=json.dumps(ev).encode(), timestamp=t)
+    assert p.flush(30) == 0
+
+
+def results(bootstrap: str, name: str) -> list[dict[str, Any]]:
+    topic = jobs.t(name)
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "res",
+            "enable.auto.commit": False,
+            "logger": quiet_logger(),
+        }
+    )
+    try:
+        parts = list(c.list_topics(topic, timeout=10).topics[topic].partitions)
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
+        c.assign([TopicPartition(topic, p, 0) for p in parts])
+        out: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 20
+        while len(out) < sum(ends.values()) and time.monotonic() < deadline:
+            out.extend(json.loads(m.value()) for m in c.consume(1000, timeout=0.3) if m.error() is None)
+        return out
+    finally:
+        c.close()
+
+
+def windows(bootstrap: str) -> Counter[tuple[str, str]]:
+    return Counter((r["segment_id"], r["window_start"]) for r in results(bootstrap, "traffic_aggregates"))
+
+
+def wstart(minute: int) -> str:
+    return (dt.datetime(2026, 11, 18, 16, 0) + dt.timedelta(minutes=minute)).strftime(
+        "%Y-%m-%dT%H:%M:%S.000Z"
+    )
+
+
+def cfg_for(b: BrokerProcess, tmp: Path) -> jobs.JobConfig:
+    return jobs.JobConfig(
+        bootstrap=b.bootstrap,
+        checkpoint_dir=str(tmp / "ck"),
+        output_dir=str(tmp / "out"),
+        trigger="500 milliseconds",
+        watermark="1 minute",
+        starting_offsets="earliest",
+    )
+
+
+def minute_events(first: int, last: int) -> list[tuple[str, float, int]]:
+    return [
+        (seg, 30.0 + k, T0 + m * MIN + k * 10_000)
+        for m in range(first, last + 1)
+        for seg in ("a", "b")
+        for k in range(3)
+    ]
+
+
+def stop_all(qs: list[Any]) -> None:
+    jobs.stop_gracefully(qs)
+
+
+def test_restarted_streaming_query_emits_each_window_exactly_once(
+    spark: Any, broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
+    b = store(broker_factory)
+    cfg = cfg_for(b, tmp_path)
+    produce(b.bootstrap, minute_events(0, 4))
+    qs = jobs.start_aggregates(spark, cfg)
+    try:
+        # watermark = 4:50 - 1 min: windows 0..2 are final
+        wait_for(
+            lambda: {("a", wstart(m)) for m in range(3)} <= set(windows(b.bootstrap)),
+            timeout=120,
+            interval=0.5,
+            what="the first windows",
+        )
+    finally:
+        stop_all(qs)
+    produce(b.bootstrap, minute_events(5, 9), seq0=100)
+    qs = jobs.start_aggregates(spark, cfg)  # same checkpoint: resumes after the last offsets
+    try:
+        wait_for(
+            lambda: {(s, wstart(m)) for s in "ab" for m in range(8)} <= set(windows(b.bootstrap)),
+            timeout=120,
+            interval=0.5,
+            what="windows after the restart",
+        )
+    finally:
+        stop_all(qs)
+    got = windows(b.bootstrap)
+    assert all(n == 1 for n in got.values()), {k: n for k, n in got.items() if n > 1}
+    assert all(r["volume"] == 3 for r in results(b.bootstrap, "traffic_aggregates"))
+    parquet = spark.read.parquet(str(tmp_path / "out" / "aggregates"))
+    assert parquet.count() == parquet.select("segment_id", "window_start").distinct().count()
+
+
+def test_late_events_within_the_watermark_count_and_later_ones_do_not(
+    spark: Any, broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
+    b = store(broker_factory)
+    cfg = cfg_for(b, tmp_path)
+    produce(b.bootstrap, minute_events(0, 4))
+    qs = jobs.start_aggregates(spark, cfg)
+    try:
+        wait_for(
+            lambda: ("a", wstart(2)) in windows(b.bootstrap), timeout=120, interval=0.5, what="windows 0..2"
+        )
+        # the watermark is now 3:50: 4:10 is late but within it, 1:30 is beyond it (window 1 is
+        # final); 9:00 then moves the watermark past window 4. Spark filters a micro-batch with
+        # the watermark of the previous one, so the three may arrive together.
+        produce(
+            b.bootstrap,
+            [
+                ("a", 99.0, T0 + 4 * MIN + 10_000),
+                ("a", 99.0, T0 + 1 * MIN + 30_000),
+                ("a", 30.0, T0 + 9 * MIN),
+            ],
+            seq0=500,
+        )
+        wait_for(lambda: ("a", wstart(4)) in windows(b.bootstrap), timeout=120, interval=0.5, what="window 4")
+    finally:
+        stop_all(qs)
+    rows = {(r["segment_id"], r["window_start"]): r for r in results(b.bootstrap, "traffic_aggregates")}
+    assert rows[("a", wstart(4))]["volume"] == 4, "a late event within the watermark must be counted"
+    assert rows[("a", wstart(1))]["volume"] == 3, (
+        "an event beyond the watermark must not change a final window"
+    )
+    assert Counter(k for k in windows(b.bootstrap)).most_common(1)[0][1] == 1
+
+
+def test_correlation_over_a_simulated_day_recovers_the_configured_weather_effect(
+    spark: Any, broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
+    from sensors.fleet import SensorFleet
+    from sensors.model import ModelConfig, WeatherEffect
+    from sensors.publish import KafkaSink
+
+    b = store(broker_factory)
+    effect = WeatherEffect(rain_speed_factor=0.85, heavy_rain_speed_factor=0.72, fog_speed_factor=0.90)
+    fleet = SensorFleet(116, ModelConfig(seed=5, rain_share=0.4, volume_scale=0.3, effect=effect))
+    sink = KafkaSink(b.bootstrap)
+    fleet.run(sink, T0 - 8 * 3_600_000, duration_s=86_400, speed=0)  # a whole day, midnight to midnight
+    assert sink.flush(60) == 0 and sink.errors == 0
+    cfg = cfg_for(b, tmp_path)
+    summary = jobs.run_batch(spark, cfg, "correlation")
+    eff = summary["effects"].set_index(["segment_id", "condition"])
+    # stated tolerance: the regression estimate within ±0.03 of the configured factor
+    assert eff.loc[("*", "rain")].ols_factor == pytest.approx(effect.rain_speed_factor, abs=0.03)
+    assert eff.loc[("*", "heavy_rain")].ols_factor == pytest.approx(effect.heavy_rain_speed_factor, abs=0.03)
+    assert eff.loc[("*", "fog")].ols_factor == pytest.approx(effect.fog_speed_factor, abs=0.04)
+    published = {(r["segment_id"], r["condition"]) for r in results(b.bootstrap, "weather_effects")}
+    assert {("*", "rain"), ("*", "heavy_rain")} <= published
