@@ -22,7 +22,8 @@ def raw(spark: Any, values: list[bytes]) -> Any:
     rows = [(None, v, "t", 0, i, dt.datetime(2026, 1, 1), 0) for i, v in enumerate(values)]
     return spark.createDataFrame(
         rows,
-        "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int",
+        "key binary, value binary, topic string, partition int, offset long, "
+        "timestamp timestamp, timestampType int",
     )
 
 
