@@ -22,7 +22,7 @@ COMMANDS = [
     "framework.cli.config_cmd",
 ]
 # application parts (need the app extras; the store runs without them)
-OPTIONAL_COMMANDS: list[str] = ["sensors.cli", "sensors.gateway_cli", "pipelines.jobs"]
+OPTIONAL_COMMANDS: list[str] = ["sensors.cli", "sensors.gateway_cli", "pipelines.jobs", "dashboard.cli"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,1 @@
+"""Live Plotly Dash dashboard of the traffic system."""

@@ -1,0 +1,34 @@
+"""``sftraffic dashboard``: serve the live dashboard (default http://127.0.0.1:8050)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from framework.cli.common import add_bootstrap
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("dashboard", help="serve the live traffic dashboard")
+    add_bootstrap(p)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8050)
+    p.add_argument("--lookback", default="3h", help="how far back to load data at start (e.g. 30m, 3h, 1d)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from dashboard.app import create_app
+    from dashboard.data import DashboardData
+    from framework.config import parse_duration_ms
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    data = DashboardData(args.bootstrap, lookback_ms=parse_duration_ms(args.lookback)).start()
+    app = create_app(data)
+    print(f"dashboard on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
+    try:
+        app.run(host=args.host, port=args.port, debug=False)
+    finally:
+        data.stop()
+    return 0

@@ -1,0 +1,301 @@
+"""What the dashboard shows, kept in memory by background consumers (never by callbacks).
+
+A consumer thread reads the result and sensor topics (assign, no group, starting a few hours
+back by time) into bounded caches; another thread polls store health (brokers, partitions
+with a short ISR, end offsets for throughput, consumer-group lag). Dash callbacks only read
+these caches under a lock, so a slow or dead store can never stall the page: when the store
+stops answering, ``store_ok`` turns false and the page shows a banner.
+
+Memory is bounded: per segment at most ``history`` minutes of aggregates, per station a few
+hours of weather, the latest event per sensor (10k entries for a 10k fleet), the last 200
+alerts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+STREAM = "traffic_monitoring"
+TOPICS = {
+    "aggregates": f"{STREAM}.traffic_aggregates",
+    "effects": f"{STREAM}.weather_effects",
+    "alerts": f"{STREAM}.congestion_alerts",
+    "weather": f"{STREAM}.weather_conditions",
+    "infra": f"{STREAM}.infrastructure",
+    "traffic": f"{STREAM}.traffic",
+}
+
+
+def _quiet() -> logging.Logger:
+    lg = logging.getLogger("sftraffic.dashboard.librdkafka")
+    lg.addHandler(logging.NullHandler())
+    lg.propagate = False
+    return lg
+
+
+def _iso_ms(text: str) -> int:
+    import datetime as dt
+
+    return int(dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+@dataclass
+class Health:
+    store_ok: bool = False
+    last_ok: float = 0.0
+    error: str = ""
+    brokers: list[str] = field(default_factory=list)
+    partitions: int = 0
+    under_replicated: int = 0
+    throughput: dict[str, float] = field(default_factory=dict)  # topic -> msgs/s
+    lag: dict[str, int] = field(default_factory=dict)  # group -> total lag
+    pipeline_lag_s: float | None = None  # now - newest aggregate window end
+
+
+class DashboardData:
+    def __init__(self, bootstrap: str, history_minutes: int = 360, lookback_ms: int = 3 * 3_600_000) -> None:
+        self.bootstrap = bootstrap
+        self.history_minutes = history_minutes
+        self.lookback_ms = lookback_ms
+        self.lock = threading.Lock()
+        self.aggregates: dict[str, deque[dict[str, Any]]] = {}
+        self.latest_agg: dict[str, dict[str, Any]] = {}
+        self.weather: dict[str, deque[dict[str, Any]]] = {}
+        self.effects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.alerts: deque[dict[str, Any]] = deque(maxlen=200)
+        self.infra: dict[str, dict[str, Any]] = {}
+        self.sensors: dict[str, bytes] = {}  # latest raw event per sensor (parsed on demand)
+        self.events_seen = 0
+        self.health = Health()
+        self.updated = 0.0
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> DashboardData:
+        for target in (self._consume_loop, self._health_loop):
+            th = threading.Thread(target=target, daemon=True, name=target.__name__)
+            th.start()
+            self._threads.append(th)
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        for th in self._threads:
+            th.join(5)
+
+    # -- ingestion -------------------------------------------------------------------------
+    def ingest(self, topic: str, key: bytes | None, value: bytes | None) -> None:
+        """Apply one record to the caches (also used directly by tests)."""
+        if value is None:
+            return
+        if topic == TOPICS["traffic"]:
+            if key is not None:
+                self.sensors[key.decode()] = value
+            self.events_seen += 1
+            return
+        try:
+            rec = json.loads(value)
+        except ValueError:
+            return
+        with self.lock:
+            if topic == TOPICS["aggregates"]:
+                seg = rec["segment_id"]
+                rec["t"] = _iso_ms(rec["window_start"])
+                q = self.aggregates.setdefault(seg, deque(maxlen=self.history_minutes))
+                if q and q[-1]["t"] >= rec["t"]:
+                    # out of order (several partitions): keep the series sorted
+                    items = [r for r in q if r["t"] != rec["t"]] + [rec]
+                    items.sort(key=lambda r: r["t"])
+                    q.clear()
+                    q.extend(items[-self.history_minutes :])
+                else:
+                    q.append(rec)
+                cur = self.latest_agg.get(seg)
+                if cur is None or cur["t"] <= rec["t"]:
+                    self.latest_agg[seg] = rec
+            elif topic == TOPICS["weather"]:
+                q = self.weather.setdefault(rec["station"], deque(maxlen=self.history_minutes))
+                q.append(rec)
+            elif topic == TOPICS["effects"]:
+                self.effects[(rec["segment_id"], rec["condition"])] = rec
+            elif topic == TOPICS["alerts"]:
+                rec["t"] = _iso_ms(rec["window_start"])
+                self.alerts.append(rec)
+            elif topic == TOPICS["infra"]:
+                self.infra[rec["sensor_id"]] = rec
+            self.updated = time.time()
+
+    def _consume_loop(self) -> None:
+        from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+        consumer = None
+        assigned: set[str] = set()
+        while not self._stop.is_set():
+            try:
+                if consumer is None:
+                    consumer = Consumer(
+                        {
+                            "bootstrap.servers": self.bootstrap,
+                            "group.id": "sftraffic-dashboard",
+                            "enable.auto.commit": False,
+                            "logger": _quiet(),
+                            "socket.timeout.ms": 5000,
+                            "enable.partition.eof": False,
+                            "fetch.wait.max.ms": 200,
+                        }
+                    )
+                missing = [t for t in TOPICS.values() if t not in assigned]
+                if missing:
+                    md = consumer.list_topics(timeout=5)
+                    since = int(time.time() * 1000) - self.lookback_ms
+                    tps = []
+                    for t in missing:
+                        tm = md.topics.get(t)
+                        if tm is None or tm.error is not None:
+                            continue
+                        want = [TopicPartition(t, p, since) for p in tm.partitions]
+                        tps.extend(consumer.offsets_for_times(want, timeout=5))
+                        assigned.add(t)
+                    if tps:
+                        for tp in tps:
+                            if tp.offset < 0:
+                                tp.offset = -1  # OFFSET_END: nothing newer than the look-back
+                        consumer.incremental_assign(tps)
+                msgs = consumer.consume(2000, timeout=0.5)
+                for m in msgs:
+                    err = m.error()
+                    if err is not None:
+                        if err.code() != KafkaError._PARTITION_EOF:
+                            raise RuntimeError(err.str())
+                        continue
+                    self.ingest(m.topic(), m.key(), m.value())
+            except Exception as exc:
+                self.health.error = str(exc)
+                if consumer is not None:
+                    try:
+                        consumer.close()
+                    except Exception:
+                        pass
+                consumer = None
+                assigned.clear()
+                self._stop.wait(2.0)
+        if consumer is not None:
+            consumer.close()
+
+    def _health_loop(self) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka.admin import AdminClient
+
+        prev: dict[str, tuple[float, int]] = {}
+        while not self._stop.is_set():
+            h = Health(throughput=dict(self.health.throughput), lag=dict(self.health.lag))
+            try:
+                admin = AdminClient(
+                    {"bootstrap.servers": self.bootstrap, "logger": _quiet(), "socket.timeout.ms": 3000}
+                )
+                md = admin.list_topics(timeout=3)
+                h.brokers = [f"{b.id}@{b.host}:{b.port}" for b in md.brokers.values()]
+                c = Consumer(
+                    {
+                        "bootstrap.servers": self.bootstrap,
+                        "group.id": "sftraffic-dashboard-health",
+                        "logger": _quiet(),
+                        "enable.auto.commit": False,
+                    }
+                )
+                try:
+                    now = time.monotonic()
+                    for name, tm in md.topics.items():
+                        if name.startswith("__"):
+                            continue
+                        h.partitions += len(tm.partitions)
+                        h.under_replicated += sum(
+                            1 for p in tm.partitions.values() if len(p.isrs) < len(p.replicas)
+                        )
+                        if name.startswith(STREAM + "."):
+                            end = sum(
+                                c.get_watermark_offsets(TopicPartition(name, p), timeout=3, cached=False)[1]
+                                for p in tm.partitions
+                            )
+                            if name in prev and now > prev[name][0]:
+                                h.throughput[name] = max(0.0, (end - prev[name][1]) / (now - prev[name][0]))
+                            prev[name] = (now, end)
+                    h.lag = self._group_lag(admin, c)
+                finally:
+                    c.close()
+                h.store_ok = True
+                h.last_ok = time.time()
+                with self.lock:
+                    newest = max((r["t"] for r in self.latest_agg.values()), default=None)
+                h.pipeline_lag_s = (
+                    None if newest is None else max(0.0, time.time() - (newest + 60_000) / 1000)
+                )
+            except Exception as exc:
+                h.store_ok = False
+                h.error = str(exc) or exc.__class__.__name__
+                h.last_ok = self.health.last_ok
+            self.health = h
+            self._stop.wait(2.0)
+
+    @staticmethod
+    def _group_lag(admin: Any, consumer: Any) -> dict[str, int]:
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+        out: dict[str, int] = {}
+        groups = admin.list_consumer_groups(request_timeout=3).result().valid
+        for g in groups[:20]:
+            if g.group_id.startswith("sftraffic-dashboard"):
+                continue
+            try:
+                res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g.group_id)])[
+                    g.group_id
+                ].result()
+            except Exception:
+                continue
+            total = 0
+            for tp in res.topic_partitions:
+                if tp.offset >= 0:
+                    end = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=3)[1]
+                    total += max(0, end - tp.offset)
+            out[g.group_id] = total
+        return out
+
+    # -- queries for callbacks (cheap, lock-protected copies) -------------------------------
+    def snapshot_latest(self) -> dict[str, dict[str, Any]]:
+        with self.lock:
+            return dict(self.latest_agg)
+
+    def series(self, segment: str, since_ms: int) -> list[dict[str, Any]]:
+        with self.lock:
+            return [r for r in self.aggregates.get(segment, ()) if r["t"] >= since_ms]
+
+    def weather_series(self, station: str, since_ms: int) -> list[dict[str, Any]]:
+        with self.lock:
+            return [r for r in self.weather.get(station, ()) if r["event_time"] >= since_ms]
+
+    def latest_weather(self) -> dict[str, dict[str, Any]]:
+        with self.lock:
+            return {s: q[-1] for s, q in self.weather.items() if q}
+
+    def effects_overall(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return [v for (seg, _), v in self.effects.items() if seg == "*"]
+
+    def recent_alerts(self, since_ms: int) -> list[dict[str, Any]]:
+        with self.lock:
+            return sorted((a for a in self.alerts if a["t"] >= since_ms), key=lambda a: -a["t"])
+
+    def infrastructure(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return sorted(self.infra.values(), key=lambda r: r["sensor_id"])
+
+    def sensor(self, sensor_id: str) -> dict[str, Any] | None:
+        raw = self.sensors.get(sensor_id)
+        return json.loads(raw) if raw is not None else None
