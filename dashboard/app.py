@@ -115,7 +115,7 @@ def map_figure(data: DashboardData, selected: str | None, district: str | None) 
                 else "no data yet"
             )
         )
-    for lo, colour, label in [*BANDS, (None, "#9e9e9e", "no data")]:
+    for _lo, colour, label in [*BANDS, (None, "#9e9e9e", "no data")]:
         if label in groups:
             xs, ys = groups[label]
             fig.add_trace(
@@ -400,7 +400,8 @@ def create_app(data: DashboardData) -> Dash:
                 [
                     r["condition"],
                     f"{r.get('ols_factor') or r['speed_factor']:.3f}",
-                    f"{r.get('ols_ci_low') or r.get('ci_low') or 0:.3f}–{r.get('ols_ci_high') or r.get('ci_high') or 0:.3f}",
+                    f"{r.get('ols_ci_low') or r.get('ci_low') or 0:.3f} to "
+                    f"{r.get('ols_ci_high') or r.get('ci_high') or 0:.3f}",
                     r["n"],
                 ]
                 for r in rows
@@ -445,7 +446,8 @@ def create_app(data: DashboardData) -> Dash:
                 rows.append(
                     [
                         r["asset"],
-                        f"{r['occupied']}/{r['capacity']} ({100 * r['occupied'] / max(r['capacity'], 1):.0f}%)",
+                        f"{r['occupied']}/{r['capacity']} "
+                        f"({100 * r['occupied'] / max(r['capacity'], 1):.0f}%)",
                     ]
                 )
         if signals:

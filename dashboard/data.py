@@ -181,8 +181,8 @@ class DashboardData:
                 if consumer is not None:
                     try:
                         consumer.close()
-                    except Exception:
-                        pass
+                    except Exception as close_exc:
+                        logging.getLogger("sftraffic.dashboard").debug("consumer close: %s", close_exc)
                 consumer = None
                 assigned.clear()
                 self._stop.wait(2.0)
@@ -257,7 +257,8 @@ class DashboardData:
                 res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g.group_id)])[
                     g.group_id
                 ].result()
-            except Exception:
+            except Exception as exc:  # a group may vanish meanwhile
+                logging.getLogger("sftraffic.dashboard").debug("lag of %s: %s", g.group_id, exc)
                 continue
             total = 0
             for tp in res.topic_partitions:

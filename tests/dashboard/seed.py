@@ -31,7 +31,7 @@ def seed(bootstrap: str, end_ms: int, minutes: int = 60, speed_offset: float = 0
     start = end_ms - minutes * 60_000
     for k in range(minutes):
         t = start + k * 60_000
-        speed, rate, wx = m.segment_state(t)
+        speed, rate, _wx = m.segment_state(t)
         for i, s in enumerate(geo.SEGMENTS):
             v = float(speed[i]) + speed_offset
             send(
