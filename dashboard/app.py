@@ -325,14 +325,16 @@ def create_app(data: DashboardData) -> Dash:
             html.Div(
                 [
                     html.Section(
-                        [dcc.Graph(id="map", config={"displayModeBar": False})], className="card wide"
+                        [dcc.Graph(id="map", config={"displayModeBar": False}, responsive=True)],
+                        className="card wide",
                     ),
                     html.Section(
-                        [dcc.Graph(id="series", config={"displayModeBar": False})], className="card wide"
+                        [dcc.Graph(id="series", config={"displayModeBar": False}, responsive=True)],
+                        className="card wide",
                     ),
                     html.Section(
                         [
-                            dcc.Graph(id="effects", config={"displayModeBar": False}),
+                            dcc.Graph(id="effects", config={"displayModeBar": False}, responsive=True),
                             html.Div(id="effects-table"),
                         ],
                         className="card",
