@@ -10,7 +10,7 @@ import pytest
 
 from dashboard.app import create_app
 from dashboard.data import DashboardData
-from framework.server.process import BrokerProcess, wait_for
+from framework.server.process import wait_for
 from pipelines import jobs
 from sensors.layout import ensure_layout
 from tests.conftest import ARTIFACTS, BrokerFactory
@@ -67,7 +67,7 @@ def shot(dash_duo: Any, name: str) -> None:
 
 
 def test_page_renders_live_data_without_console_errors(dash_duo: Any, live: Any) -> None:
-    b, data, _now = live
+    _b, data, _now = live
     dash_duo.start_server(create_app(data))
     dash_duo.wait_for_element("#map .js-plotly-plot", timeout=20)
     wait_for(
