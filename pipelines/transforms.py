@@ -124,7 +124,9 @@ def traffic_with_weather(
         t = t.withWatermark("event_ts", watermark)
         w = w.withWatermark("w_ts", watermark)
     joined = t.join(w, (t.station == w.w_station) & (t.tw == w.ww), "inner")
-    agg = joined.groupBy("segment_id", "station", F.col("tw").alias("w")).agg(
+    # group by a window on the watermarked event time (not the joined struct) so that append
+    # mode can finalise windows as the watermark passes them
+    agg = joined.groupBy("segment_id", "station", F.window("event_ts", window).alias("w")).agg(
         F.count(F.lit(1)).alias("volume"),
         F.avg("speed_kmh").alias("mean_speed_kmh"),
         F.max("severity").alias("severity"),

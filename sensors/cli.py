@@ -41,6 +41,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     p.add_argument("--partitions", type=int, default=6, help="partitions of topics created if missing")
     p.add_argument("--workers", type=int, default=1, help="processes sharing the fleet (direct mode)")
+    p.add_argument("--prefix", default="", help="prefix of pavement-sensor ids (keeps two fleets apart)")
+    p.add_argument(
+        "--no-infrastructure", action="store_true", help="pavement sensors only (no weather/infra)"
+    )
     p.add_argument("--quiet", action="store_true", help="no live status line")
     p.set_defaults(func=run)
 
@@ -61,7 +65,13 @@ def _worker(args: argparse.Namespace, index: int, counter: Any, stop: Any) -> No
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     cfg = ModelConfig(seed=args.seed, rain_share=args.rain_share, volume_scale=args.volume_scale)
-    fleet = SensorFleet(args.sensors, cfg, shard=(index, args.workers))
+    fleet = SensorFleet(
+        args.sensors,
+        cfg,
+        shard=(index, args.workers),
+        prefix=args.prefix,
+        infrastructure=not args.no_infrastructure,
+    )
     if args.via == "mqtt":
         host, _, port = args.mqtt.rpartition(":")
         sink: Any = MqttSink(host, int(port), client_prefix=f"sftraffic-devices-{index}")

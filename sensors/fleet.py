@@ -65,21 +65,26 @@ class SensorFleet:
         cfg: ModelConfig | None = None,
         stream: str = "traffic_monitoring",
         shard: tuple[int, int] = (0, 1),
+        prefix: str = "",
+        infrastructure: bool = True,
     ) -> None:
         """``shard=(i, n)``: this process simulates every n-th pavement sensor starting at i;
-        shard 0 also runs the weather stations and infrastructure assets."""
+        shard 0 also runs the weather stations and infrastructure assets (unless
+        ``infrastructure`` is off). ``prefix`` is put before every pavement-sensor id, so two
+        fleets (e.g. MQTT devices and direct producers) never share a sensor id."""
         self.model = Model(cfg)
         self.cfg = self.model.cfg
         self.stream = stream
         full = geo.build_fleet(n_sensors)
         i, n = shard
+        extras = i == 0 and infrastructure
         self.fleet = geo.Fleet(
-            full.traffic[i::n], full.stations if i == 0 else [], full.assets if i == 0 else []
+            full.traffic[i::n], full.stations if extras else [], full.assets if extras else []
         )
         self.rng = np.random.default_rng([self.cfg.seed, 7, i])
         tr = self.fleet.traffic
         self.n_traffic = len(tr)
-        self.sensor_ids = [s.sensor_id for s in tr]
+        self.sensor_ids = [prefix + s.sensor_id for s in tr]
         self.sensor_seg = np.array([self.model.seg_index[s.segment_id] for s in tr], dtype=np.int32)
         self.sensor_meta = [(s.segment_id, s.direction, s.lane, s.lat, s.lon) for s in tr]
         self.road_of_seg = [s.road for s in self.model.segments]

@@ -1,21 +1,36 @@
 """``sftraffic up``: the whole demo on this machine, until Ctrl-C.
 
-Every part runs as a child process in its own process group; Ctrl-C (or SIGTERM) stops them
-in reverse start order — SIGTERM, then SIGKILL after a grace period — so nothing is left
-running. Parts that depend on the store wait for it to be ready (an event, not a sleep).
+Starts, in order, each as a child process in its own process group with its log in
+``<data-dir>/logs/<part>.log``:
+
+1. the event store (127.0.0.1:9092, metrics on :9644, data in ``<data-dir>/store-1``)
+2. Mosquitto (127.0.0.1:1883) and the stream layout (stream + topics, created if missing)
+3. an MQTT edge gateway
+4. the sensor fleet: 10,000 sensors producing directly, plus 500 MQTT devices through the gateway
+5. the Spark streaming jobs (aggregates, correlation, anomalies), which take a while to warm up
+6. the dashboard on http://127.0.0.1:8050
+
+A part is "ready" when it logs its ready line (an event, not a timer). Ctrl-C (or SIGTERM)
+stops every part in reverse order — SIGTERM to its process group, SIGKILL after a grace
+period — so nothing is left running; the pids are kept in ``<data-dir>/up.json`` meanwhile.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import signal
+import subprocess
 import sys
 import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 
-from framework.server.process import BrokerProcess
+from framework.errors import StoreError
 
 console = Console(stderr=True)
 
@@ -23,23 +38,85 @@ console = Console(stderr=True)
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("up", help="run the whole demo locally until Ctrl-C")
     p.add_argument(
-        "--data-dir",
-        default=".sftraffic",
-        help="where the demo keeps its data (default ./.sftraffic)",
+        "--data-dir", default=".sftraffic", help="where the demo keeps its data (default ./.sftraffic)"
     )
     p.add_argument("--port", type=int, default=9092, help="Kafka port of the embedded store (default 9092)")
     p.add_argument(
         "--metrics-port", type=int, default=9644, help="Prometheus port of the store (default 9644)"
     )
+    p.add_argument("--mqtt-port", type=int, default=1883, help="Mosquitto port (default 1883)")
+    p.add_argument("--dashboard-port", type=int, default=8050, help="dashboard port (default 8050)")
+    p.add_argument(
+        "--sensors", type=int, default=10_000, help="pavement sensors producing directly (default 10000)"
+    )
+    p.add_argument("--mqtt-devices", type=int, default=500, help="sensors publishing over MQTT (default 500)")
+    p.add_argument("--speed", type=float, default=1.0, help="simulated seconds per second (1 = live)")
+    p.add_argument("--no-spark", action="store_true", help="skip the Spark jobs (quicker start, less CPU)")
+    p.add_argument(
+        "--cluster", type=int, default=1, help="store nodes (replication: not available yet; only 1)"
+    )
     p.set_defaults(func=run)
 
 
-class Supervisor:
-    """Start children, stop them all (reverse order) on Ctrl-C or when one dies."""
+@dataclass
+class Part:
+    name: str
+    cmd: list[str]
+    ready: str | None  # substring of a log line meaning "ready"
+    log: Path
+    env: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen[bytes] | None = None
 
-    def __init__(self) -> None:
+    def start(self) -> None:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, **self.env)
+        with open(self.log, "ab") as fh:
+            fh.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(self.cmd)}\n".encode())
+            self.proc = subprocess.Popen(
+                self.cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+
+    def is_ready(self) -> bool:
+        if self.ready is None:
+            return True
+        try:
+            return self.ready in self.log.read_text(errors="replace").rsplit("\n--- ", 1)[-1]
+        except FileNotFoundError:
+            return False
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def tail(self, n: int = 15) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+        except FileNotFoundError:
+            return ""
+
+    def stop(self, grace: float = 20.0) -> None:
+        if not self.alive():
+            return
+        assert self.proc is not None
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            self.proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            console.print(f"[yellow]{self.name} did not stop in {grace:.0f}s: killing it[/yellow]")
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+
+
+class Supervisor:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.parts: list[Part] = []
         self.stopping = threading.Event()
-        self.brokers: list[BrokerProcess] = []
 
     def install_signals(self) -> None:
         def handler(signum: int, frame: object) -> None:
@@ -48,41 +125,212 @@ class Supervisor:
         signal.signal(signal.SIGINT, handler)
         signal.signal(signal.SIGTERM, handler)
 
+    def record(self) -> None:
+        (self.root / "up.json").write_text(
+            json.dumps({p.name: p.proc.pid for p in self.parts if p.proc is not None}, indent=1)
+        )
+
+    def launch(self, part: Part, timeout: float, what: str) -> None:
+        part.start()
+        self.parts.append(part)
+        self.record()
+        t0 = time.monotonic()
+        with console.status(f"starting {what} ...") as status:
+            while not part.is_ready():
+                if self.stopping.is_set():
+                    raise KeyboardInterrupt
+                if not part.alive():
+                    raise StoreError(
+                        f"{part.name} exited while starting; its log ({part.log}):\n{part.tail()}"
+                    )
+                if time.monotonic() - t0 > timeout:
+                    raise StoreError(f"{part.name} not ready after {timeout:.0f}s; see {part.log}")
+                status.update(f"starting {what} ... {time.monotonic() - t0:.0f}s")
+                self.stopping.wait(0.2)
+        console.print(f"[green]✓[/green] {what} ({time.monotonic() - t0:.1f}s)")
+
+    def watch(self) -> None:
+        while not self.stopping.is_set():
+            for p in self.parts:
+                if not p.alive():
+                    console.print(
+                        f"[red]{p.name} exited[/red] (code {p.proc.returncode if p.proc else '?'}); "
+                        f"last lines of {p.log}:\n{p.tail()}"
+                    )
+                    self.stopping.set()
+                    break
+            self.stopping.wait(0.5)
+
     def stop_all(self) -> None:
-        for b in reversed(self.brokers):
-            console.print(f"stopping store node {b.node_id} ...")
-            b.stop()
+        for p in reversed(self.parts):
+            if p.alive():
+                console.print(f"stopping {p.name} ...")
+            p.stop()
+        (self.root / "up.json").unlink(missing_ok=True)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.cluster != 1:
+        raise StoreError(
+            "--cluster needs the replication work, which has not landed yet; run with --cluster 1"
+        )
     root = Path(args.data_dir).resolve()
-    sup = Supervisor()
+    root.mkdir(parents=True, exist_ok=True)
+    logs = root / "logs"
+    py = [sys.executable, "-m", "framework.cli.main"]
+    bootstrap = f"127.0.0.1:{args.port}"
+    mqtt = f"127.0.0.1:{args.mqtt_port}"
+    env = {"SFTRAFFIC_BOOTSTRAP": bootstrap, "PYTHONUNBUFFERED": "1"}
+    sup = Supervisor(root)
     sup.install_signals()
     try:
-        store = BrokerProcess(
-            root / "store-1",
-            port=args.port,
-            overrides={"metrics.listen": f"127.0.0.1:{args.metrics_port}"},
+        sup.launch(
+            Part(
+                "store",
+                [
+                    *py,
+                    "broker",
+                    "--node-id",
+                    "1",
+                    "--listen",
+                    bootstrap,
+                    "--data-dir",
+                    str(root / "store-1"),
+                    "--metrics",
+                    f"127.0.0.1:{args.metrics_port}",
+                ],
+                " listening on ",
+                logs / "store.log",
+                env,
+            ),
+            60,
+            f"event store on {bootstrap}",
         )
-        console.print(f"starting the event store on 127.0.0.1:{args.port} (data in {store.data_dir}) ...")
-        sup.brokers.append(store.start())
+        from sensors.mosquitto import CONF, find_mosquitto
+
+        mq_dir = root / "mosquitto"
+        mq_dir.mkdir(parents=True, exist_ok=True)
+        (mq_dir / "mosquitto.conf").write_text(
+            CONF.format(port=args.mqtt_port, persistence="true", data=mq_dir)
+        )
+        sup.launch(
+            Part(
+                "mosquitto",
+                [find_mosquitto(), "-c", str(mq_dir / "mosquitto.conf")],
+                " running",
+                logs / "mosquitto.log",
+            ),
+            30,
+            f"Mosquitto on {mqtt}",
+        )
+        from pipelines.jobs import RESULT_TOPICS, t
+        from sensors.layout import ensure_layout
+
+        ensure_layout(bootstrap, extra_topics={t(n): {} for n in RESULT_TOPICS if n != "dead_letter"})
+        console.print("[green]✓[/green] stream traffic_monitoring and its topics")
+        sup.launch(
+            Part(
+                "gateway",
+                [
+                    *py,
+                    "gateway",
+                    "-b",
+                    bootstrap,
+                    "--mqtt",
+                    mqtt,
+                    "--id",
+                    "gw-1",
+                    "--queue-dir",
+                    str(root / "gateway-queue"),
+                ],
+                "ready",
+                logs / "gateway.log",
+                env,
+            ),
+            60,
+            "MQTT gateway",
+        )
+        common = ["-b", bootstrap, "--speed", str(args.speed), "--quiet"]
+        sup.launch(
+            Part(
+                "sensors",
+                [*py, "sensors", *common, "--sensors", str(args.sensors)],
+                None,
+                logs / "sensors.log",
+                env,
+            ),
+            10,
+            f"{args.sensors:,} sensors producing directly",
+        )
+        if args.mqtt_devices:
+            sup.launch(
+                Part(
+                    "devices",
+                    [
+                        *py,
+                        "sensors",
+                        *common,
+                        "--via",
+                        "mqtt",
+                        "--mqtt",
+                        mqtt,
+                        "--sensors",
+                        str(args.mqtt_devices),
+                        "--prefix",
+                        "mqtt-",
+                        "--no-infrastructure",
+                    ],
+                    None,
+                    logs / "devices.log",
+                    env,
+                ),
+                10,
+                f"{args.mqtt_devices} MQTT devices via the gateway",
+            )
+        sup.launch(
+            Part(
+                "dashboard",
+                [*py, "dashboard", "-b", bootstrap, "--port", str(args.dashboard_port)],
+                "dashboard on",
+                logs / "dashboard.log",
+                env,
+            ),
+            60,
+            "dashboard",
+        )
+        if not args.no_spark:
+            sup.launch(
+                Part(
+                    "spark",
+                    [
+                        *py,
+                        "pipeline",
+                        "all",
+                        "-b",
+                        bootstrap,
+                        "--checkpoint-dir",
+                        str(root / "checkpoints"),
+                        "--output-dir",
+                        str(root / "parquet"),
+                        "--trigger",
+                        "2 seconds",
+                    ],
+                    "pipeline all running",
+                    logs / "spark.log",
+                    env,
+                ),
+                300,
+                "Spark streaming jobs",
+            )
         console.print(
-            f"[green]store ready[/green]: bootstrap 127.0.0.1:{args.port}, metrics http://127.0.0.1:{args.metrics_port}/metrics"
+            f"\n[bold]dashboard: http://127.0.0.1:{args.dashboard_port}[/bold]   store: {bootstrap}   "
+            f"MQTT: {mqtt}   metrics: http://127.0.0.1:{args.metrics_port}/metrics"
         )
-        console.print("press Ctrl-C to stop")
-        while not sup.stopping.is_set():
-            for b in sup.brokers:
-                if b.proc is not None and b.proc.poll() is not None:
-                    console.print(
-                        f"[red]store node {b.node_id} exited[/red]:\n" + "\n".join(list(b.log_lines)[-20:])
-                    )
-                    sup.stopping.set()
-            sup.stopping.wait(0.5)
+        console.print("press Ctrl-C to stop everything")
+        sup.watch()
+    except KeyboardInterrupt:
+        pass
     finally:
         sup.stop_all()
     console.print("all parts stopped")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(run(argparse.Namespace(data_dir=".sftraffic", port=9092, metrics_port=9644)))

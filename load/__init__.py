@@ -1,0 +1,1 @@
+"""Load generators and benchmarks (``python -m load.bench_broker``)."""

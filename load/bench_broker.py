@@ -1,0 +1,1338 @@
+"""Broker benchmark: our broker and the Kafka-API peers that install here, side by side, in one
+run, with identical client settings (confluent-kafka on 127.0.0.1, 100-byte values).
+
+Figures per system (medians over the repetitions; repetitions are interleaved across systems
+and those disturbed by other processes on the machine are left out, see ``Interference``):
+
+* produce throughput with acks=1 and acks=all (-1): msgs/s and MB/s of values (10^6 bytes);
+* consume throughput from offset 0 with ``assign()`` (no group), assign() to last message;
+* produce latency at a fixed rate (10k msgs/s): p50/p99 of librdkafka's ``msg.latency()``
+  (produce() call to delivery report), with acks=1 and acks=all;
+* broker CPU time per message (user+system from /proc/PID/stat) over each throughput phase and
+  whatever the broker still does after it until idle (noida-db works on for seconds).
+  On a 2-core machine the Python client saturates before a fast broker does, so this is the
+  fair efficiency figure; throughput is partly a measure of the client;
+* broker RSS on a fresh instance, idle and after creating a 1,000-partition topic and
+  producing a little to each partition.
+
+Usage::
+
+    python -m load.bench_broker                      # full run: ours, tansu, noida
+    python -m load.bench_broker --quick --json out.json
+    python -m load.bench_broker --bootstrap 127.0.0.1:9092 --broker-pid 1234 --peers none
+
+The ``measure_*`` functions take a bootstrap string (and an optional CPU probe), so other tools
+(a future ``sftraffic bench``) can call them against any broker; their client settings are the
+module's ``PRODUCER_SETTINGS`` / ``CONSUMER_SETTINGS`` (``--client-set`` overrides them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import libversion as librdkafka_version
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from load.peers import (
+    PEERS,
+    ExternalLauncher,
+    Launcher,
+    OursLauncher,
+    RunningBroker,
+    package_version,
+    proc_threads,
+    quiet_logger,
+)
+
+VALUE_SIZE = 100
+MB = 1_000_000
+
+# Client settings shared by every system (the reference harness's, so figures are comparable
+# with earlier peer measurements).
+PRODUCER_SETTINGS: dict[str, Any] = {
+    "linger.ms": 5,
+    "batch.size": 1_048_576,
+    "batch.num.messages": 100_000,
+    "queue.buffering.max.messages": 2_000_000,
+    "queue.buffering.max.kbytes": 2_097_151,
+    "compression.type": "none",
+    "enable.idempotence": False,
+}
+# The latency phase overrides linger.ms (default 1). With the throughput setting (5) every
+# message waits 0-5 ms in the client before it is sent, so p99 is >= 5 ms for any broker. With 0,
+# librdkafka sends one request per message at 10k msgs/s and, with up to 1M requests in flight,
+# never batches the backlog: on 2 shared cores Tansu and ours both saturate on per-request cost and
+# the queue grows for the whole phase (p50 ~1 s), a request-rate test rather than a latency one.
+LATENCY_LINGER_MS = 1
+CONSUMER_SETTINGS: dict[str, Any] = {
+    "fetch.max.bytes": 52_428_800,
+    "max.partition.fetch.bytes": 10_485_760,
+    "queued.min.messages": 1_000_000,
+    "fetch.wait.max.ms": 100,
+    # noida-db ignores fetch.max.bytes; librdkafka would drop its oversized responses otherwise.
+    "receive.message.max.bytes": 1_000_000_000,
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    # Kept at the reference settings for comparability, although librdkafka stops fetching for
+    # fetch.queue.backoff.ms (default 1000 ms) once its queue passes queued.max.messages.kbytes
+    # (64 MB): a broker that fills every fetch up to max.partition.fetch.bytes (ours: 10 MB) trips
+    # it and the consumer idles for up to a second. --client-set consumer.fetch.queue.backoff.ms=10
+    # removes that stall.
+}
+
+CpuProbe = Callable[[], float | None]
+RssProbe = Callable[[], int | None]
+
+
+# -- results --------------------------------------------------------------------------------
+@dataclass
+class Throughput:
+    phase: str
+    messages: int
+    seconds: float
+    msgs_s: float
+    mb_s: float
+    errors: int = 0
+    broker_cpu_s: float | None = None
+    broker_cpu_us_per_msg: float | None = None
+    # Part of broker_cpu_s spent after the phase ended, until the broker went idle.
+    broker_cpu_after_s: float | None = None
+    # CPU of this whole process (Python thread and librdkafka's threads) over the phase: near
+    # 1.0 s per second means the client, not the broker, set the pace.
+    client_cpu_s: float | None = None
+    # consume only: assign() to the first batch, and the rate after it. The headline rate counts
+    # from assign(): a broker that ignores fetch.max.bytes (noida-db) sends most of the topic in
+    # its first response, which a rate "after the first batch" would leave out.
+    first_batch_s: float | None = None
+    after_first_batch_msgs_s: float | None = None
+    detail: str = ""
+
+
+@dataclass
+class Latency:
+    acks: int
+    target_rate: int
+    achieved_rate: float
+    messages: int
+    samples: int
+    errors: int
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    p999_ms: float
+    max_ms: float
+    broker_cpu_us_per_msg: float | None = None
+    broker_cpu_after_s: float | None = None
+
+
+@dataclass
+class PartitionsRss:
+    partitions: int
+    messages: int
+    create_s: float
+    produce_s: float
+    errors: int
+    rss_idle_mb: float | None
+    rss_mb: float | None
+    threads: int | None = None
+
+
+@dataclass
+class SystemReport:
+    name: str
+    label: str
+    available: bool
+    reason: str = ""
+    persists: bool | None = None
+    version: str | None = None
+    figures: dict[str, float | None] = field(default_factory=dict)
+    reps: list[dict[str, Any]] = field(default_factory=list)
+    latency: list[dict[str, Any]] = field(default_factory=list)
+    partitions_rss: dict[str, Any] | None = None
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    reps_used: list[int] = field(default_factory=list)  # repetitions the medians are taken over
+    stop_after_partitions_s: float | None = None  # clean shutdown with the 1,000 partitions
+
+
+# -- admin helpers ------------------------------------------------------------------------------
+def admin_client(bootstrap: str) -> AdminClient:
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": quiet_logger()}
+    return AdminClient(conf)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, timeout: float = 120.0) -> str:
+    """Create ``name`` and wait until Metadata shows every partition with a leader (some
+    brokers answer CreateTopics before the topic is servable)."""
+    admin = admin_client(bootstrap)
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=1)],
+        operation_timeout=timeout,
+        request_timeout=timeout,
+    )
+    for fut in futures.values():
+        fut.result(timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        md = admin.list_topics(name, timeout=10)
+        t = md.topics.get(name)
+        if (
+            t is not None
+            and t.error is None
+            and len(t.partitions) == partitions
+            and all(p.leader >= 0 for p in t.partitions.values())
+        ):
+            return name
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topic {name} not ready after {timeout}s")
+        time.sleep(0.1)
+
+
+def delete_topic(bootstrap: str, name: str, timeout: float = 30.0) -> str | None:
+    """Best effort (keeps disk and memory of the later phases bounded); returns the error."""
+    admin = admin_client(bootstrap)  # keep a reference: a collected client fails its futures
+    try:
+        for fut in admin.delete_topics([name], operation_timeout=timeout).values():
+            fut.result(timeout=timeout)
+    except Exception as exc:
+        return f"delete {name}: {exc}"
+    return None
+
+
+def _own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def _cpu(probe: CpuProbe | None) -> float | None:
+    return probe() if probe is not None else None
+
+
+# Some brokers finish work after the client is done: noida-db keeps a core busy for seconds after
+# a 1M-message phase, with pauses of ~0.5 s in between. That work is part of the cost per message,
+# and left running it would slow the next system's phase, so after each phase the broker is
+# watched until it has been idle for IDLE_WINDOW_S, at most SETTLE_S.
+SETTLE_S = 15.0
+IDLE_WINDOW_S = 1.5
+
+
+def _settled_cpu(probe: CpuProbe | None, timeout: float, window: float) -> tuple[float | None, float | None]:
+    """(broker CPU seconds now, broker CPU seconds once idle: at most 3% of a core in ``window``)."""
+    if probe is None:
+        return None, None
+    now = probe()
+    if now is None or timeout <= 0:
+        return now, now
+    last: float = now
+    idle = max(2 / os.sysconf("SC_CLK_TCK"), 0.03 * window)  # /proc counts in clock ticks
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(window)
+        cur = probe()
+        if cur is None:
+            break
+        if cur - last <= idle:
+            return now, cur
+        last = cur
+    return now, last
+
+
+def _after(end: float | None, idle: float | None) -> float | None:
+    return idle - end if idle is not None and end is not None else None
+
+
+def _per_msg_us(cpu0: float | None, cpu1: float | None, messages: int) -> tuple[float | None, float | None]:
+    if cpu0 is None or cpu1 is None or messages <= 0:
+        return None, None
+    return cpu1 - cpu0, (cpu1 - cpu0) / messages * 1e6
+
+
+def producer_config(bootstrap: str, acks: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "acks": acks,
+        "logger": quiet_logger(),
+        **PRODUCER_SETTINGS,
+        **extra,
+    }
+
+
+def _warm_up(p: Producer, topic: str, partition: int) -> None:
+    """One message, flushed: connection, ApiVersions and Metadata happen outside the timing."""
+    p.produce(topic, b"warm-up", partition=partition)
+    if p.flush(30) != 0:
+        raise TimeoutError("warm-up message not delivered in 30 s")
+
+
+def _produce_blocking(p: Producer, topic: str, value: bytes, partition: int) -> None:
+    while True:
+        try:
+            p.produce(topic, value, partition=partition)
+            return
+        except BufferError:
+            p.poll(0.005)  # local queue full: let librdkafka send and serve delivery reports
+
+
+# -- measurements (each takes a bootstrap string) ------------------------------------------------
+def measure_produce(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    *,
+    acks: int = 1,
+    value_size: int = VALUE_SIZE,
+    cpu: CpuProbe | None = None,
+    partition: int = 0,
+    settle_s: float = SETTLE_S,
+    idle_window_s: float = IDLE_WINDOW_S,
+) -> Throughput:
+    """Send ``count`` values as fast as the client can; time from the first produce() to the
+    end of flush(). Writes ``count`` + 1 messages (one warm-up)."""
+    failures: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    # Only failures get a delivery report: a Python callback per message would cost more than
+    # the broker spends on it.
+    p = Producer(
+        producer_config(bootstrap, acks, **{"delivery.report.only.error": True, "on_delivery": on_delivery})
+    )
+    _warm_up(p, topic, partition)
+    value = os.urandom(value_size)
+    produce = p.produce
+    cpu0, own0 = _cpu(cpu), _own_cpu()
+    t0 = time.perf_counter()
+    for _ in range(count):
+        try:
+            produce(topic, value, partition=partition)
+        except BufferError:
+            _produce_blocking(p, topic, value, partition)
+    undelivered = p.flush(max(60.0, count / 10_000))
+    seconds = time.perf_counter() - t0
+    client_cpu = _own_cpu() - own0
+    cpu_end, cpu_idle = _settled_cpu(cpu, settle_s, idle_window_s)
+    cpu_s, per_msg = _per_msg_us(cpu0, cpu_idle, count)
+    errors = len(failures) + undelivered
+    detail = failures[0] if failures else (f"{undelivered} undelivered after flush" if undelivered else "")
+    good = count - errors
+    return Throughput(
+        phase=f"produce_acks{'all' if acks == -1 else acks}",
+        messages=count,
+        seconds=seconds,
+        msgs_s=good / seconds,
+        mb_s=good * value_size / seconds / MB,
+        errors=errors,
+        broker_cpu_s=cpu_s,
+        broker_cpu_us_per_msg=per_msg,
+        broker_cpu_after_s=_after(cpu_end, cpu_idle),
+        client_cpu_s=client_cpu,
+        detail=detail,
+    )
+
+
+def measure_consume(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    *,
+    cpu: CpuProbe | None = None,
+    partition: int = 0,
+    stall_timeout: float = 30.0,
+    settle_s: float = SETTLE_S,
+    idle_window_s: float = IDLE_WINDOW_S,
+) -> Throughput:
+    """Read ``count`` messages from offset 0 with assign(); the rate runs from assign() to the
+    last message (bootstrap connection and metadata are done before, outside the timing)."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            # librdkafka insists on a group.id; nothing is committed and no group is joined.
+            "group.id": f"sftraffic-bench-{topic}",
+            "logger": quiet_logger(),
+            **CONSUMER_SETTINGS,
+        }
+    )
+    got = errors = first_batch = 0
+    last_offset = -1
+    detail = ""
+    t_first: float | None = None
+    try:
+        c.list_topics(topic, timeout=10)  # warm-up: connect and learn the leader
+        cpu0, own0 = _cpu(cpu), _own_cpu()
+        t_assign = time.perf_counter()
+        c.assign([TopicPartition(topic, partition, 0)])
+        progress = time.monotonic()
+        while got < count:
+            # Ask for exactly what is left: consume() waits for a full batch or the timeout.
+            batch = c.consume(min(10_000, count - got), 1.0)
+            if not batch:
+                if time.monotonic() - progress > stall_timeout:
+                    detail = f"stalled at {got}/{count} messages for {stall_timeout}s"
+                    break
+                continue
+            progress = time.monotonic()
+            if t_first is None:
+                t_first = time.perf_counter()
+                first_batch = len(batch)
+            # Checking every message would cost the client ~10% at 1M msgs/s; a batch whose last
+            # message is fine is scanned no further (offsets are checked for gaps at the end).
+            last = batch[-1]
+            if last.error() is None:
+                got += len(batch)
+                last_offset = last.offset() or 0
+            else:
+                for m in batch:
+                    if m.error() is None:
+                        got += 1
+                        last_offset = m.offset() or 0
+                    else:
+                        errors += 1
+                        detail = detail or str(m.error())
+        t_end = time.perf_counter()
+        client_cpu = _own_cpu() - own0
+    finally:
+        c.close()
+    cpu_end, cpu_idle = _settled_cpu(cpu, settle_s, idle_window_s)
+    cpu_s, per_msg = _per_msg_us(cpu0, cpu_idle, got)
+    if got and last_offset != got - 1:
+        errors += 1
+        detail = detail or f"offsets not dense: {got} messages, last offset {last_offset}"
+    seconds = t_end - t_assign
+    after_first = None
+    if t_first is not None and got > first_batch and t_end > t_first:
+        after_first = (got - first_batch) / (t_end - t_first)
+    return Throughput(
+        phase="consume",
+        messages=got,
+        seconds=seconds,
+        msgs_s=got / seconds,
+        mb_s=got * VALUE_SIZE / seconds / MB,
+        errors=errors + (count - got),
+        broker_cpu_s=cpu_s,
+        broker_cpu_us_per_msg=per_msg,
+        broker_cpu_after_s=_after(cpu_end, cpu_idle),
+        client_cpu_s=client_cpu,
+        first_batch_s=(t_first - t_assign) if t_first is not None else None,
+        after_first_batch_msgs_s=after_first,
+        detail=detail,
+    )
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Nearest-rank percentile of an ascending list (q in [0, 100])."""
+    if not sorted_values:
+        return float("nan")
+    k = max(0, min(len(sorted_values) - 1, round(q / 100 * len(sorted_values) + 0.5) - 1))
+    return sorted_values[k]
+
+
+def measure_latency(
+    bootstrap: str,
+    topic: str,
+    *,
+    rate: int = 10_000,
+    seconds: float = 10.0,
+    acks: int = 1,
+    value_size: int = VALUE_SIZE,
+    cpu: CpuProbe | None = None,
+    partition: int = 0,
+    linger_ms: float = LATENCY_LINGER_MS,
+    settle_s: float = SETTLE_S,
+    idle_window_s: float = IDLE_WINDOW_S,
+) -> Latency:
+    """Produce at a fixed ``rate`` (an absolute schedule, so a late send is followed by an
+    early one rather than lowering the rate) and take librdkafka's per-message latency."""
+    samples: list[float] = []
+    failures: list[str] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is not None:
+            failures.append(str(err))
+            return
+        lat = msg.latency()
+        if lat is not None:
+            samples.append(lat)
+
+    p = Producer(producer_config(bootstrap, acks, on_delivery=on_delivery, **{"linger.ms": linger_ms}))
+    _warm_up(p, topic, partition)
+    samples.clear()
+    value = os.urandom(value_size)
+    n = int(rate * seconds)
+    interval = 1.0 / rate
+    produce, poll, sleep, clock = p.produce, p.poll, time.sleep, time.perf_counter
+    cpu0 = _cpu(cpu)
+    t0 = clock()
+    for i in range(n):
+        delay = t0 + i * interval - clock()
+        if delay > 0:
+            sleep(delay)
+        produce(topic, value, partition=partition)
+        poll(0)
+    sent_s = clock() - t0
+    undelivered = p.flush(60)
+    cpu_end, cpu_idle = _settled_cpu(cpu, settle_s, idle_window_s)
+    _, per_msg = _per_msg_us(cpu0, cpu_idle, n)
+    ms = sorted(x * 1000 for x in samples)
+    return Latency(
+        acks=acks,
+        target_rate=rate,
+        achieved_rate=n / sent_s,
+        messages=n,
+        samples=len(ms),
+        errors=len(failures) + undelivered,
+        p50_ms=percentile(ms, 50),
+        p90_ms=percentile(ms, 90),
+        p99_ms=percentile(ms, 99),
+        p999_ms=percentile(ms, 99.9),
+        max_ms=ms[-1] if ms else float("nan"),
+        broker_cpu_us_per_msg=per_msg,
+        broker_cpu_after_s=_after(cpu_end, cpu_idle),
+    )
+
+
+def measure_partitions_rss(
+    bootstrap: str,
+    topic: str,
+    partitions: int = 1000,
+    *,
+    per_partition: int = 10,
+    rss: RssProbe | None = None,
+    threads: Callable[[], int | None] | None = None,
+    settle_s: float = 1.0,
+) -> PartitionsRss:
+    """RSS after creating a ``partitions``-partition topic and producing ``per_partition``
+    values to each partition (meant for a fresh broker: idle RSS is read first)."""
+    rss_idle = rss() if rss is not None else None
+    t0 = time.perf_counter()
+    create_topic(bootstrap, topic, partitions, timeout=300)
+    create_s = time.perf_counter() - t0
+    failures: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    p = Producer(
+        producer_config(bootstrap, 1, **{"delivery.report.only.error": True, "on_delivery": on_delivery})
+    )
+    value = os.urandom(VALUE_SIZE)
+    t1 = time.perf_counter()
+    for part in range(partitions):
+        for _ in range(per_partition):
+            _produce_blocking(p, topic, value, part)
+    undelivered = p.flush(120)
+    produce_s = time.perf_counter() - t1
+    time.sleep(settle_s)  # let lazily allocated buffers and background tasks settle
+    rss_after = rss() if rss is not None else None
+    return PartitionsRss(
+        partitions=partitions,
+        messages=partitions * per_partition,
+        create_s=create_s,
+        produce_s=produce_s,
+        errors=len(failures) + undelivered,
+        rss_idle_mb=rss_idle / 2**20 if rss_idle is not None else None,
+        rss_mb=rss_after / 2**20 if rss_after is not None else None,
+        threads=threads() if threads is not None else None,
+    )
+
+
+# -- orchestration ------------------------------------------------------------------------------
+@dataclass
+class BenchConfig:
+    count: int = 1_000_000
+    reps: int = 3
+    latency_rate: int = 10_000
+    latency_seconds: float = 10.0
+    latency_linger_ms: float = LATENCY_LINGER_MS
+    # A latency phase disturbed by other processes is run again, at most this many times in all:
+    # one busy second is enough to move a p99 by an order of magnitude.
+    latency_attempts: int = 3
+    idle_window_s: float = IDLE_WINDOW_S  # see SETTLE_S
+    partitions: int = 1000
+    per_partition: int = 10
+    value_size: int = VALUE_SIZE
+    quick: bool = False
+
+
+# Figure key -> (label, unit, higher_is_better; None: context, not a score). Table row order.
+FIGURES: dict[str, tuple[str, str, bool | None]] = {
+    "produce_acks1_msgs_s": ("produce acks=1", "msgs/s", True),
+    "produce_acks1_mb_s": ("produce acks=1", "MB/s", True),
+    "produce_acksall_msgs_s": ("produce acks=all", "msgs/s", True),
+    "produce_acksall_mb_s": ("produce acks=all", "MB/s", True),
+    "consume_msgs_s": ("consume", "msgs/s", True),
+    "consume_mb_s": ("consume", "MB/s", True),
+    "p50_ms_10k": ("latency p50 @10k/s acks=1", "ms", False),
+    "p99_ms_10k": ("latency p99 @10k/s acks=1", "ms", False),
+    "p50_ms_10k_acksall": ("latency p50 @10k/s acks=all", "ms", False),
+    "p99_ms_10k_acksall": ("latency p99 @10k/s acks=all", "ms", False),
+    "broker_cpu_us_per_msg_produce": ("broker CPU produce acks=1", "µs/msg", False),
+    "broker_cpu_us_per_msg_produce_acksall": ("broker CPU produce acks=all", "µs/msg", False),
+    "broker_cpu_us_per_msg_consume": ("broker CPU consume", "µs/msg", False),
+    "broker_cpu_us_per_msg_10k": ("broker CPU @10k/s acks=1", "µs/msg", False),
+    "client_cores_produce": ("client CPU during produce acks=1", "cores", None),
+    "broker_cores_produce": ("broker CPU during produce acks=1", "cores", None),
+    "rss_mb_idle": ("RSS fresh broker", "MB", False),
+    "rss_mb_1000_partitions": ("RSS 1,000 partitions", "MB", False),
+    "create_1000_partitions_s": ("create 1,000-partition topic", "s", False),
+    "stop_1000_partitions_s": ("clean stop with 1,000 partitions", "s", False),
+}
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def _log(console: Console, text: str) -> None:
+    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {text}")
+
+
+T = TypeVar("T")
+
+
+class _Session:
+    """One started broker of one system: runs phases, records failures instead of raising."""
+
+    def __init__(
+        self,
+        report: SystemReport,
+        broker: RunningBroker,
+        console: Console,
+    ) -> None:
+        self.report = report
+        self.broker = broker
+        self.console = console
+        self.bs = broker.bootstrap
+        self.cpu: CpuProbe = broker.cpu_seconds
+        self.row: dict[str, Any] = {}  # the repetition in progress
+        self.topics: dict[str, str | None] = {}
+
+    def attempt(self, what: str, fn: Callable[[], T]) -> T | None:
+        try:
+            return fn()
+        except Exception as exc:
+            msg = f"{what}: {type(exc).__name__}: {exc}"
+            if not self.broker.alive():
+                msg += f"\n  broker exited; last log lines:\n{self.broker.log_tail()}"
+            self.report.errors.append(msg)
+            self.log(f"[red]{escape(msg)}[/red]")
+            return None
+
+    def topic(self, kind: str, partitions: int = 1) -> str | None:
+        name = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
+        return self.attempt(f"create {name}", lambda: create_topic(self.bs, name, partitions))
+
+    def log(self, text: str) -> None:
+        _log(self.console, f"{self.report.name}: {text}")
+
+    # -- one repetition, in steps so that run_systems can interleave the systems phase by phase --
+    def begin_rep(self, rep: int) -> None:
+        self.row = {"rep": rep}
+        self.topics = {"acks1": self.topic("acks1"), "acksall": self.topic("acksall")}
+
+    def rep_phase(self, phase: str, cfg: BenchConfig) -> None:
+        """``phase``: produce_acks1, consume (reads produce_acks1's topic) or produce_acksall."""
+        topic = self.topics["acksall" if phase == "produce_acksall" else "acks1"]
+        if topic is None or not self.broker.alive():
+            self.row[phase] = None
+            return
+        rep = self.row["rep"]
+
+        def measure() -> Throughput:
+            if phase == "consume":
+                return measure_consume(
+                    self.bs, topic, cfg.count, cpu=self.cpu, idle_window_s=cfg.idle_window_s
+                )
+            acks = -1 if phase == "produce_acksall" else 1
+            return measure_produce(
+                self.bs,
+                topic,
+                cfg.count,
+                acks=acks,
+                value_size=cfg.value_size,
+                cpu=self.cpu,
+                idle_window_s=cfg.idle_window_s,
+            )
+
+        load = Interference([self.broker])
+        res = self.attempt(f"rep {rep} {phase}", measure)
+        self.row[phase] = {**asdict(res), "other_cpu_share": load.share()} if res else None
+
+    def end_rep(self, cfg: BenchConfig) -> None:
+        row = self.row
+        # Dropping the topics keeps the disk (ours, noida) and memory (Tansu) of later phases small.
+        notes = [e for e in (delete_topic(self.bs, t) for t in self.topics.values() if t) if e]
+        if notes:
+            row["notes"] = notes
+        phases = [row.get(p) for p in ("produce_acks1", "consume", "produce_acksall")]
+        shares = [x["other_cpu_share"] for x in phases if x and x["other_cpu_share"] is not None]
+        row["other_cpu_share"] = max(shares) if shares else None
+        self.report.reps.append(row)
+        self.log(
+            f"rep {row['rep']}/{cfg.reps}: "
+            + ", ".join(_describe(x) for x in phases if x)
+            + _describe_load(row["other_cpu_share"])
+        )
+
+    def latency(self, acks: int, cfg: BenchConfig) -> dict[str, Any] | None:
+        t = self.topic(f"latency{'all' if acks == -1 else acks}")
+        if t is None:
+            return None
+        load = Interference([self.broker])
+        lat = self.attempt(
+            f"latency acks={acks}",
+            lambda: measure_latency(
+                self.bs,
+                t,
+                rate=cfg.latency_rate,
+                seconds=cfg.latency_seconds,
+                acks=acks,
+                value_size=cfg.value_size,
+                cpu=self.cpu,
+                linger_ms=cfg.latency_linger_ms,
+                idle_window_s=cfg.idle_window_s,
+            ),
+        )
+        share = load.share()
+        delete_topic(self.bs, t)
+        if lat is None:
+            return None
+        self.log(
+            f"latency acks={acks} at {lat.achieved_rate:,.0f} msgs/s: p50 {lat.p50_ms:.2f} ms, "
+            f"p99 {lat.p99_ms:.2f} ms, max {lat.max_ms:.2f} ms"
+            + (f" [red]{lat.errors} errors[/red]" if lat.errors else "")
+            + _describe_load(share)
+        )
+        return {**asdict(lat), "other_cpu_share": share}
+
+
+def _describe(x: dict[str, Any]) -> str:
+    text = f"{x['phase'].replace('_', ' ')} {x['msgs_s']:,.0f} msgs/s"
+    if x["broker_cpu_us_per_msg"] is not None:
+        text += f" ({x['broker_cpu_us_per_msg']:.2f} µs/msg)"
+    if x["errors"]:
+        text += f" [red]{x['errors']} errors: {escape(x['detail'])}[/red]"
+    return text
+
+
+def _describe_load(share: float | None) -> str:
+    if share is None or share <= BUSY_SHARE:
+        return ""
+    return f" [yellow](other processes used {share:.0%} of the CPU)[/yellow]"
+
+
+def machine_busy_seconds() -> float | None:
+    """CPU seconds the whole machine spent in processes, or lost to other VMs (steal), so far.
+
+    irq/softirq time is left out: loopback networking of the benchmark itself lands there
+    without being charged to any process.
+    """
+    try:
+        with open("/proc/stat") as fh:
+            f = [int(x) for x in fh.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, _irq, _softirq, steal = f
+    return (user + nice + system + steal) / os.sysconf("SC_CLK_TCK")
+
+
+# Above this share of the machine's CPU taken by other processes a figure is flagged.
+BUSY_SHARE = 0.10
+
+
+class Interference:
+    """CPU used by processes other than this benchmark and ``brokers`` (the one being measured),
+    from creation to ``share()``, as a share of all cores. Client and brokers share the machine,
+    so another job's load, or another broker's background work, changes every figure."""
+
+    def __init__(self, brokers: list[RunningBroker]) -> None:
+        self.brokers = brokers
+        self.t0 = time.monotonic()
+        self.busy0 = machine_busy_seconds()
+        self.own0 = self._own()
+
+    def _own(self) -> float | None:
+        total = _own_cpu()
+        for b in self.brokers:
+            try:
+                c = b.cpu_seconds()
+            except OSError:  # exited: its CPU time is gone from /proc
+                return None
+            if c is None:
+                return None
+            total += c
+        return total
+
+    def share(self) -> float | None:
+        busy1, own1 = machine_busy_seconds(), self._own()
+        if None in (self.busy0, busy1, self.own0, own1):
+            return None
+        other = (busy1 - self.busy0) - (own1 - self.own0)  # type: ignore[operator]
+        elapsed = (time.monotonic() - self.t0) * (os.cpu_count() or 1)
+        return max(0.0, other) / elapsed if elapsed > 0 else None
+
+
+def _new_report(launcher: Launcher) -> SystemReport:
+    return SystemReport(
+        name=launcher.name,
+        label=launcher.label,
+        available=True,
+        persists=launcher.persists,
+        version=launcher.version(),
+    )
+
+
+def _rss_phase(
+    launcher: Launcher, cfg: BenchConfig, workdir: Path, console: Console, report: SystemReport
+) -> None:
+    # A fresh instance: after the throughput phases a memory-only broker (Tansu) holds millions
+    # of records, which is not what this figure is about.
+    broker = launcher.start(workdir)
+    s = _Session(report, broker, console)
+    try:
+        time.sleep(1.0)  # start-up allocations settle before the idle reading
+        pid = broker.pid
+        topic = f"bench-p{cfg.partitions}-{uuid.uuid4().hex[:8]}"
+        res = s.attempt(
+            f"{cfg.partitions} partitions",
+            lambda: measure_partitions_rss(
+                broker.bootstrap,
+                topic,
+                cfg.partitions,
+                per_partition=cfg.per_partition,
+                rss=broker.rss_bytes,
+                threads=(lambda: proc_threads(pid)) if pid is not None else None,
+            ),
+        )
+        if res is not None:
+            report.partitions_rss = asdict(res)
+            rss = f"{res.rss_mb:.0f} MB" if res.rss_mb is not None else "n/a"
+            s.log(
+                f"{cfg.partitions} partitions created in {res.create_s:.2f} s, RSS {rss}"
+                + (f" [red]{res.errors} errors[/red]" if res.errors else "")
+            )
+        if not launcher.restartable:
+            delete_topic(broker.bootstrap, topic, timeout=120)  # not our broker: leave it clean
+            report.notes.append("RSS measured on an already-used broker, not a fresh instance")
+    finally:
+        t = time.perf_counter()
+        broker.stop()
+        report.stop_after_partitions_s = time.perf_counter() - t
+
+
+def _quietest_latency(s: _Session, acks: int, cfg: BenchConfig) -> dict[str, Any] | None:
+    best: dict[str, Any] | None = None
+    for attempt in range(1, cfg.latency_attempts + 1):
+        if not s.broker.alive():
+            break
+        lat = s.latency(acks, cfg)
+        if lat is None:
+            continue
+        lat["attempt"] = attempt
+        share = lat["other_cpu_share"]
+        if best is None or (share is not None and share < (best["other_cpu_share"] or 0.0)):
+            best = lat
+        if _quiet(lat):
+            break
+    return best
+
+
+def run_systems(
+    launchers: list[Launcher], cfg: BenchConfig, workdir: Path, console: Console
+) -> dict[str, SystemReport]:
+    """Every phase against every available system.
+
+    All brokers run at once and every phase of a repetition runs on each system in turn (rep 1:
+    A B C, rep 2: B C A, ...), so a slow few seconds on a shared machine hit every system alike
+    rather than whichever ran then; an idle broker costs the others nothing measurable. A failing
+    phase or broker is recorded and the rest still run.
+    """
+    reports: dict[str, SystemReport] = {}
+    sessions: list[_Session] = []
+    with contextlib.ExitStack() as running:
+        for launcher in launchers:
+            report = reports[launcher.name] = _new_report(launcher)
+            reason = launcher.unavailable()
+            if reason is not None:
+                report.available, report.reason = False, reason
+                _log(console, f"[yellow]{launcher.name}: not available ({escape(reason)})[/yellow]")
+                continue
+            try:
+                broker = launcher.start(workdir / launcher.name)
+            except Exception as exc:
+                report.errors.append(f"start: {type(exc).__name__}: {exc}")
+                _log(console, f"[red]{launcher.name}: {escape(str(exc))}[/red]")
+                continue
+            running.callback(broker.stop)
+            sessions.append(_Session(report, broker, console))
+            _log(console, f"{launcher.name}: started at {broker.bootstrap} (pid {broker.pid})")
+        for rep in range(1, cfg.reps + 1):
+            k = (rep - 1) % max(1, len(sessions))
+            order = [s for s in sessions[k:] + sessions[:k] if s.broker.alive()]
+            for s in sessions:
+                if s not in order:
+                    s.report.errors.append(f"rep {rep}: broker is not running")
+            for s in order:
+                s.begin_rep(rep)
+            for phase in ("produce_acks1", "consume", "produce_acksall"):
+                for s in order:
+                    s.rep_phase(phase, cfg)
+            for s in order:
+                s.end_rep(cfg)
+        for acks in (1, -1):
+            for s in sessions:
+                lat = _quietest_latency(s, acks, cfg)
+                if lat is not None:
+                    s.report.latency.append(lat)
+    for launcher in launchers:
+        report = reports[launcher.name]
+        if not report.available or any(e.startswith("start:") for e in report.errors):
+            continue
+        try:
+            _rss_phase(launcher, cfg, workdir / f"{launcher.name}-rss", console, report)
+        except Exception as exc:  # cannot start a fresh instance
+            report.errors.append(f"{cfg.partitions} partitions: {type(exc).__name__}: {exc}")
+    for report in reports.values():
+        _summarise(report)
+    return reports
+
+
+def _quiet(x: dict[str, Any]) -> bool:
+    share = x.get("other_cpu_share")
+    return share is None or share <= BUSY_SHARE
+
+
+def _summarise(report: SystemReport) -> None:
+    """Medians over the repetitions. A phase with errors does not count, nor, when at least one
+    repetition ran on a quiet machine, a repetition during which other processes were busy."""
+    f = report.figures
+    quiet = [r for r in report.reps if _quiet(r)]
+    reps = quiet or report.reps
+    report.reps_used = [r["rep"] for r in reps]
+
+    def med(phase: str, attr: str) -> float | None:
+        return _median(rep[phase][attr] for rep in reps if rep.get(phase) and rep[phase]["errors"] == 0)
+
+    for phase in ("produce_acks1", "produce_acksall", "consume"):
+        f[f"{phase}_msgs_s"] = med(phase, "msgs_s")
+        f[f"{phase}_mb_s"] = med(phase, "mb_s")
+    f["broker_cpu_us_per_msg_produce"] = med("produce_acks1", "broker_cpu_us_per_msg")
+    f["broker_cpu_us_per_msg_produce_acksall"] = med("produce_acksall", "broker_cpu_us_per_msg")
+    f["broker_cpu_us_per_msg_consume"] = med("consume", "broker_cpu_us_per_msg")
+    # Who set the pace: cores busy in the client process and in the broker during the phase.
+    f["client_cores_produce"] = _median(
+        r["produce_acks1"]["client_cpu_s"] / r["produce_acks1"]["seconds"]
+        for r in reps
+        if r.get("produce_acks1") and r["produce_acks1"]["client_cpu_s"] is not None
+    )
+    f["broker_cores_produce"] = _median(
+        (r["produce_acks1"]["broker_cpu_s"] - (r["produce_acks1"]["broker_cpu_after_s"] or 0.0))
+        / r["produce_acks1"]["seconds"]
+        for r in reps
+        if r.get("produce_acks1") and r["produce_acks1"]["broker_cpu_s"] is not None
+    )
+    for lat in report.latency:
+        if lat["errors"]:
+            continue
+        suffix = "" if lat["acks"] == 1 else "_acksall"
+        f[f"p50_ms_10k{suffix}"] = lat["p50_ms"]
+        f[f"p99_ms_10k{suffix}"] = lat["p99_ms"]
+        if lat["acks"] == 1:
+            f["broker_cpu_us_per_msg_10k"] = lat["broker_cpu_us_per_msg"]
+    pr = report.partitions_rss
+    if pr is not None:
+        f["rss_mb_idle"] = pr["rss_idle_mb"]
+        f["rss_mb_1000_partitions"] = pr["rss_mb"] if pr["errors"] == 0 else None
+        f["create_1000_partitions_s"] = pr["create_s"]
+    f["stop_1000_partitions_s"] = report.stop_after_partitions_s
+    if quiet and len(quiet) < len(report.reps):
+        report.notes.append(
+            f"medians over repetitions {', '.join(map(str, report.reps_used))} only: other "
+            f"processes used more than {BUSY_SHARE:.0%} of the CPU during the others"
+        )
+    elif report.reps and not quiet:
+        report.notes.append(
+            f"every repetition ran while other processes used more than {BUSY_SHARE:.0%} of the "
+            "CPU: throughput figures are unreliable"
+        )
+    busy_lat = [x for x in report.latency if not _quiet(x)]
+    if busy_lat:
+        report.notes.append(
+            "latency phase(s) with acks="
+            + ", ".join(str(x["acks"]) for x in busy_lat)
+            + f" ran while other processes used more than {BUSY_SHARE:.0%} of the CPU"
+        )
+
+
+def ratios(primary: SystemReport, peer: SystemReport) -> dict[str, float | None]:
+    """primary/peer for every figure (>1 is better for throughput, worse for the rest)."""
+    out: dict[str, float | None] = {}
+    for key, (_, _, higher) in FIGURES.items():
+        if higher is None:
+            continue
+        a, b = primary.figures.get(key), peer.figures.get(key)
+        out[key] = a / b if a is not None and b else None
+    return out
+
+
+@dataclass
+class Goal:
+    goal: str
+    value: float | None
+    target: float
+    met: bool | None  # None: could not be evaluated
+
+
+def goals(primary: SystemReport, reports: dict[str, SystemReport]) -> list[Goal]:
+    f = primary.figures
+    tansu = reports.get("tansu")
+    rt = ratios(primary, tansu) if tansu is not None and tansu.available else {}
+    out: list[Goal] = []
+
+    def at_least(name: str, value: float | None, target: float) -> None:
+        out.append(Goal(name, value, target, None if value is None else value >= target))
+
+    def at_most(name: str, value: float | None, target: float) -> None:
+        out.append(Goal(name, value, target, None if value is None else value <= target))
+
+    at_least("produce acks=1 throughput / Tansu >= 1.0x", rt.get("produce_acks1_msgs_s"), 1.0)
+    at_least("produce acks=all throughput / Tansu >= 1.0x", rt.get("produce_acksall_msgs_s"), 1.0)
+    at_least("consume throughput / Tansu >= 1.0x", rt.get("consume_msgs_s"), 1.0)
+    at_most(
+        "broker CPU per produced message (acks=1) <= 1.0 µs",
+        f.get("broker_cpu_us_per_msg_produce"),
+        1.0,
+    )
+    at_most(
+        "broker CPU per produced message (acks=all) <= 1.0 µs",
+        f.get("broker_cpu_us_per_msg_produce_acksall"),
+        1.0,
+    )
+    at_most("p99 produce latency at 10k msgs/s (acks=1) <= 5 ms", f.get("p99_ms_10k"), 5.0)
+    at_most("p99 produce latency at 10k msgs/s (acks=all) <= 5 ms", f.get("p99_ms_10k_acksall"), 5.0)
+    at_most("broker RSS with 1,000 partitions <= 300 MB", f.get("rss_mb_1000_partitions"), 300.0)
+    return out
+
+
+def machine_info() -> dict[str, Any]:
+    cpu_model = platform.processor() or "unknown"
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu_model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem_total = None
+    try:
+        with open("/proc/meminfo") as fh:
+            mem_total = int(fh.readline().split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    commit = None
+    try:  # read-only; absent git or repo is fine
+        commit = (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"],
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=5,
+                cwd=Path(__file__).resolve().parent,
+            ).stdout.strip()
+            or None
+        )
+        # The figures belong to the working tree, which may differ from the commit.
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        ).stdout.strip()
+        if commit and dirty:
+            commit += f" (+{len(dirty.splitlines())} modified files)"
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {
+        "cpu_model": cpu_model,
+        "cores": os.cpu_count(),
+        "mem_total_mb": mem_total,
+        "loadavg_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        "kernel": platform.release(),
+        "python": sys.version.split()[0],
+        "python_implementation": platform.python_implementation(),
+        "confluent_kafka": package_version("confluent-kafka"),
+        "librdkafka": librdkafka_version()[0],
+        "git_commit": commit,
+        "command": shlex.join([Path(sys.executable).name, "-m", "load.bench_broker", *sys.argv[1:]]),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def run(
+    primary: Launcher, peers: list[Launcher], cfg: BenchConfig, console: Console | None = None
+) -> dict[str, Any]:
+    """Benchmark ``primary`` and ``peers`` side by side; returns the JSON document."""
+    console = console or Console(stderr=True)
+    info = machine_info()
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="sftraffic-bench-") as tmp:
+        reports = run_systems([primary, *peers], cfg, Path(tmp), console)
+    main = reports[primary.name]
+    return {
+        "machine": info,
+        "config": asdict(cfg),
+        "client_settings": {
+            "producer": PRODUCER_SETTINGS,
+            "latency_producer_overrides": {"linger.ms": cfg.latency_linger_ms},
+            "consumer": CONSUMER_SETTINGS,
+        },
+        "primary": primary.name,
+        "systems": {name: asdict(r) for name, r in reports.items()},
+        "ratios": {
+            f"{primary.name}/{name}": ratios(main, r)
+            for name, r in reports.items()
+            if name != primary.name and r.available
+        },
+        "goals": [asdict(g) for g in goals(main, reports)],
+        "notes": notes(reports, cfg),
+        "elapsed_s": time.perf_counter() - t0,
+    }
+
+
+def notes(reports: dict[str, SystemReport], cfg: BenchConfig) -> list[str]:
+    out = [
+        "All systems run on this machine with the client, sharing its cores; the Python client "
+        "usually saturates first, so throughput partly measures the client and broker CPU/msg is "
+        "the fair efficiency figure.",
+        "MB/s counts value bytes (10^6 bytes). Consume: from assign() to the last message.",
+        f"Repetitions are interleaved across systems; medians skip repetitions during which "
+        f"other processes used more than {BUSY_SHARE:.0%} of the CPU (unless all did), and such a "
+        f"latency phase is run again (at most {cfg.latency_attempts} runs in all, the quietest kept).",
+        f"Broker CPU per message includes what the broker still does after a phase, until it has "
+        f"been idle for {cfg.idle_window_s:g} s (at most {SETTLE_S:g} s).",
+        f"Latency: librdkafka msg.latency() (produce() to delivery report) at "
+        f"{cfg.latency_rate:,} msgs/s, linger.ms={cfg.latency_linger_ms:g} (throughput phases: "
+        f"linger.ms={PRODUCER_SETTINGS['linger.ms']}).",
+    ]
+    for r in reports.values():
+        if not r.available:
+            continue
+        if r.persists is True:
+            out.append(f"{r.name}: persists records to disk (page cache, no fsync per batch by default).")
+        elif r.persists is False:
+            out.append(f"{r.name}: memory storage only; nothing reaches the disk.")
+    if cfg.count < 200_000:
+        out.append(f"Only {cfg.count:,} messages per phase: broker CPU/msg is indicative (use >= 200,000).")
+    return out
+
+
+# -- output ---------------------------------------------------------------------------------
+def _fmt(key: str, v: float | None) -> str:
+    if v is None:
+        return "—"
+    unit = FIGURES[key][1]
+    if unit == "msgs/s":
+        return f"{v:,.0f}"
+    if unit in ("MB/s", "MB"):
+        return f"{v:,.1f}"
+    if unit in ("s", "cores"):
+        return f"{v:,.2f}"
+    return f"{v:.3f}" if v < 10 else f"{v:,.1f}"
+
+
+def render(doc: dict[str, Any], console: Console) -> None:
+    systems: dict[str, dict[str, Any]] = doc["systems"]
+    primary = doc["primary"]
+    avail = [n for n, s in systems.items() if s["available"]]
+    table = Table(
+        title=f"Broker benchmark ({doc['config']['count']:,} msgs/phase, "
+        f"{doc['config']['reps']} rep(s), {doc['config']['value_size']}-byte values)"
+    )
+    table.add_column("figure")
+    table.add_column("unit")
+    for n in avail:
+        table.add_column(n, justify="right")
+    ratio_keys = [k for k in doc["ratios"]]
+    for k in ratio_keys:
+        table.add_column(k, justify="right")
+    partitions = f"{doc['config']['partitions']:,}"
+    for key, (label, unit, higher) in FIGURES.items():
+        arrow = {True: " ↑", False: " ↓", None: ""}[higher]
+        row = [label.replace("1,000", partitions), unit + arrow]
+        row += [_fmt(key, systems[n]["figures"].get(key)) for n in avail]
+        for k in ratio_keys:
+            r = doc["ratios"][k].get(key)
+            row.append("—" if r is None else f"{r:.2f}x")
+        table.add_row(*row)
+    table.add_row(
+        "persists to disk",
+        "",
+        *[{True: "yes", False: "no (memory)", None: "?"}[systems[n]["persists"]] for n in avail],
+        *["" for _ in ratio_keys],
+    )
+    console.print(table)
+    for n, s in systems.items():
+        if not s["available"]:
+            console.print(f"[yellow]{n}: not available[/yellow] ({escape(s['reason'])})")
+        for e in s["errors"]:
+            console.print(f"[red]{n}: {escape(e)}[/red]")
+        for note in s["notes"]:
+            console.print(f"[dim]{n}: {escape(note)}[/dim]")
+    gt = Table(title=f"Goals ({primary})")
+    gt.add_column("goal")
+    gt.add_column("value", justify="right")
+    gt.add_column("met")
+    for g in doc["goals"]:
+        v = "—" if g["value"] is None else f"{g['value']:.3f}"
+        met = {True: "[green]yes[/green]", False: "[red]NO[/red]", None: "[yellow]n/a[/yellow]"}[g["met"]]
+        gt.add_row(g["goal"], v, met)
+    console.print(gt)
+    for line in doc["notes"]:
+        console.print(f"[dim]• {line}[/dim]")
+    m = doc["machine"]
+    console.print(
+        f"[dim]{m['cpu_model']}, {m['cores']} cores, Python {m['python']}, librdkafka "
+        f"{m['librdkafka']}; {doc['elapsed_s']:.0f} s; {m['command']}[/dim]"
+    )
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m load.bench_broker",
+        description="Benchmark our broker against Kafka-API peers (Tansu, noida-db) on 127.0.0.1.",
+    )
+    p.add_argument("--quick", action="store_true", help="small counts for CI (under a minute)")
+    p.add_argument("--json", metavar="FILE", help="write all results as JSON to FILE")
+    p.add_argument(
+        "--peers",
+        default="tansu,noida",
+        help="comma-separated peers to run as well: tansu, noida, or 'none' (default: %(default)s)",
+    )
+    p.add_argument("--count", type=int, help="messages per produce phase (default 1,000,000; quick 50,000)")
+    p.add_argument("--reps", type=int, help="repetitions of the throughput phases (default 3; quick 1)")
+    p.add_argument(
+        "--latency-seconds",
+        type=float,
+        help="length of each 10k msgs/s phase (default 10; quick 2)",
+    )
+    p.add_argument("--latency-rate", type=int, default=10_000, help="msgs/s of the latency phase")
+    p.add_argument(
+        "--latency-linger-ms",
+        type=float,
+        default=LATENCY_LINGER_MS,
+        help="producer linger.ms of the latency phase (default %(default)s)",
+    )
+    p.add_argument(
+        "--client-set",
+        action="append",
+        default=[],
+        metavar="ROLE.KEY=VALUE",
+        help="override a librdkafka setting for every system, e.g. "
+        "consumer.fetch.queue.backoff.ms=10 or producer.linger.ms=0 (repeatable)",
+    )
+    p.add_argument(
+        "--bootstrap",
+        metavar="HOST:PORT",
+        help="measure this already-running Kafka-compatible broker instead of starting ours",
+    )
+    p.add_argument(
+        "--broker-pid",
+        type=int,
+        help="with --bootstrap: pid of that broker on this machine, for CPU and RSS figures",
+    )
+    args = p.parse_args(argv)
+    names = (
+        []
+        if args.peers.strip().lower() in ("", "none")
+        else [n.strip().lower() for n in args.peers.split(",") if n.strip()]
+    )
+    unknown = [n for n in names if n not in PEERS]
+    if unknown:
+        p.error(f"unknown peer(s) {', '.join(unknown)}; known: {', '.join(PEERS)}")
+    args.peer_names = names
+    if args.broker_pid is not None and not args.bootstrap:
+        p.error("--broker-pid needs --bootstrap")
+    args.client_overrides = []
+    for item in args.client_set:
+        role, _, rest = item.partition(".")
+        key, sep, value = rest.partition("=")
+        if role not in ("producer", "consumer") or not key or not sep:
+            p.error(f"--client-set {item!r}: expected producer.KEY=VALUE or consumer.KEY=VALUE")
+        args.client_overrides.append((role, key, value))
+    return args
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cfg = BenchConfig(
+        count=args.count or (50_000 if args.quick else 1_000_000),
+        reps=args.reps or (1 if args.quick else 3),
+        latency_rate=args.latency_rate,
+        latency_seconds=args.latency_seconds or (2.0 if args.quick else 10.0),
+        latency_linger_ms=args.latency_linger_ms,
+        latency_attempts=1 if args.quick else 3,  # --quick must stay under a minute
+        idle_window_s=0.5 if args.quick else IDLE_WINDOW_S,
+        per_partition=1 if args.quick else 10,
+        quick=args.quick,
+    )
+    primary: Launcher = (
+        ExternalLauncher(args.bootstrap, args.broker_pid) if args.bootstrap else OursLauncher()
+    )
+    peers = [PEERS[n]() for n in args.peer_names]
+    # The measure_* functions read these module defaults, so an override reaches every system.
+    for role, key, value in args.client_overrides:
+        (PRODUCER_SETTINGS if role == "producer" else CONSUMER_SETTINGS)[key] = value
+    # SIGTERM (CI timeouts, kill) unwinds like Ctrl-C so that the brokers we started are stopped.
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        doc = run(primary, peers, cfg)
+    except KeyboardInterrupt:
+        print("interrupted; brokers stopped", file=sys.stderr)
+        return 130
+    out = Console()
+    if not out.is_terminal:
+        out = Console(width=150)  # a file or pipe: do not wrap the table at 80 columns
+    render(doc, out)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(doc, indent=2, default=str) + "\n")
+        Console(stderr=True).print(f"results written to {args.json}")
+    # Peers that fail are reported, not fatal: the exit code is about the system under test.
+    main_report = doc["systems"][primary.name]
+    return 0 if main_report["available"] and not main_report["errors"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
