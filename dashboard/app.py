@@ -111,6 +111,7 @@ def map_figure(data: DashboardData, selected: str | None, district: str | None) 
             f"{s.road} #{s.index}<br>{s.segment_id}<br>"
             + (
                 f"{rec['mean_speed_kmh']:.0f} km/h ({label}), {rec['volume']} veh/min"
+                + (" (this minute, live)" if rec.get("live") else "")
                 if rec
                 else "no data yet"
             )

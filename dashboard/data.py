@@ -21,6 +21,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 STREAM = "traffic_monitoring"
 TOPICS = {
     "aggregates": f"{STREAM}.traffic_aggregates",
@@ -37,6 +39,17 @@ def _quiet() -> logging.Logger:
     lg.addHandler(logging.NullHandler())
     lg.propagate = False
     return lg
+
+
+class _Live(msgspec.Struct):
+    """The few fields of a raw traffic event the live view needs (decoded without the rest)."""
+
+    segment_id: str
+    speed_kmh: float
+    event_time: int
+
+
+_live_decoder = msgspec.json.Decoder(_Live)
 
 
 def _iso_ms(text: str) -> int:
@@ -71,6 +84,8 @@ class DashboardData:
         self.alerts: deque[dict[str, Any]] = deque(maxlen=200)
         self.infra: dict[str, dict[str, Any]] = {}
         self.sensors: dict[str, bytes] = {}  # latest raw event per sensor (parsed on demand)
+        # live view before Spark's windows close: per segment [minute, count, speed sum]
+        self.live: dict[str, list[float]] = {}
         self.events_seen = 0
         self.health = Health()
         self.updated = 0.0
@@ -99,6 +114,17 @@ class DashboardData:
             if key is not None:
                 self.sensors[key.decode()] = value
             self.events_seen += 1
+            try:
+                ev = _live_decoder.decode(value)
+            except msgspec.DecodeError:
+                return
+            minute = ev.event_time // 60_000 * 60_000
+            cur = self.live.get(ev.segment_id)
+            if cur is None or cur[0] < minute:
+                self.live[ev.segment_id] = [minute, 1, ev.speed_kmh]
+            elif cur[0] == minute:
+                cur[1] += 1
+                cur[2] += ev.speed_kmh
             return
         try:
             rec = json.loads(value)
@@ -270,8 +296,20 @@ class DashboardData:
 
     # -- queries for callbacks (cheap, lock-protected copies) -------------------------------
     def snapshot_latest(self) -> dict[str, dict[str, Any]]:
+        """Newest window per segment: Spark's closed window, or the live partial minute when newer."""
         with self.lock:
-            return dict(self.latest_agg)
+            out = dict(self.latest_agg)
+        for seg, (minute, n, total) in list(self.live.items()):
+            cur = out.get(seg)
+            if n and (cur is None or cur["t"] < minute):
+                out[seg] = {
+                    "segment_id": seg,
+                    "t": int(minute),
+                    "volume": int(n),
+                    "mean_speed_kmh": round(total / n, 2),
+                    "live": True,
+                }
+        return out
 
     def series(self, segment: str, since_ms: int) -> list[dict[str, Any]]:
         with self.lock:
