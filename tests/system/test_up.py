@@ -1,0 +1,119 @@
+"""``sftraffic up`` end to end: one MQTT reading traced to the dashboard, then a clean stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from framework.server.process import free_port, wait_for
+
+pytestmark = [pytest.mark.system, pytest.mark.spark]
+
+
+def _get(url: str) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(url, timeout=3) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, None
+    except (urllib.error.URLError, OSError):
+        return 0, None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purpose
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_up_traces_an_mqtt_reading_to_the_dashboard_and_stops_cleanly(tmp_path: Path) -> None:
+    import paho.mqtt.client as mqtt
+
+    ports = {k: free_port() for k in ("store", "metrics", "mqtt", "dash")}
+    cmd = [
+        sys.executable,
+        "-m",
+        "framework.cli.main",
+        "up",
+        "--data-dir",
+        str(tmp_path / "up"),
+        "--port",
+        str(ports["store"]),
+        "--metrics-port",
+        str(ports["metrics"]),
+        "--mqtt-port",
+        str(ports["mqtt"]),
+        "--dashboard-port",
+        str(ports["dash"]),
+        "--sensors",
+        "300",
+        "--mqtt-devices",
+        "30",
+    ]
+    log = tmp_path / "up.out"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    dash = f"http://127.0.0.1:{ports['dash']}"
+    try:
+        wait_for(
+            lambda: "press Ctrl-C" in log.read_text(), timeout=240, interval=0.5, what="every part ready"
+        )
+        pids: dict[str, int] = json.loads((tmp_path / "up" / "up.json").read_text())
+        assert set(pids) == {"store", "mosquitto", "gateway", "sensors", "devices", "dashboard", "spark"}
+        # one traceable reading from a device that exists only for this test
+        sensor = f"probe-{uuid.uuid4().hex[:8]}"
+        speed = 12.345
+        ev = {
+            "type": "traffic",
+            "sensor_id": sensor,
+            "seq": 0,
+            "event_time": int(time.time() * 1000),
+            "segment_id": "market-st-03",
+            "speed_kmh": speed,
+            "vehicle_class": "bus",
+            "lat": 37.78,
+            "lon": -122.41,
+        }
+        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=sensor, protocol=mqtt.MQTTv5)
+        c.connect("127.0.0.1", ports["mqtt"])
+        c.loop_start()
+        c.publish(f"sf/traffic_monitoring/traffic/{sensor}", json.dumps(ev), qos=1).wait_for_publish(10)
+        c.loop_stop()
+        c.disconnect()
+        wait_for(
+            lambda: _get(f"{dash}/api/sensor/{sensor}")[0] == 200,
+            timeout=60,
+            interval=0.3,
+            what="the MQTT reading on the dashboard",
+        )
+        status, shown = _get(f"{dash}/api/sensor/{sensor}")
+        assert shown["speed_kmh"] == speed and shown["vehicle_class"] == "bus"
+        assert _get(f"{dash}/api/health")[1]["store_ok"] is True
+    finally:
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(120)
+    assert rc == 0, log.read_text()[-3000:]
+    assert "all parts stopped" in log.read_text()
+    left = {name: pid for name, pid in pids.items() if _alive(pid)}
+    assert not left, f"still running after Ctrl-C: {left}"
+    orphans = subprocess.run(
+        ["pgrep", "-f", str(tmp_path / "up")], capture_output=True, text=True
+    ).stdout.split()
+    assert not orphans, f"processes still using the demo's data dir: {orphans}"
