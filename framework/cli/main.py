@@ -22,7 +22,14 @@ COMMANDS = [
     "framework.cli.config_cmd",
 ]
 # application parts (need the app extras; the store runs without them)
-OPTIONAL_COMMANDS: list[str] = ["sensors.cli", "sensors.gateway_cli", "pipelines.jobs", "dashboard.cli"]
+OPTIONAL_COMMANDS: dict[str, str] = {
+    "sensors.cli": "sensors",
+    "sensors.gateway_cli": "gateway",
+    "pipelines.jobs": "pipeline",
+    "dashboard.cli": "dashboard",
+    "load.load_cli": "load",
+    "load.bench_cli": "bench",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,13 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for name in COMMANDS:
         importlib.import_module(name).add_parser(sub)
-    for name in OPTIONAL_COMMANDS:
+    for name, command in OPTIONAL_COMMANDS.items():
         try:
             mod = importlib.import_module(name)
         except ImportError as exc:  # app extras not installed: the store CLI still works
             missing = exc.name
             p = sub.add_parser(
-                name.split(".")[0],
+                command,
                 help=f"(needs the app extras: pip install 'sftraffic[app]'; missing {missing})",
             )
             p.set_defaults(func=lambda args, m=missing: _missing(m))

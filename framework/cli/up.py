@@ -112,6 +112,50 @@ class Part:
             self.proc.wait()
 
 
+def store_part(py: list[str], root: Path, bootstrap: str, metrics_port: int, env: dict[str, str]) -> Part:
+    """The embedded single-node store, data in ``<root>/store-1``."""
+    cmd = [*py, "broker", "--node-id", "1", "--listen", bootstrap, "--data-dir", str(root / "store-1")]
+    if metrics_port:
+        cmd += ["--metrics", f"127.0.0.1:{metrics_port}"]
+    return Part("store", cmd, " listening on ", root / "logs" / "store.log", env)
+
+
+def mosquitto_part(root: Path, port: int) -> Part:
+    """Mosquitto with its own config and persistence in ``<root>/mosquitto``."""
+    from sensors.mosquitto import CONF, find_mosquitto
+
+    mq_dir = root / "mosquitto"
+    mq_dir.mkdir(parents=True, exist_ok=True)
+    (mq_dir / "mosquitto.conf").write_text(CONF.format(port=port, persistence="true", data=mq_dir))
+    return Part(
+        "mosquitto",
+        [find_mosquitto(), "-c", str(mq_dir / "mosquitto.conf")],
+        " running",
+        root / "logs" / "mosquitto.log",
+    )
+
+
+def gateway_part(py: list[str], root: Path, bootstrap: str, mqtt: str, env: dict[str, str]) -> Part:
+    cmd = [
+        *py,
+        "gateway",
+        "-b",
+        bootstrap,
+        "--mqtt",
+        mqtt,
+        "--id",
+        "gw-1",
+        "--queue-dir",
+        str(root / "gateway-queue"),
+    ]
+    return Part("gateway", cmd, "ready", root / "logs" / "gateway.log", env)
+
+
+def dashboard_part(py: list[str], root: Path, bootstrap: str, port: int, env: dict[str, str]) -> Part:
+    cmd = [*py, "dashboard", "-b", bootstrap, "--port", str(port)]
+    return Part("dashboard", cmd, "dashboard on", root / "logs" / "dashboard.log", env)
+
+
 class Supervisor:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -184,72 +228,14 @@ def run(args: argparse.Namespace) -> int:
     sup = Supervisor(root)
     sup.install_signals()
     try:
-        sup.launch(
-            Part(
-                "store",
-                [
-                    *py,
-                    "broker",
-                    "--node-id",
-                    "1",
-                    "--listen",
-                    bootstrap,
-                    "--data-dir",
-                    str(root / "store-1"),
-                    "--metrics",
-                    f"127.0.0.1:{args.metrics_port}",
-                ],
-                " listening on ",
-                logs / "store.log",
-                env,
-            ),
-            60,
-            f"event store on {bootstrap}",
-        )
-        from sensors.mosquitto import CONF, find_mosquitto
-
-        mq_dir = root / "mosquitto"
-        mq_dir.mkdir(parents=True, exist_ok=True)
-        (mq_dir / "mosquitto.conf").write_text(
-            CONF.format(port=args.mqtt_port, persistence="true", data=mq_dir)
-        )
-        sup.launch(
-            Part(
-                "mosquitto",
-                [find_mosquitto(), "-c", str(mq_dir / "mosquitto.conf")],
-                " running",
-                logs / "mosquitto.log",
-            ),
-            30,
-            f"Mosquitto on {mqtt}",
-        )
+        sup.launch(store_part(py, root, bootstrap, args.metrics_port, env), 60, f"event store on {bootstrap}")
+        sup.launch(mosquitto_part(root, args.mqtt_port), 30, f"Mosquitto on {mqtt}")
         from pipelines.jobs import RESULT_TOPICS, t
         from sensors.layout import ensure_layout
 
         ensure_layout(bootstrap, extra_topics={t(n): {} for n in RESULT_TOPICS if n != "dead_letter"})
         console.print("[green]✓[/green] stream traffic_monitoring and its topics")
-        sup.launch(
-            Part(
-                "gateway",
-                [
-                    *py,
-                    "gateway",
-                    "-b",
-                    bootstrap,
-                    "--mqtt",
-                    mqtt,
-                    "--id",
-                    "gw-1",
-                    "--queue-dir",
-                    str(root / "gateway-queue"),
-                ],
-                "ready",
-                logs / "gateway.log",
-                env,
-            ),
-            60,
-            "MQTT gateway",
-        )
+        sup.launch(gateway_part(py, root, bootstrap, mqtt, env), 60, "MQTT gateway")
         common = ["-b", bootstrap, "--speed", str(args.speed), "--quiet"]
         sup.launch(
             Part(
@@ -287,17 +273,7 @@ def run(args: argparse.Namespace) -> int:
                 10,
                 f"{args.mqtt_devices} MQTT devices via the gateway",
             )
-        sup.launch(
-            Part(
-                "dashboard",
-                [*py, "dashboard", "-b", bootstrap, "--port", str(args.dashboard_port)],
-                "dashboard on",
-                logs / "dashboard.log",
-                env,
-            ),
-            60,
-            "dashboard",
-        )
+        sup.launch(dashboard_part(py, root, bootstrap, args.dashboard_port, env), 60, "dashboard")
         if not args.no_spark:
             sup.launch(
                 Part(
