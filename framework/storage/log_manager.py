@@ -94,7 +94,7 @@ class LogManager:
         self.clean_shutdown = marker.exists()
         if self.clean_shutdown:
             marker.unlink()
-        else:
+        elif any(p.is_dir() for p in self.dir.iterdir()):  # a brand-new data dir has nothing to recover
             log.info("no clean-shutdown marker in %s: logs will be recovered", self.dir)
         self._recovery = read_checkpoint(self.dir / RECOVERY_CHECKPOINT)
         self._starts = read_checkpoint(self.dir / START_CHECKPOINT)
