@@ -575,6 +575,8 @@ class BenchConfig:
     per_partition: int = 10
     value_size: int = VALUE_SIZE
     quick: bool = False
+    # The fresh-instance RSS / many-partitions phase (sftraffic bench --quick skips it).
+    rss_phase: bool = True
 
 
 # Figure key -> (label, unit, higher_is_better; None: context, not a score). Table row order.
@@ -910,7 +912,7 @@ def run_systems(
                     s.report.latency.append(lat)
     for launcher in launchers:
         report = reports[launcher.name]
-        if not report.available or any(e.startswith("start:") for e in report.errors):
+        if not cfg.rss_phase or not report.available or any(e.startswith("start:") for e in report.errors):
             continue
         try:
             _rss_phase(launcher, cfg, workdir / f"{launcher.name}-rss", console, report)

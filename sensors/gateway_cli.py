@@ -22,6 +22,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--queue-dir", default=".sftraffic/gateway-queue", help="on-disk buffer while the store is down"
     )
     p.add_argument("--queue-max-bytes", type=int, default=1 << 30)
+    p.add_argument(
+        "--mqtt-version",
+        choices=("3.1.1", "5"),
+        default="3.1.1",
+        help="MQTT version towards Mosquitto (3.1.1 forwards ~3x faster with paho; 5 adds session expiry)",
+    )
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=run)
 
@@ -36,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     gw = Gateway(
         GatewayConfig(
             bootstrap=args.bootstrap,
+            mqtt_version=5 if args.mqtt_version == "5" else 311,
             mqtt_host=host,
             mqtt_port=int(port),
             gateway_id=args.id,

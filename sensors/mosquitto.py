@@ -23,6 +23,7 @@ persistence_location {data}/
 max_inflight_messages 0
 max_queued_messages 1000000
 max_queued_bytes 0
+persistent_client_expiration 1d
 set_tcp_nodelay true
 log_dest stderr
 log_type error

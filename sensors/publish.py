@@ -145,5 +145,5 @@ class MqttSink:
 
     def close(self) -> None:
         for c in self.clients:
+            c.disconnect()  # before loop_stop: the other order waits up to a second per client
             c.loop_stop()
-            c.disconnect()

@@ -27,7 +27,9 @@ PARTS = 6
 
 
 class GatewayProc:
-    def __init__(self, bootstrap: str, mqtt: str, workdir: Path, gid: str = "gw-test") -> None:
+    def __init__(
+        self, bootstrap: str, mqtt: str, workdir: Path, gid: str = "gw-test", version: str = "3.1.1"
+    ) -> None:
         self.args = [
             sys.executable,
             "-m",
@@ -41,6 +43,8 @@ class GatewayProc:
             gid,
             "--queue-dir",
             str(workdir / "queue"),
+            "--mqtt-version",
+            version,
         ]
         self.log = workdir / f"{gid}.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -204,10 +208,13 @@ class TestGateway:
         finally:
             gw.stop()
 
+    @pytest.mark.parametrize("version", ["3.1.1", "5"])
     def test_killed_gateway_restarts_and_nothing_is_lost(
-        self, store: BrokerProcess, mosquitto: MosquittoProcess, tmp_path: Path
+        self, store: BrokerProcess, mosquitto: MosquittoProcess, tmp_path: Path, version: str
     ) -> None:
-        gw = GatewayProc(store.bootstrap, mosquitto.address, tmp_path).start()
+        """Both MQTT versions keep the gateway's session (3.1.1: clean session off; 5: clean
+        start off with a session expiry), so Mosquitto redelivers what was never acknowledged."""
+        gw = GatewayProc(store.bootstrap, mosquitto.address, tmp_path, version=version).start()
         sent: list[tuple[str, str, int]] = []
         pub = threading.Thread(target=lambda: sent.extend(publish(mosquitto, 10_000)))
         pub.start()
@@ -220,7 +227,9 @@ class TestGateway:
             )
             gw.kill()  # SIGKILL mid-stream: in-flight messages were never acknowledged to MQTT
             pub.join()
-            gw = GatewayProc(store.bootstrap, mosquitto.address, tmp_path).start()  # same id, same session
+            gw = GatewayProc(
+                store.bootstrap, mosquitto.address, tmp_path, version=version
+            ).start()  # same session
             wait_for(
                 lambda: set(seen(store.bootstrap)) >= set(sent), timeout=90, interval=0.5, what="every event"
             )

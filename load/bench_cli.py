@@ -1,0 +1,521 @@
+"""``sftraffic bench``: our event store side by side with its peers, in one run, one table.
+
+What is measured (all on 127.0.0.1, 100-byte values; details in each module's docstring):
+
+* Kafka-API brokers (:mod:`load.bench_broker`, confluent-kafka): ours (or ``--bootstrap``, an
+  already running Apache Kafka / Redpanda / ...), Tansu and noida-db: produce msgs/s with
+  acks=1 and acks=all, consume msgs/s, p99 produce latency at 10k msgs/s, broker CPU µs/msg;
+* stream stores (:mod:`load.bench_streams`): Redis Streams (XADD pipelines / XREADGROUP+XACK)
+  and NATS JetStream (publish_async / pull consumer), the same figures;
+* the MQTT edge (:mod:`load.bench_mqtt`): Mosquitto's own QoS 1 publish rate vs our gateway
+  path (devices → Mosquitto → ``sftraffic gateway`` → store, timed until stored).
+
+Peers that are not installed are reported in one line each and skipped. The JSON document has
+per system ``produce_msgs_s``, ``produce_acksall_msgs_s``, ``consume_msgs_s``, ``p99_ms`` (at
+the fixed rate) and server CPU, per peer our ratios (ours/peer: produce, consume, p99,
+produce_acksall), the goals, and every module's detailed results under ``details``.
+
+Exit code 0 when our system ran (goals are reported, not asserted), 1 when it failed, 2 for a
+bad command line, 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+KAFKA_PEERS = ("tansu", "noida")
+STREAM_PEERS = ("redis", "nats")
+ALL_PEERS = (*KAFKA_PEERS, *STREAM_PEERS, "mosquitto")
+
+# (peer, minimum ours/peer produce ratio): the project's throughput goals.
+PRODUCE_GOALS: tuple[tuple[str, float], ...] = (
+    ("tansu", 1.0),
+    ("noida", 2.0),
+    ("redis", 4.0),
+    ("nats", 10.0),
+)
+GATEWAY_GOAL = 1.0
+
+LABELS = {
+    "ours": "sftraffic (ours)",
+    "external": "external broker",
+    "tansu": "Tansu",
+    "noida": "noida-db",
+    "redis": "Redis Streams",
+    "nats": "NATS JetStream",
+    "mosquitto": "Mosquitto QoS 1 publish",
+    "gateway": "gateway path (ours)",
+}
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "bench",
+        help="benchmark the store side by side with Tansu, noida-db, Redis, NATS, Mosquitto",
+        description="Benchmark our store and gateway side by side with the peers installed here "
+        "(127.0.0.1 only); prints one comparison table and the goals.",
+    )
+    p.add_argument("--quick", action="store_true", help="tiny counts, about a minute (CI)")
+    p.add_argument("--json", metavar="FILE", help="write all results as JSON to FILE")
+    p.add_argument(
+        "--peers",
+        default=",".join(ALL_PEERS),
+        help="comma-separated peers, or 'none' (default: %(default)s)",
+    )
+    p.add_argument(
+        "--bootstrap",
+        "-b",
+        metavar="HOST:PORT",
+        help="run the Kafka benchmark (and the gateway path) against this already running "
+        "Kafka-compatible broker, e.g. Apache Kafka or Redpanda, instead of starting ours",
+    )
+    p.add_argument("--broker-pid", type=int, help="with --bootstrap: its pid here, for CPU figures")
+    p.add_argument(
+        "--count", type=int, help="messages per Kafka produce phase (default 1,000,000; quick 50,000)"
+    )
+    p.add_argument("--reps", type=int, help="repetitions of every throughput phase (default 3; quick 1)")
+    p.set_defaults(func=run)
+
+
+def parse_peers(text: str) -> list[str]:
+    if text.strip().lower() in ("", "none"):
+        return []
+    names = [n.strip().lower() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ALL_PEERS]
+    if unknown:
+        raise ValueError(f"unknown peer(s) {', '.join(unknown)}; known: {', '.join(ALL_PEERS)}")
+    return list(dict.fromkeys(names))
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        peers = parse_peers(args.peers)
+    except ValueError as exc:
+        print(f"sftraffic bench: {exc}", file=sys.stderr)
+        return 2
+    if args.broker_pid is not None and not args.bootstrap:
+        print("sftraffic bench: --broker-pid needs --bootstrap", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _terminate)  # unwind like Ctrl-C: every server we started stops
+    try:
+        doc = run_bench(args, peers)
+    except KeyboardInterrupt:
+        print("sftraffic bench: interrupted; servers stopped", file=sys.stderr)
+        return 130
+    from rich.console import Console
+
+    out = Console()
+    if not out.is_terminal:
+        out = Console(width=160)  # a file or pipe: do not wrap the table at 80 columns
+    render(doc, out)
+    if args.json:
+        path = Path(args.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+        Console(stderr=True).print(f"results written to {path}")
+    return 0 if doc["ok"] else 1
+
+
+# -- running --------------------------------------------------------------------------------
+def run_bench(args: argparse.Namespace, peers: list[str]) -> dict[str, Any]:
+    from rich.console import Console
+
+    from load import bench_broker, bench_mqtt, bench_streams
+    from load.peers import PEERS, ExternalLauncher, Launcher, OursLauncher
+
+    console = Console(stderr=True)
+    quick = bool(args.quick)
+    t0 = time.perf_counter()
+    reps = args.reps or (1 if quick else 3)
+    kcfg = bench_broker.BenchConfig(
+        count=args.count or (50_000 if quick else 1_000_000),
+        reps=reps,
+        latency_seconds=2.0 if quick else 10.0,
+        latency_attempts=1 if quick else 3,
+        idle_window_s=0.5 if quick else bench_broker.IDLE_WINDOW_S,
+        per_partition=1 if quick else 10,
+        quick=quick,
+        rss_phase=not quick,
+    )
+    scfg = bench_streams.StreamsConfig(
+        count=20_000 if quick else 500_000,
+        nats_count=20_000 if quick else 200_000,
+        reps=reps,
+        latency_seconds=2.0 if quick else 10.0,
+        idle_window_s=0.5 if quick else bench_broker.IDLE_WINDOW_S,
+        quick=quick,
+    )
+    mcfg = bench_mqtt.MqttConfig(
+        count=3_000 if quick else 100_000,
+        reps=reps,
+        sensors=500 if quick else 2000,
+        idle_window_s=0.5 if quick else bench_broker.IDLE_WINDOW_S,
+        store_timeout_s=60.0 if quick else 120.0,
+        quick=quick,
+    )
+    primary: Launcher = (
+        ExternalLauncher(args.bootstrap, args.broker_pid) if args.bootstrap else OursLauncher()
+    )
+    _preflight(console, peers)
+
+    kafka_names = [n for n in peers if n in KAFKA_PEERS]
+    bench_broker._log(
+        console, f"[bold]Kafka API[/bold]: {primary.name} + {', '.join(kafka_names) or 'no peer'}"
+    )
+    kafka = bench_broker.run(primary, [PEERS[n]() for n in kafka_names], kcfg, console)
+
+    streams: dict[str, Any] = {}
+    stream_names = [n for n in peers if n in STREAM_PEERS]
+    if stream_names:
+        bench_broker._log(console, f"[bold]stream stores[/bold]: {', '.join(stream_names)}")
+        with tempfile.TemporaryDirectory(prefix="sftraffic-bench-streams-") as tmp:
+            reports = bench_streams.run_streams(
+                [bench_streams.STREAM_PEERS[n]() for n in stream_names], scfg, Path(tmp), console
+            )
+        streams = {n: _asdict(r) for n, r in reports.items()}
+
+    mqtt: dict[str, Any] | None = None
+    if "mosquitto" in peers:
+        bench_broker._log(console, "[bold]MQTT edge[/bold]: Mosquitto alone vs the gateway path")
+        with tempfile.TemporaryDirectory(prefix="sftraffic-bench-mqtt-") as tmp:
+            try:
+                mrep = bench_mqtt.run_mqtt(mcfg, Path(tmp), console, args.bootstrap, args.broker_pid)
+            except Exception as exc:  # a bug or an environment problem: report, keep the rest
+                mrep = bench_mqtt.MqttReport(config=_asdict(mcfg))
+                mrep.errors.append(f"{type(exc).__name__}: {exc}")
+                mrep.gateway_errors.append(f"{type(exc).__name__}: {exc}")
+                bench_broker._log(console, f"[red]mqtt: {type(exc).__name__}: {exc}[/red]")
+        mqtt = _asdict(mrep)
+
+    doc = summarise(kafka, streams, mqtt, peers)
+    busy, total = busy_phases(kafka, streams, mqtt)
+    if busy:
+        doc["notes"].append(
+            f"{busy} of {total} measured phases ran while other processes used more than "
+            f"{bench_broker.BUSY_SHARE:.0%} of the CPU: the figures are noisy (see details)."
+        )
+    if quick:
+        doc["notes"].append("--quick: tiny counts and one repetition; the figures are indicative only.")
+    doc["details"] = {"kafka": kafka, "streams": streams, "mqtt": mqtt}
+    doc["config"] = {"quick": quick, "kafka": _asdict(kcfg), "streams": _asdict(scfg), "mqtt": _asdict(mcfg)}
+    argv = sys.argv[1:] if sys.argv[1:2] == ["bench"] else ["bench", *_argv_of(args)]
+    doc["machine"] = {**kafka["machine"], "command": shlex.join(["sftraffic", *argv])}
+    doc["elapsed_s"] = time.perf_counter() - t0
+    return doc
+
+
+def busy_phases(
+    kafka: dict[str, Any], streams: dict[str, Any], mqtt: dict[str, Any] | None
+) -> tuple[int, int]:
+    """(phases during which other processes were busy, phases) over every system's repetitions."""
+    from load.bench_broker import BUSY_SHARE
+
+    shares: list[float | None] = []
+    for rep in [*kafka["systems"].values(), *streams.values()]:
+        for row in rep["reps"]:
+            for phase in ("produce_acks1", "consume", "produce_acksall"):
+                if row.get(phase):
+                    shares.append(row[phase].get("other_cpu_share"))
+        shares += [lat.get("other_cpu_share") for lat in rep["latency"]]
+    if mqtt is not None:
+        shares += [r["other_cpu_share"] for r in mqtt["runs"]]
+    return sum(1 for s in shares if s is not None and s > BUSY_SHARE), len(shares)
+
+
+def _argv_of(args: argparse.Namespace) -> list[str]:
+    out = ["--quick"] if args.quick else []
+    out += ["--peers", args.peers]
+    if args.bootstrap:
+        out += ["--bootstrap", args.bootstrap]
+    return out
+
+
+def _asdict(obj: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(obj)
+
+
+def _preflight(console: Any, peers: list[str]) -> None:
+    """One line per selected peer that cannot run here, before anything starts."""
+    from rich.markup import escape
+
+    from load import bench_mqtt, bench_streams
+    from load.peers import PEERS
+
+    for name in peers:
+        try:
+            if name in KAFKA_PEERS:
+                reason = PEERS[name]().unavailable()
+            elif name in STREAM_PEERS:
+                reason = bench_streams.STREAM_PEERS[name]().unavailable()
+            else:
+                reason = bench_mqtt.unavailable()
+        except Exception as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+        if reason:
+            console.print(f"[yellow]{name}: cannot run here: {escape(reason)}[/yellow] (skipped)")
+
+
+# -- summary --------------------------------------------------------------------------------
+def _row_from_report(report: dict[str, Any], kind: str) -> dict[str, Any]:
+    f = report.get("figures", {})
+    started = report["available"] and not any(e.startswith("start:") for e in report["errors"])
+    return {
+        "label": report["label"],
+        "kind": kind,
+        "version": report.get("version"),
+        "available": report["available"],
+        "ran": started,
+        "reason": report["reason"] or "; ".join(e for e in report["errors"] if e.startswith("start:")),
+        "errors": report["errors"],
+        "persists": report.get("persists"),
+        "produce_msgs_s": f.get("produce_acks1_msgs_s"),
+        "produce_acksall_msgs_s": f.get("produce_acksall_msgs_s"),
+        "consume_msgs_s": f.get("consume_msgs_s"),
+        "p50_ms": f.get("p50_ms_10k"),
+        "p99_ms": f.get("p99_ms_10k"),
+        "p99_ms_acksall": f.get("p99_ms_10k_acksall"),
+        "server_cpu_us_per_msg_produce": f.get("broker_cpu_us_per_msg_produce"),
+        "server_cpu_us_per_msg_consume": f.get("broker_cpu_us_per_msg_consume"),
+        "client_cores_produce": f.get("client_cores_produce"),
+        "server_cores_produce": f.get("broker_cores_produce"),
+    }
+
+
+def _div(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def summarise(
+    kafka: dict[str, Any], streams: dict[str, Any], mqtt: dict[str, Any] | None, peers: list[str]
+) -> dict[str, Any]:
+    primary = kafka["primary"]
+    systems: dict[str, dict[str, Any]] = {}
+    for name, rep in kafka["systems"].items():
+        systems[name] = _row_from_report(rep, "kafka")
+    for name, rep in streams.items():
+        systems[name] = _row_from_report(rep, "stream")
+    gateway_failed = False
+    if mqtt is not None:
+        f = mqtt["figures"]
+        ran = mqtt["available"] and not (mqtt["errors"] and not mqtt["runs"])
+        base = {
+            "kind": "mqtt",
+            "available": mqtt["available"],
+            "reason": mqtt["reason"],
+            "persists": None,
+            "produce_acksall_msgs_s": None,
+            "consume_msgs_s": None,
+            "p50_ms": None,
+            "p99_ms": None,
+            "p99_ms_acksall": None,
+            "server_cpu_us_per_msg_consume": None,
+            "client_cores_produce": None,
+            "server_cores_produce": None,
+        }
+        systems["mosquitto"] = {
+            **base,
+            "label": "Mosquitto, QoS 1 publish (paho, no subscriber)",
+            "version": mqtt["versions"].get("mosquitto"),
+            "ran": ran,
+            "errors": [e for e in mqtt["errors"] if e not in mqtt["gateway_errors"]],
+            "produce_msgs_s": f.get("mosquitto_qos1_msgs_s"),
+            "server_cpu_us_per_msg_produce": f.get("mosquitto_cpu_us_per_msg"),
+        }
+        systems["gateway"] = {
+            **base,
+            "label": "gateway path: paho → Mosquitto → sftraffic gateway → store, until stored",
+            "version": None,
+            "ran": ran and any(r["system"] == "gateway" for r in mqtt["runs"]),
+            "errors": mqtt["gateway_errors"],
+            "produce_msgs_s": f.get("gateway_msgs_s"),
+            "server_cpu_us_per_msg_produce": f.get("gateway_cpu_us_per_msg"),
+            "gateway_cores": f.get("gateway_cores"),
+            "gateway_puback_msgs_s": f.get("gateway_puback_msgs_s"),
+            "broker_cpu_us_per_msg": f.get("gateway_broker_cpu_us_per_msg"),
+            "mosquitto_cpu_us_per_msg": f.get("gateway_mosquitto_cpu_us_per_msg"),
+            "store_after_puback_s": f.get("store_after_puback_s"),
+        }
+        gateway_failed = mqtt["available"] and bool(mqtt["gateway_errors"])
+    ours = systems[primary]
+    ratios: dict[str, dict[str, float | None]] = {}
+    for name in peers:
+        s = systems.get(name)
+        if s is None or not s["ran"]:
+            continue
+        if name == "mosquitto":
+            ratios[f"{primary}/mosquitto"] = {
+                "gateway_path": _div(systems["gateway"]["produce_msgs_s"], s["produce_msgs_s"])
+            }
+            continue
+        ratios[f"{primary}/{name}"] = {
+            "produce": _div(ours["produce_msgs_s"], s["produce_msgs_s"]),
+            "consume": _div(ours["consume_msgs_s"], s["consume_msgs_s"]),
+            "p99": _div(ours["p99_ms"], s["p99_ms"]),
+            "produce_acksall": _div(ours["produce_acksall_msgs_s"], s["produce_acksall_msgs_s"]),
+        }
+    goals: list[dict[str, Any]] = []
+    for name, target in PRODUCE_GOALS:
+        r = ratios.get(f"{primary}/{name}")
+        value = r["produce"] if r else None
+        goals.append(
+            {
+                "goal": f"produce throughput >= {target:g}x {LABELS[name]}",
+                "peer": name,
+                "value": value,
+                "target": target,
+                "met": None if value is None else value >= target,
+                "why_not": None if r else _why_not(systems.get(name), name, peers),
+            }
+        )
+    r = ratios.get(f"{primary}/mosquitto")
+    value = r["gateway_path"] if r else None
+    goals.append(
+        {
+            "goal": f"gateway path >= {GATEWAY_GOAL:g}x Mosquitto QoS 1 publish",
+            "peer": "mosquitto",
+            "value": value,
+            "target": GATEWAY_GOAL,
+            "met": None if value is None else value >= GATEWAY_GOAL,
+            "why_not": None if r else _why_not(systems.get("mosquitto"), "mosquitto", peers),
+        }
+    )
+    primary_ok = (
+        ours["ran"]
+        and not ours["errors"]
+        and (ours["produce_msgs_s"] or 0) > 0
+        and (ours["consume_msgs_s"] or 0) > 0
+    )
+    return {
+        "primary": primary,
+        "ok": bool(primary_ok and not gateway_failed),
+        "systems": systems,
+        "ratios": ratios,
+        "goals": goals,
+        "not_run": {n: (s["reason"] or "; ".join(s["errors"])) for n, s in systems.items() if not s["ran"]},
+        "notes": [
+            "ratios are ours/peer: above 1 is better for throughput, below 1 is better for p99.",
+            "All systems share this machine's cores with their clients; Python clients (redis-py, "
+            "nats-py, paho) saturate before the servers do, so throughput is partly a client figure; "
+            "server CPU µs/msg is the efficiency figure.",
+            "Redis and NATS have one acknowledgement mode (reply once stored): their produce figure "
+            "is also their acks=all figure.",
+            "gateway path: msgs/s until every message is in the store; its CPU column is the gateway "
+            "process's.",
+        ],
+    }
+
+
+def _why_not(system: dict[str, Any] | None, name: str, peers: list[str]) -> str:
+    if name not in peers:
+        return "not selected (--peers)"
+    if system is None:
+        return "not run"
+    return system["reason"] or "; ".join(system["errors"]) or "no figures"
+
+
+# -- output ---------------------------------------------------------------------------------
+def _num(v: float | None, unit: str) -> str:
+    if v is None:
+        return "—"
+    if unit == "msgs/s":
+        return f"{v:,.0f}"
+    if unit == "x":
+        return f"{v:.2f}x"
+    return f"{v:.2f}" if v < 100 else f"{v:,.0f}"
+
+
+def render(doc: dict[str, Any], console: Any) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    cfg = doc["config"]
+    primary = doc["primary"]
+    k, s, m = cfg["kafka"], cfg["streams"], cfg["mqtt"]
+    title = (
+        f"sftraffic bench{' --quick' if cfg['quick'] else ''}: Kafka {k['count']:,} msgs/phase, "
+        f"Redis {s['count']:,}, NATS {s['nats_count']:,}, MQTT {m['count']:,}; "
+        f"{k['reps']} rep(s), 100-byte values (MQTT: sensor JSON)"
+    )
+    t = Table(title=title, caption="↑ higher is better, ↓ lower is better; ratios: ours/peer")
+    t.add_column("system", no_wrap=True)
+    t.add_column("stores", justify="center")
+    t.add_column("produce\nmsgs/s ↑", justify="right")
+    t.add_column("acks=all\nmsgs/s ↑", justify="right")
+    t.add_column("consume\nmsgs/s ↑", justify="right")
+    t.add_column(f"p99 ms\n@{k['latency_rate'] // 1000}k/s ↓", justify="right")
+    t.add_column("server CPU\nµs/msg ↓", justify="right")
+    t.add_column(f"{primary}/peer\nproduce ↑", justify="right")
+    t.add_column(f"{primary}/peer\nconsume ↑", justify="right")
+    t.add_column(f"{primary}/peer\np99 ↓", justify="right")
+    t.add_column(f"{primary}/peer\nacks=all ↑", justify="right")
+    persists = {True: "disk", False: "memory", None: ""}
+    for name, sys_ in doc["systems"].items():
+        if not sys_["ran"]:
+            continue
+        r = doc["ratios"].get(f"{primary}/{name}", {})
+        if name == "mosquitto":
+            ratio_cells = [_num(r.get("gateway_path"), "x") + " ‡", "", "", ""]
+        else:
+            ratio_cells = [
+                _num(r.get(key), "x") if name not in (primary, "gateway") else ""
+                for key in ("produce", "consume", "p99", "produce_acksall")
+            ]
+        label = LABELS.get(name, name)
+        if name == primary and primary == "external":
+            label = f"external {sys_['label'].rsplit(' ', 1)[-1]}"  # "already-running broker at H:P"
+        t.add_row(
+            label,
+            persists[sys_["persists"]],
+            _num(sys_["produce_msgs_s"], "msgs/s"),
+            _num(sys_["produce_acksall_msgs_s"], "msgs/s"),
+            _num(sys_["consume_msgs_s"], "msgs/s"),
+            _num(sys_["p99_ms"], "ms"),
+            _num(sys_["server_cpu_us_per_msg_produce"], "us") + (" †" if name == "gateway" else ""),
+            *ratio_cells,
+        )
+    console.print(t)
+    gw = doc["systems"].get("gateway")
+    if gw is not None and gw["ran"]:
+        console.print(
+            f"† gateway path: gateway process {_num(gw['server_cpu_us_per_msg_produce'], 'us')} µs/msg "
+            f"({_num(gw['gateway_cores'], 'cores')} cores), broker "
+            f"{_num(gw['broker_cpu_us_per_msg'], 'us')} µs/msg, Mosquitto "
+            f"{_num(gw['mosquitto_cpu_us_per_msg'], 'us')} µs/msg; publisher's PUBACKs at "
+            f"{_num(gw['gateway_puback_msgs_s'], 'msgs/s')} msgs/s, last message stored "
+            f"{_num(gw['store_after_puback_s'], 's')} s after the last PUBACK."
+        )
+        console.print("‡ gateway path msgs/s / Mosquitto QoS 1 publish msgs/s.")
+    for name, reason in doc["not_run"].items():
+        console.print(f"[yellow]{LABELS.get(name, name)}: not run[/yellow] — {escape(reason)}")
+    for name, sys_ in doc["systems"].items():
+        if sys_["ran"]:
+            for e in sys_["errors"]:
+                console.print(f"[red]{LABELS.get(name, name)}: {escape(e)}[/red]")
+    console.print("[bold]Goals[/bold] (reported, not asserted):")
+    for g in doc["goals"]:
+        if g["met"] is None:
+            console.print(f"  [yellow]n/a [/yellow] {g['goal']}: {escape(g['why_not'] or 'no figure')}")
+        else:
+            mark = "[green]PASS[/green]" if g["met"] else "[red]FAIL[/red]"
+            console.print(f"  {mark} {g['goal']}: {g['value']:.2f}x")
+    for line in doc["notes"]:
+        console.print(f"[dim]• {escape(line)}[/dim]")
+    mach = doc["machine"]
+    console.print(
+        f"[dim]{mach['cpu_model']}, {mach['cores']} cores, Python {mach['python']}, librdkafka "
+        f"{mach['librdkafka']}; {doc['elapsed_s']:.0f} s; {escape(mach['command'] or '')}[/dim]"
+    )

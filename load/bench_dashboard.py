@@ -1,0 +1,765 @@
+"""Dashboard benchmark: how soon a sensor reading shows on the dashboard, and how fast the
+dashboard's Dash callbacks answer, with a live fleet of 10,000 sensors.
+
+Set-up, all on 127.0.0.1: a fresh broker of ours; the stream layout (``ensure_layout``) plus
+the Spark jobs' result topics; two hours of results as the Spark jobs would have written them
+(per-minute aggregates of the 116 segments, congestion alerts, weather, weather effects), so
+the charts have their usual content; the fleet, ``python -m framework.cli.main sensors --via
+kafka --sensors 10000 --speed 1`` (live speed, simulated clock starting at the latest weekday
+08:00 PST, so the load is a morning rush hour: ~2,600 events/s); and the dashboard, ``python
+-m framework.cli.main dashboard --bootstrap ...`` (its own process, Flask/werkzeug server).
+
+**(a) Reading to dashboard.** Marker readings (traffic events with a known speed) from sensors
+that exist only for the benchmark are produced into ``traffic_monitoring.traffic`` with the
+fleet's own producer settings (``sensors.publish.KafkaSink``: idempotent, acks=all, lz4,
+linger 20 ms, keyed by sensor id); ``/api/sensor/<id>`` is polled every 25 ms until it returns
+the marker. Latency = produce() call to the first poll that shows it (also noted: the store's
+acknowledgement). One marker at a time, 0.2-0.5 s apart; p50/p95/max over the markers.
+
+**(b) Callback latency.** The callbacks the page runs on every ``dcc.Interval`` tick are read
+from ``/_dash-dependencies`` and their inputs' values from ``/_dash-layout`` (the page's
+initial state: segment market-st-02, range 1h, all districts), so the request bodies are the
+ones the browser sends to ``POST /_dash-update-component``. Two ways:
+
+* as the page sends them: every 2 s (the page's interval) all tick callbacks at once, over 6
+  keep-alive connections (a browser's per-host limit); each request timed on its own;
+* one at a time: the same requests in turn, never two in flight (the server's cost alone).
+
+p50/p95/p99 over >= 200 requests each (full and --quick), per callback too. ``--profile DIR``
+samples the dashboard process with py-spy during the page-like phase and lists where the
+samples fall.
+
+Goals (from the issues): (a) p95 <= 5 s; (b) p95 <= 100 ms.
+
+Usage::
+
+    python -m load.bench_dashboard [--quick | --smoke] [--json FILE] [--profile DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import http.client
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from framework.server.process import free_port
+from load.bench_groups import (
+    Profiler,
+    console_out,
+    goal,
+    loadavg,
+    machine,
+    machine_busy_seconds,
+    own_cpu,
+    percentile,
+    start_broker,
+    write_json,
+)
+from load.peers import proc_cpu_seconds, quiet_logger
+
+SENSORS = 10_000
+PARTITIONS = 6
+STREAM = "traffic_monitoring"
+RESULT_TOPICS = ("traffic_aggregates", "traffic_weather", "weather_effects", "congestion_alerts")
+VISIBLE_GOAL_S = 5.0
+CALLBACK_GOAL_MS = 100.0
+PAGE_INTERVAL_S = 2.0  # the dashboard's dcc.Interval
+BROWSER_CONNECTIONS = 6
+PST = dt.timezone(dt.timedelta(hours=-8))
+
+
+def rush_hour_start(now_ms: int | None = None) -> int:
+    """The latest weekday 08:00 PST at or before now (ms)."""
+    now = dt.datetime.fromtimestamp((now_ms or time.time() * 1000) / 1000, tz=PST)
+    t = now.replace(hour=8, minute=0, second=0, microsecond=0)
+    if t > now:
+        t -= dt.timedelta(days=1)
+    while t.weekday() >= 5:
+        t -= dt.timedelta(days=1)
+    return int(t.timestamp() * 1000)
+
+
+def _iso(ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(ms / 1000))
+
+
+def seed_results(bootstrap: str, end_ms: int, minutes: int) -> int:
+    """Per-minute results of the Spark jobs for ``minutes`` before ``end_ms`` (what the charts
+    draw): aggregates of every segment, alerts of slow ones, weather, weather effects."""
+    import numpy as np
+    from confluent_kafka import Producer
+
+    from sensors import geo
+    from sensors.model import Model, ModelConfig, weather_reading
+
+    m = Model(ModelConfig(seed=3, rain_share=0.3))
+    rng = np.random.default_rng(1)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "logger": quiet_logger()})
+    n = 0
+
+    def send(topic: str, key: str, rec: dict[str, Any], ts: int) -> None:
+        nonlocal n
+        p.produce(f"{STREAM}.{topic}", key=key.encode(), value=json.dumps(rec).encode(), timestamp=ts)
+        n += 1
+
+    start = end_ms - minutes * 60_000
+    for k in range(minutes):
+        t = start + k * 60_000
+        speed, rate, _wx = m.segment_state(t)
+        for i, s in enumerate(geo.SEGMENTS):
+            v = float(speed[i])
+            agg = {
+                "segment_id": s.segment_id,
+                "window_start": _iso(t),
+                "window_end": _iso(t + 60_000),
+                "volume": int(rate[i] * 60 * s.lanes * 4) + 1,
+                "mean_speed_kmh": round(v, 2),
+                "p50_speed_kmh": round(v, 1),
+                "p85_speed_kmh": round(v * 1.12, 1),
+                "heavy_share": 0.08,
+            }
+            send("traffic_aggregates", s.segment_id, agg, t)
+            if v < 0.5 * s.free_flow_kmh:
+                alert = {
+                    **{k2: agg[k2] for k2 in ("segment_id", "window_start", "window_end", "volume")},
+                    "mean_speed_kmh": round(v, 1),
+                    "baseline_kmh": s.free_flow_kmh,
+                    "ratio": round(v / s.free_flow_kmh, 3),
+                    "severity": "slow",
+                }
+                send("congestion_alerts", s.segment_id, alert, t)
+        for j, st in enumerate(geo.STATIONS):
+            wx = {
+                "type": "weather",
+                "sensor_id": st.station_id,
+                "seq": k,
+                "event_time": t,
+                "station": st.station_id,
+                "district": st.district,
+                "lat": st.lat,
+                "lon": st.lon,
+                **weather_reading(m, j, t, rng),
+            }
+            send("weather_conditions", st.station_id, wx, t)
+    for cond, f in (("fog", 0.9), ("rain", 0.85), ("heavy_rain", 0.72)):
+        eff = {
+            "segment_id": "*",
+            "condition": cond,
+            "n": 100,
+            "windows": 1000,
+            "speed_factor": f,
+            "ci_low": f - 0.02,
+            "ci_high": f + 0.02,
+            "ols_factor": f,
+            "ols_ci_low": f - 0.01,
+            "ols_ci_high": f + 0.01,
+            "congestion_delta": 0.01,
+            "precip_corr": -0.2,
+        }
+        send("weather_effects", f"*|{cond}", eff, end_ms)
+    if p.flush(60):
+        raise RuntimeError("seeding: results not acknowledged")
+    return n
+
+
+# -- HTTP --------------------------------------------------------------------------------------
+class Http:
+    """One keep-alive connection (as a browser tab keeps them)."""
+
+    def __init__(self, port: int, timeout: float = 30.0) -> None:
+        self.port = port
+        self.timeout = timeout
+        self.conn: http.client.HTTPConnection | None = None
+
+    def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        for attempt in (0, 1):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+            try:
+                headers = {"Content-Type": "application/json"} if body is not None else {}
+                self.conn.request(method, path, body=body, headers=headers)
+                r = self.conn.getresponse()
+                return r.status, r.read()
+            except (OSError, http.client.HTTPException):
+                self.conn.close()
+                self.conn = None
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def get_json(self, path: str) -> tuple[int, Any]:
+        status, data = self.request("GET", path)
+        try:
+            return status, json.loads(data) if data else None
+        except ValueError:
+            return status, None
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
+# -- processes ---------------------------------------------------------------------------------
+class Child:
+    """A command of ours in its own process group, its output to a log file."""
+
+    def __init__(self, name: str, cmd: list[str], log: Path) -> None:
+        self.name = name
+        self.cmd = cmd
+        self.log = log
+        self._out = open(log, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def tail(self, n: int = 15) -> list[str]:
+        try:
+            return self.log.read_text(errors="replace").strip().splitlines()[-n:]
+        except OSError:
+            return []
+
+    def cpu_seconds(self) -> float:
+        """This process and its live descendants (the fleet's workers)."""
+        total = 0.0
+        for pid in [self.pid, *_descendants(self.pid)]:
+            try:
+                total += proc_cpu_seconds(pid)
+            except OSError:
+                continue
+        return total
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        if self.alive():
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self._out.close()
+        return self.proc.returncode
+
+
+def _descendants(pid: int) -> list[int]:
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                kids = [int(k) for k in Path(f"/proc/{p}/task/{task}/children").read_text().split()]
+                out += kids
+                todo += kids
+        except OSError:
+            continue
+    return out
+
+
+def wait_until(pred: Callable[[], bool], timeout: float, what: str, alive: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        if not alive():
+            raise RuntimeError(f"process exited while waiting for {what}")
+        time.sleep(0.2)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+
+
+# -- (a) reading to dashboard --------------------------------------------------------------------
+def measure_visibility(
+    bootstrap: str, http_port: int, markers: int, sim_clock: Callable[[], int], timeout: float = 30.0
+) -> dict[str, Any]:
+    from sensors.publish import KafkaSink
+
+    sink = KafkaSink(bootstrap, client_id="bench-markers", extra={"delivery.report.only.error": False})
+    topic = f"{STREAM}.traffic"
+    web = Http(http_port)
+    run_id = uuid.uuid4().hex[:6]
+    rows: list[dict[str, Any]] = []
+    try:
+        for i in range(markers):
+            sid = f"bench-marker-{run_id}-{i:03d}"
+            speed = round(20 + i * 0.731 + random.random() / 100, 3)
+            ev = {
+                "type": "traffic",
+                "sensor_id": sid,
+                "seq": 0,
+                "event_time": sim_clock(),
+                "segment_id": "market-st-03",
+                "road": "Market St",
+                "lat": 37.78,
+                "lon": -122.41,
+                "direction": "E",
+                "lane": 1,
+                "vehicle_class": "bus",
+                "weight_kg": 12000.0,
+                "axle_count": 2,
+                "axle_distances_m": [5.9],
+                "speed_kmh": speed,
+            }
+            acked: list[float] = []
+
+            def on_delivery(err: Any, _msg: Any, acked: list[float] = acked) -> None:
+                if err is None:
+                    acked.append(time.monotonic())
+
+            data = json.dumps(ev).encode()
+            t0 = time.monotonic()
+            sink.producer.produce(
+                topic, data, sid.encode(), timestamp=ev["event_time"], on_delivery=on_delivery
+            )
+            sink.producer.poll(0)
+            seen = None
+            polls = 0
+            while time.monotonic() - t0 < timeout:
+                sink.producer.poll(0)
+                status, body = web.get_json(f"/api/sensor/{sid}")
+                polls += 1
+                if status == 200 and body and body.get("speed_kmh") == speed:
+                    seen = time.monotonic()
+                    break
+                time.sleep(0.025)
+            sink.producer.flush(10)
+            rows.append(
+                {
+                    "sensor_id": sid,
+                    "speed_kmh": speed,
+                    "visible_s": round(seen - t0, 4) if seen is not None else None,
+                    "acked_s": round(acked[0] - t0, 4) if acked else None,
+                    "polls": polls,
+                }
+            )
+            time.sleep(random.uniform(0.2, 0.5))
+    finally:
+        web.close()
+        sink.flush(10)
+    vis = [r["visible_s"] for r in rows if r["visible_s"] is not None]
+    acks = [r["acked_s"] for r in rows if r["acked_s"] is not None]
+    return {
+        "markers": markers,
+        "seen": len(vis),
+        "p50_s": percentile(vis, 50),
+        "p95_s": percentile(vis, 95),
+        "max_s": max(vis) if vis else None,
+        "ack_p50_s": percentile(acks, 50),
+        "ack_p95_s": percentile(acks, 95),
+        "rows": rows,
+    }
+
+
+# -- (b) callbacks ---------------------------------------------------------------------------------
+def _walk_layout(node: Any, props: dict[tuple[str, str], Any], types: dict[str, str]) -> None:
+    if isinstance(node, list):
+        for x in node:
+            _walk_layout(x, props, types)
+    elif isinstance(node, dict) and "props" in node:
+        p = node["props"]
+        cid = p.get("id")
+        if isinstance(cid, str):
+            types[cid] = node.get("type", "")
+            for k, v in p.items():
+                props[(cid, k)] = v
+        for k, v in p.items():
+            if k != "id":
+                _walk_layout(v, props, types)
+
+
+def _outputs(spec: str) -> Any:
+    def one(s: str) -> dict[str, str]:
+        cid, _, prop = s.rpartition(".")
+        return {"id": cid, "property": prop}
+
+    if spec.startswith(".."):
+        return [one(s) for s in spec.strip(".").split("...")]
+    return one(spec)
+
+
+def tick_callbacks(web: Http) -> tuple[str, list[dict[str, Any]], dict[tuple[str, str], Any]]:
+    """(interval id, callbacks fired by its tick, layout property values) from the app itself."""
+    _, deps = web.get_json("/_dash-dependencies")
+    _, layout = web.get_json("/_dash-layout")
+    props: dict[tuple[str, str], Any] = {}
+    types: dict[str, str] = {}
+    _walk_layout(layout, props, types)
+    interval = next(cid for cid, t in types.items() if t == "Interval")
+    cbs = [
+        d
+        for d in deps
+        if any(i["id"] == interval and i["property"] == "n_intervals" for i in d["inputs"])
+        and not d.get("clientside_function")
+    ]
+    return interval, cbs, props
+
+
+def callback_body(cb: dict[str, Any], props: dict[tuple[str, str], Any], interval: str, n: int) -> bytes:
+    def val(i: dict[str, str]) -> dict[str, Any]:
+        v = (
+            n
+            if (i["id"], i["property"]) == (interval, "n_intervals")
+            else props.get((i["id"], i["property"]))
+        )
+        return {"id": i["id"], "property": i["property"], "value": v}
+
+    body = {
+        "output": cb["output"],
+        "outputs": _outputs(cb["output"]),
+        "inputs": [val(i) for i in cb["inputs"]],
+        "changedPropIds": [f"{interval}.n_intervals"],
+        "state": [val(s) for s in cb["state"]],
+    }
+    return json.dumps(body).encode()
+
+
+def _timed(web: Http, name: str, body: bytes) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    status, data = web.request("POST", "/_dash-update-component", body)
+    ms = (time.perf_counter() - t0) * 1000
+    return {"callback": name, "ms": ms, "status": status, "bytes": len(data)}
+
+
+def _summary(calls: list[dict[str, Any]]) -> dict[str, Any]:
+    ok = [c["ms"] for c in calls if c["status"] in (200, 204)]
+    per: dict[str, Any] = {}
+    for name in sorted({c["callback"] for c in calls}):
+        ms = [c["ms"] for c in calls if c["callback"] == name and c["status"] in (200, 204)]
+        size = [c["bytes"] for c in calls if c["callback"] == name]
+        per[name] = {
+            "calls": len(ms),
+            "p50_ms": _r(percentile(ms, 50)),
+            "p95_ms": _r(percentile(ms, 95)),
+            "max_ms": _r(max(ms) if ms else None),
+            "response_kb": round(statistics.mean(size) / 1024, 1) if size else None,
+        }
+    return {
+        "calls": len(calls),
+        "errors": len(calls) - len(ok),
+        "p50_ms": _r(percentile(ok, 50)),
+        "p95_ms": _r(percentile(ok, 95)),
+        "p99_ms": _r(percentile(ok, 99)),
+        "max_ms": _r(max(ok) if ok else None),
+        "per_callback": per,
+    }
+
+
+def _r(x: float | None) -> float | None:
+    return round(x, 1) if x is not None else None
+
+
+def measure_callbacks(
+    http_port: int,
+    ticks: int,
+    rounds: int,
+    *,
+    dash_pid: int | None = None,
+    profile_dir: Path | None = None,
+) -> dict[str, Any]:
+    web = Http(http_port)
+    interval, cbs, props = tick_callbacks(web)
+    names = [c["output"].strip(".").split("...")[0] for c in cbs]
+    out: dict[str, Any] = {"interval_id": interval, "callbacks": names}
+    # as the page: every tick, all callbacks at once over BROWSER_CONNECTIONS connections
+    conns = [Http(http_port) for _ in range(BROWSER_CONNECTIONS)]
+    free = list(conns)
+    lock = threading.Lock()
+
+    def send(name: str, body: bytes) -> dict[str, Any]:
+        with lock:
+            c = free.pop()
+        try:
+            return _timed(c, name, body)
+        finally:
+            with lock:
+                free.append(c)
+
+    profiler = None
+    if profile_dir is not None and dash_pid is not None:
+        profiler = Profiler(
+            dash_pid,
+            min(30.0, ticks * PAGE_INTERVAL_S),
+            profile_dir / "dashboard.txt",
+            focus=("dashboard/", "plotly/", "dash/", "flask/", "werkzeug/"),
+        )
+    page_calls: list[dict[str, Any]] = []
+    tick_ms: list[float] = []
+    cpu0 = proc_cpu_seconds(dash_pid) if dash_pid else None
+    t_start = time.monotonic()
+    with ThreadPoolExecutor(BROWSER_CONNECTIONS) as pool:
+        for k in range(ticks):
+            due = t_start + k * PAGE_INTERVAL_S
+            time.sleep(max(0.0, due - time.monotonic()))
+            t0 = time.perf_counter()
+            futs = [
+                pool.submit(send, n, callback_body(cb, props, interval, 1000 + k))
+                for n, cb in zip(names, cbs, strict=True)
+            ]
+            page_calls += [f.result() for f in futs]
+            tick_ms.append((time.perf_counter() - t0) * 1000)
+    page_s = time.monotonic() - t_start
+    cpu1 = proc_cpu_seconds(dash_pid) if dash_pid else None
+    out["page"] = _summary(page_calls) | {
+        "ticks": ticks,
+        "all_callbacks_of_a_tick_p50_ms": _r(percentile(tick_ms, 50)),
+        "all_callbacks_of_a_tick_p95_ms": _r(percentile(tick_ms, 95)),
+        "dashboard_cores": round((cpu1 - cpu0) / page_s, 2)
+        if cpu0 is not None and cpu1 is not None
+        else None,
+    }
+    if profiler is not None:
+        out["profile"] = profiler.summary()
+    # one at a time
+    iso_calls: list[dict[str, Any]] = []
+    for k in range(rounds):
+        for n, cb in zip(names, cbs, strict=True):
+            iso_calls.append(_timed(web, n, callback_body(cb, props, interval, 5000 + k)))
+            time.sleep(0.02)
+    out["isolated"] = _summary(iso_calls) | {"rounds": rounds}
+    for c in conns:
+        c.close()
+    web.close()
+    return out
+
+
+# -- orchestration -------------------------------------------------------------------------------
+def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
+    from sensors.layout import ensure_layout
+
+    markers = args.markers or (5 if args.smoke else 20 if args.quick else 40)
+    ticks = args.ticks or (3 if args.smoke else 15 if args.quick else 40)
+    rounds = args.rounds or (2 if args.smoke else 15 if args.quick else 30)
+    seed_minutes = 10 if args.smoke else 120
+    from sensors.cli import parse_start
+
+    sim_start = rush_hour_start() if args.start == "rush" else parse_start(args.start)
+    lookback_h = max(3, int((time.time() * 1000 - sim_start + seed_minutes * 60_000) / 3_600_000) + 2)
+    doc: dict[str, Any] = {
+        "benchmark": "dashboard",
+        "machine": machine("load.bench_dashboard"),
+        "config": {
+            "sensors": SENSORS,
+            "fleet_speed": 1.0,
+            "simulated_start": _iso(sim_start),
+            "seeded_result_minutes": seed_minutes,
+            "dashboard_lookback_h": lookback_h,
+            "markers": markers,
+            "page_ticks": ticks,
+            "isolated_rounds": rounds,
+            "mode": "smoke" if args.smoke else "quick" if args.quick else "full",
+        },
+        "errors": [],
+    }
+    py = [sys.executable, "-m", "framework.cli.main"]
+    children: list[Child] = []
+    with tempfile.TemporaryDirectory(prefix="sftraffic-bench-dashboard-") as tmpdir:
+        tmp = Path(tmpdir)
+        broker = start_broker(tmp)
+        try:
+            b = broker.bootstrap
+            ensure_layout(b, partitions=PARTITIONS, extra_topics={f"{STREAM}.{t}": {} for t in RESULT_TOPICS})
+            doc["seeded_records"] = seed_results(b, sim_start, seed_minutes)
+            console.print(f"fleet of {SENSORS:,} sensors live from {_iso(sim_start)}, dashboard ...")
+            fleet_cmd = [*py, "sensors", "-b", b, "--via", "kafka", "--sensors", str(SENSORS), "--speed", "1"]
+            fleet_cmd += ["--start", _iso(sim_start), "--partitions", str(PARTITIONS), "--quiet"]
+            fleet = Child("fleet", fleet_cmd, tmp / "fleet.log")
+            wall0 = time.time()
+            children.append(fleet)
+            port = free_port()
+            dash_cmd = [*py, "dashboard", "-b", b, "--host", "127.0.0.1", "--port", str(port)]
+            dash_cmd += ["--lookback", f"{lookback_h}h"]
+            dash = Child("dashboard", dash_cmd, tmp / "dashboard.log")
+            children.append(dash)
+            web = Http(port, timeout=5)
+
+            def ready() -> bool:
+                try:
+                    status, h = web.get_json("/api/health")
+                except OSError:
+                    return False
+                return (
+                    status == 200
+                    and h["store_ok"]
+                    and h["events_seen"] > 0
+                    and h["segments_with_data"] >= 100
+                )
+
+            t_ready = time.monotonic()
+            wait_until(ready, 120, "the dashboard with live data", lambda: dash.alive() and fleet.alive())
+            doc["dashboard_ready_s"] = round(time.monotonic() - t_ready, 1)
+            time.sleep(2.0)  # a couple of health rounds, the fleet at its pace
+
+            def sim_clock() -> int:
+                return sim_start + int((time.time() - wall0) * 1000)
+
+            _, h0 = web.get_json("/api/health")
+            cpu = {c.name: c.cpu_seconds() for c in children} | {"broker": broker.cpu_seconds()}
+            cpu["bench client"], busy0 = own_cpu(), machine_busy_seconds()
+            t0 = time.monotonic()
+            console.print(f"(a) {markers} marker readings to /api/sensor/<id> ...")
+            doc["visibility"] = measure_visibility(b, port, markers, sim_clock)
+            console.print(f"(b) callbacks: {ticks} page ticks, {rounds} rounds one at a time ...")
+            doc["callbacks"] = measure_callbacks(
+                port,
+                ticks,
+                rounds,
+                dash_pid=dash.pid,
+                profile_dir=Path(args.profile) if args.profile else None,
+            )
+            elapsed = time.monotonic() - t0
+            _, h1 = web.get_json("/api/health")
+            web.close()
+            cpu1 = {c.name: c.cpu_seconds() for c in children} | {"broker": broker.cpu_seconds()}
+            cpu1["bench client"], busy = own_cpu(), machine_busy_seconds() - busy0
+            ours = sum(cpu1[k] - cpu[k] for k in cpu)
+            doc["during"] = {
+                "seconds": round(elapsed, 1),
+                "events_seen_by_dashboard_per_s": round((h1["events_seen"] - h0["events_seen"]) / elapsed),
+                "cores": {k: round((cpu1[k] - cpu[k]) / elapsed, 2) for k in cpu},
+                "other_processes_cores": round((busy - ours) / elapsed, 2),
+                "loadavg_after": loadavg(),
+            }
+            for c in children:
+                if not c.alive():
+                    doc["errors"].append(f"{c.name} exited early: {c.tail()}")
+        except Exception as exc:
+            doc["errors"].append(f"{type(exc).__name__}: {exc}")
+            for c in children:
+                doc.setdefault("logs", {})[c.name] = c.tail(30)
+        finally:
+            for c in reversed(children):
+                c.stop()
+            broker.stop()
+    vis = doc.get("visibility") or {}
+    cb = doc.get("callbacks") or {}
+    if vis and vis["seen"] < vis["markers"]:
+        doc["errors"].append(f"{vis['markers'] - vis['seen']} markers never showed on the dashboard")
+    for mode in ("page", "isolated"):
+        if cb.get(mode, {}).get("errors"):
+            doc["errors"].append(f"{cb[mode]['errors']} callback requests failed ({mode})")
+    doc["goals"] = [
+        goal("sensor reading visible on the dashboard, p95", vis.get("p95_s"), VISIBLE_GOAL_S, "s", False),
+        goal(
+            "callback latency p95, as the page sends them",
+            cb.get("page", {}).get("p95_ms"),
+            CALLBACK_GOAL_MS,
+            "ms",
+            False,
+        ),
+        goal(
+            "callback latency p95, one at a time",
+            cb.get("isolated", {}).get("p95_ms"),
+            CALLBACK_GOAL_MS,
+            "ms",
+            False,
+        ),
+    ]
+    return doc
+
+
+def render(doc: dict[str, Any], console: Console) -> None:
+    m = doc["machine"]
+    t = Table(title=f"dashboard, 10k sensors live — {m['cpu_model']}, {m['cores']} cores, load {loadavg()}")
+    t.add_column("figure")
+    t.add_column("p50", justify="right")
+    t.add_column("p95", justify="right")
+    t.add_column("p99 / max", justify="right")
+    t.add_column("detail")
+    v = doc.get("visibility")
+    if v:
+        t.add_row(
+            "reading → /api/sensor (s)",
+            f"{v['p50_s']}",
+            f"{v['p95_s']}",
+            f"max {v['max_s']}",
+            f"{v['seen']}/{v['markers']} markers; store ack p50 {v['ack_p50_s']} s",
+        )
+    cb = doc.get("callbacks") or {}
+    for mode, label in (("page", "callbacks as the page (ms)"), ("isolated", "callbacks one at a time (ms)")):
+        s = cb.get(mode)
+        if not s:
+            continue
+        t.add_row(
+            label, f"{s['p50_ms']}", f"{s['p95_ms']}", f"{s['p99_ms']} / {s['max_ms']}", f"{s['calls']} calls"
+        )
+        for name, p in s["per_callback"].items():
+            t.add_row(
+                f"  {name}",
+                f"{p['p50_ms']}",
+                f"{p['p95_ms']}",
+                f"max {p['max_ms']}",
+                f"{p['response_kb']} kB",
+            )
+    console.print(t)
+    d = doc.get("during")
+    if d:
+        console.print(
+            f"[dim]during the run: dashboard saw {d['events_seen_by_dashboard_per_s']:,} events/s; "
+            f"cores {d['cores']}, other processes {d['other_processes_cores']}"
+        )
+    for g in doc["goals"]:
+        verdict = {True: "[green]pass[/green]", False: "[red]FAIL[/red]", None: "[yellow]n/a[/yellow]"}
+        console.print(f"{verdict[g['passed']]} {g['name']}: {g['measured']} <= {g['target']} {g['unit']}")
+    prof = cb.get("profile")
+    if prof and prof.get("self"):
+        console.print("[dim]py-spy dashboard: " + ", ".join(f"{f} {p}%" for f, p in prof["self"][:6]))
+    for e in doc["errors"]:
+        console.print(f"[red]error:[/red] {e}")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m load.bench_dashboard", description=__doc__.split("\n\n")[0])
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="20 markers, 15 page ticks, 15 rounds")
+    size.add_argument("--smoke", action="store_true", help="tiny: 5 markers, 3 ticks, 2 rounds (tests)")
+    p.add_argument("--markers", type=int, help="marker readings (default 40)")
+    p.add_argument("--ticks", type=int, help="page ticks, 2 s apart (default 40)")
+    p.add_argument("--rounds", type=int, help="rounds of one-at-a-time callbacks (default 30)")
+    p.add_argument("--start", default="rush", help="the fleet's simulated start: 'rush' or ISO 8601")
+    p.add_argument("--profile", metavar="DIR", help="py-spy the dashboard during the page-like phase")
+    p.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    return p.parse_args(argv)
+
+
+def _terminate(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    t0 = time.monotonic()
+    try:
+        doc = run(args, Console(stderr=True))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    doc["elapsed_s"] = round(time.monotonic() - t0, 1)
+    render(doc, console_out())
+    write_json(doc, args.json)
+    return 0 if not doc["errors"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,916 @@
+"""Consumer-group benchmark: group throughput and rebalance time after a member is lost.
+
+Everything runs on 127.0.0.1 against a fresh broker of ours (``BrokerProcess``, default group
+settings: ``group.initial.rebalance.delay.ms`` 3000, so that the four members of a new group
+land in the same first generation).
+
+**(a) Group throughput.** A 12-partition topic is preloaded with N 100-byte values (4M; 200k
+with ``--quick``) by one confluent-kafka producer (acks=1, 1 MB batches, round-robin over the
+partitions), then read by a group of 4 consumer *processes* (multiprocessing, spawn;
+confluent-kafka ``Consumer``, ``subscribe()``, ``auto.offset.reset=earliest``, batches from
+``consume(num_messages=...)``, settings in ``CONSUMER_SETTINGS``; the members' cyclic GC is off,
+see ``_throughput_member``, ``--client-gc`` keeps it). The members are started and
+connected first, then subscribe at the same moment. Each member notes the time of its first
+and last batch (CLOCK_MONOTONIC, shared by all processes); the group rate is N divided by the
+time from the earliest first batch to the latest last batch, once the members together have
+consumed N. CPU: each member's own user+system time between its first and last batch
+(``os.times()``: Python and librdkafka threads), the broker's from /proc/PID/stat over the
+phase, both per message, and what every other process on the machine used meanwhile (from
+/proc/stat: on a shared 2-core machine that decides the figure). ``--profile DIR`` adds one run,
+not counted in the figures, during which py-spy samples the broker (Python frames) and member 0
+(``--native``: C frames too, which pauses it per sample), and lists where the samples fall.
+
+**(b) Rebalance after member loss.** A producer in this process writes ~2,000 msgs/s
+round-robin to a 12-partition topic. 4 member processes (``session.timeout.ms`` 6000,
+``heartbeat.interval.ms`` 1000, librdkafka's default eager assignors) report every
+assignment and the first message they get from each assigned partition through a
+multiprocessing queue. Once the group is stable and every partition is being consumed, one
+member is SIGKILLed (it cannot leave the group); the figure is the time from the kill until
+every partition the killed member owned has been assigned to a survivor *and* that survivor
+has received a message from it. Repeated 3 times (a new group each time); median reported.
+
+Goals (from the issues): (a) >= 1,000,000 msgs/s for the group; (b) <= session timeout + 3 s.
+
+Usage::
+
+    python -m load.bench_groups [--quick | --smoke] [--json FILE] [--profile DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import multiprocessing as mp
+import os
+import queue
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from framework.server.process import BrokerProcess
+from load.bench_broker import create_topic, machine_info
+from load.peers import proc_cpu_seconds, quiet_logger
+
+VALUE_SIZE = 100
+PARTITIONS = 12
+MEMBERS = 4
+THROUGHPUT_GOAL = 1_000_000  # msgs/s for the whole group
+REBALANCE_MARGIN_S = 3.0  # goal: session timeout + this
+
+PRODUCER_SETTINGS: dict[str, Any] = {
+    "acks": 1,
+    "linger.ms": 20,
+    "batch.size": 1_048_576,
+    "batch.num.messages": 100_000,
+    "queue.buffering.max.messages": 2_000_000,
+    "queue.buffering.max.kbytes": 2_097_151,
+    "compression.type": "none",
+    "enable.idempotence": False,
+}
+# Throughput consumers: big fetches (a 100-byte message costs the broker the same whether 1k or
+# 100k go in one response), a deep prefetch queue, and no 1 s fetch backoff when it is full.
+CONSUMER_SETTINGS: dict[str, Any] = {
+    "fetch.min.bytes": 1,
+    "fetch.wait.max.ms": 100,
+    "fetch.max.bytes": 52_428_800,
+    "max.partition.fetch.bytes": 4_194_304,
+    "queued.min.messages": 500_000,
+    "queued.max.messages.kbytes": 262_144,
+    "fetch.queue.backoff.ms": 10,
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "enable.partition.eof": False,
+}
+BATCH = 10_000  # consume(num_messages=...)
+
+
+# -- shared helpers (the other bench_* scripts import these) ----------------------------------
+def goal(
+    name: str, measured: float | None, target: float, unit: str, higher_is_better: bool
+) -> dict[str, Any]:
+    """One goal with pass/fail (None when the figure could not be measured)."""
+    passed = None
+    if measured is not None:
+        passed = measured >= target if higher_is_better else measured <= target
+    return {
+        "name": name,
+        "target": target,
+        "measured": measured,
+        "unit": unit,
+        "comparison": ">=" if higher_is_better else "<=",
+        "passed": passed,
+    }
+
+
+def machine(module: str) -> dict[str, Any]:
+    """bench_broker's machine description, with this script's command line."""
+    info: dict[str, Any] = machine_info()
+    info["command"] = shlex.join([Path(sys.executable).name, "-m", module, *sys.argv[1:]])
+    return info
+
+
+def loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in [0, 100]); None for no values."""
+    if not values:
+        return None
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, round(q / 100 * len(s) + 0.5) - 1))
+    return s[k]
+
+
+def own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all processes of the machine have used since boot (all cores, /proc/stat)."""
+    with open("/proc/stat") as fh:
+        f = [int(x) for x in fh.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal: busy = all but idle and iowait
+    return (f[0] + f[1] + f[2] + f[5] + f[6] + (f[7] if len(f) > 7 else 0)) / os.sysconf("SC_CLK_TCK")
+
+
+def py_spy() -> str | None:
+    exe = Path(sys.executable).with_name("py-spy")
+    return str(exe) if exe.exists() else None
+
+
+class Profiler:
+    """``py-spy record`` on a pid for a fixed duration (raw collapsed stacks), then a summary of
+    where the samples fall: leaf functions (self time) and functions anywhere on the stack."""
+
+    def __init__(
+        self,
+        pid: int,
+        seconds: float,
+        out: Path,
+        rate: int = 100,
+        native: bool = False,
+        focus: tuple[str, ...] = (),
+    ) -> None:
+        self.out = out
+        self.focus = focus
+        self.proc: subprocess.Popen[bytes] | None = None
+        exe = py_spy()
+        if exe is None:
+            return
+        out.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [exe, "record", "-p", str(pid), "-d", str(max(1, int(seconds))), "-r", str(rate)]
+        # --native (C frames: librdkafka, the confluent-kafka extension, CPython) has to pause the
+        # process for each sample; Python-only sampling does not
+        cmd += ["-f", "raw", "-o", str(out), "--native" if native else "--nonblocking"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def summary(self, timeout: float = 60.0, top: int = 12) -> dict[str, Any]:
+        if self.proc is None:
+            return {"error": "py-spy not installed"}
+        try:
+            _, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGINT)
+            _, err = self.proc.communicate(timeout=10)
+        if not self.out.exists():
+            return {"error": (err or b"").decode(errors="replace")[-500:]}
+        return summarize_collapsed(self.out.read_text(), top, self.focus) | {"file": str(self.out)}
+
+
+def summarize_collapsed(text: str, top: int = 12, focus: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Shares of samples (%): ``self`` by leaf frame, ``inclusive`` by any frame on the stack,
+    ``focus`` inclusive but only frames whose text contains one of ``focus`` (e.g. a package's
+    path), which skips the thread/event-loop frames every sample shares."""
+    leaf: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    total = 0
+    for line in text.splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not stack or not n.isdigit():
+            continue
+        count = int(n)
+        total += count
+        frames = [f for f in stack.split(";") if f and not f.startswith("process ")]
+        frames = [f for f in frames if not f.startswith("thread ")]
+        if not frames:
+            continue
+        leaf[frames[-1]] += count
+        for f in set(frames):
+            inclusive[f] += count
+    return {
+        "samples": total,
+        "self": [(f, round(100 * c / total, 1)) for f, c in leaf.most_common(top)] if total else [],
+        "inclusive": [(f, round(100 * c / total, 1)) for f, c in inclusive.most_common(top)] if total else [],
+        "focus": [
+            (f, round(100 * c / total, 1))
+            for f, c in inclusive.most_common()
+            if focus and any(x in f for x in focus)
+        ][: 2 * top]
+        if total
+        else [],
+    }
+
+
+def start_broker(tmp: Path, overrides: dict[str, object] | None = None) -> BrokerProcess:
+    base: dict[str, object] = {"log.retention.check.interval.ms": 60_000}
+    base.update(overrides or {})
+    return BrokerProcess(tmp / "broker", overrides=base).start()
+
+
+# -- (a) throughput --------------------------------------------------------------------------------
+def preload(bootstrap: str, topic: str, count: int) -> dict[str, Any]:
+    """Write ``count`` values round-robin over the topic's partitions; checks the end offsets."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    failures: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "logger": quiet_logger(),
+            "delivery.report.only.error": True,
+            "on_delivery": on_delivery,
+            **PRODUCER_SETTINGS,
+        }
+    )
+    value = os.urandom(VALUE_SIZE)
+    produce, poll = p.produce, p.poll
+    t0 = time.perf_counter()
+    # chunks of 1,000 per partition: librdkafka appends to one partition's batch at a time
+    chunk = 1000
+    sent = 0
+    while sent < count:
+        part = (sent // chunk) % PARTITIONS
+        for _ in range(min(chunk, count - sent)):
+            try:
+                produce(topic, value, partition=part)
+            except BufferError:
+                poll(0.005)
+                produce(topic, value, partition=part)
+        sent += min(chunk, count - sent)
+        poll(0)
+    left = p.flush(300)
+    seconds = time.perf_counter() - t0
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks", "logger": quiet_logger()})
+    try:
+        end = sum(
+            c.get_watermark_offsets(TopicPartition(topic, i), timeout=10, cached=False)[1]
+            for i in range(PARTITIONS)
+        )
+    finally:
+        c.close()
+    if failures or left or end != count:
+        raise RuntimeError(
+            f"preload: {len(failures)} failed, {left} undelivered, end offsets {end} != {count}: "
+            + (failures[0] if failures else "")
+        )
+    return {"messages": count, "seconds": round(seconds, 2), "msgs_s": round(count / seconds)}
+
+
+def _throughput_member(
+    idx: int,
+    bootstrap: str,
+    topic: str,
+    group: str,
+    settings: dict[str, Any],
+    batch: int,
+    counts: Any,
+    ready: Any,
+    start: Any,
+    stop: Any,
+    results: Any,
+    gc_off: bool,
+) -> None:
+    from confluent_kafka import Consumer
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if gc_off:
+        # Every confluent-kafka Message is a GC-tracked object: with 10k-message batches the
+        # cyclic collector runs constantly and traverses them (~20% of the client's CPU in
+        # py-spy --native). Nothing here makes cycles; reference counting frees the messages.
+        gc.disable()
+    assigns: list[list[int]] = []
+    assigned_at: list[float] = []
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": f"bench-member-{idx}",
+            "auto.offset.reset": "earliest",
+            "logger": quiet_logger(),
+            **settings,
+        }
+    )
+    c.list_topics(topic, timeout=10)  # connected and metadata known before the clock starts
+    ready.put(idx)
+    start.wait()
+
+    def on_assign(_c: Any, parts: list[Any]) -> None:
+        assigns.append(sorted(p.partition for p in parts))
+        assigned_at.append(time.monotonic())
+
+    c.subscribe([topic], on_assign=on_assign)
+    n = errors = 0
+    first_err = ""
+    t_first = t_last = None
+    cpu_first = 0.0
+    consume = c.consume
+    clock = time.monotonic
+    while not stop.is_set():
+        msgs = consume(batch, 0.2)
+        if not msgs:
+            continue
+        now = clock()
+        if t_first is None:
+            t_first, cpu_first = now, own_cpu()
+        if msgs[-1].error() is None:
+            n += len(msgs)
+        else:
+            for m in msgs:
+                if m.error() is None:
+                    n += 1
+                else:
+                    errors += 1
+                    first_err = first_err or str(m.error())
+        counts[idx] = n
+        t_last = now
+    # read once after the loop (the idle wait for the stop signal adds next to nothing), not per
+    # batch: a times() syscall per batch showed up in native profiles
+    cpu_last = own_cpu()
+    results.put(
+        {
+            "member": idx,
+            "pid": os.getpid(),
+            "messages": n,
+            "errors": errors,
+            "error": first_err,
+            "t_first": t_first,
+            "t_last": t_last,
+            "cpu_s": cpu_last - cpu_first,
+            "assignments": assigns,
+            "t_assigned": assigned_at[0] if assigned_at else None,
+        }
+    )
+    c.close()
+
+
+def measure_group_throughput(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    broker_pid: int,
+    *,
+    settings: dict[str, Any] | None = None,
+    batch: int = BATCH,
+    gc_off: bool = True,
+    profile_dir: Path | None = None,
+    expected_rate: float = 500_000,
+    timeout: float = 600.0,
+) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    counts = ctx.Array("q", MEMBERS, lock=False)
+    ready, results = ctx.Queue(), ctx.Queue()
+    start, stop = ctx.Event(), ctx.Event()
+    group = f"bench-throughput-{uuid.uuid4().hex[:8]}"
+    conf = dict(CONSUMER_SETTINGS, **(settings or {}))
+    procs = [
+        ctx.Process(
+            target=_throughput_member,
+            args=(i, bootstrap, topic, group, conf, batch, counts, ready, start, stop, results, gc_off),
+            daemon=True,
+        )
+        for i in range(MEMBERS)
+    ]
+    for p in procs:
+        p.start()
+    out: dict[str, Any] = {
+        "group": group,
+        "messages_expected": count,
+        "consumer_settings": conf,
+        "batch": batch,
+        "client_gc_disabled": gc_off,
+    }
+    try:
+        for _ in procs:
+            ready.get(timeout=120)
+        broker_cpu0 = proc_cpu_seconds(broker_pid)
+        t_start = time.monotonic()
+        start.set()
+        profilers: dict[str, Profiler] = {}
+        deadline = t_start + timeout
+        last_total, last_progress = 0, time.monotonic()
+        t_flow: float | None = None  # when this loop first saw messages consumed
+        broker_cpu_flow = broker_cpu0
+        busy_flow = machine_busy_seconds()
+        while True:
+            total = sum(counts)
+            now = time.monotonic()
+            if total >= count:
+                break
+            if t_flow is None and total > 0:
+                t_flow, broker_cpu_flow, busy_flow = now, proc_cpu_seconds(broker_pid), machine_busy_seconds()
+            if profile_dir is not None and not profilers and total > 0:
+                # profile the middle of the phase: started once messages flow, for ~60% of the
+                # expected remaining time
+                secs = max(2.0, min(20.0, 0.6 * (count - total) / expected_rate))
+                profilers["broker"] = Profiler(
+                    broker_pid, secs, profile_dir / "groups-broker.txt", focus=("framework/",)
+                )
+                profilers["member0"] = Profiler(
+                    procs[0].pid or 0, secs, profile_dir / "groups-member0.txt", native=True
+                )
+            if total != last_total:
+                last_total, last_progress = total, now
+            if now - last_progress > 30 or now > deadline:
+                out["error"] = f"stalled at {total}/{count} messages"
+                break
+            time.sleep(0.02)
+        broker_cpu1 = proc_cpu_seconds(broker_pid)
+        busy_done = machine_busy_seconds()
+        t_done = time.monotonic()
+        stop.set()
+        members = [results.get(timeout=60) for _ in procs]
+    finally:
+        stop.set()
+        for p in procs:
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+    members.sort(key=lambda m: m["member"])
+    got = sum(m["messages"] for m in members)
+    firsts = [m["t_first"] for m in members if m["t_first"] is not None]
+    lasts = [m["t_last"] for m in members if m["t_last"] is not None]
+    assigned = [m.pop("t_assigned") for m in members if m.get("t_assigned") is not None]
+    seconds = max(lasts) - min(firsts) if firsts and lasts else float("nan")
+    client_cpu = sum(m["cpu_s"] for m in members)
+    broker_cpu = broker_cpu1 - broker_cpu0
+    for m in members:
+        span = (m["t_last"] - m["t_first"]) if m["t_first"] is not None else 0.0
+        m["msgs_s"] = round(m["messages"] / span) if span > 0 else None
+        m["cores"] = round(m["cpu_s"] / span, 2) if span > 0 else None
+        m["cpu_us_per_msg"] = round(m["cpu_s"] / m["messages"] * 1e6, 3) if m["messages"] else None
+        m.pop("t_first")
+        m.pop("t_last")
+    out.update(
+        {
+            "messages": got,
+            "seconds": round(seconds, 3),
+            "msgs_s": round(got / seconds) if seconds > 0 else None,
+            "mb_s": round(got * VALUE_SIZE / seconds / 1e6, 1) if seconds > 0 else None,
+            "join_to_first_message_s": round(min(firsts) - t_start, 3) if firsts else None,
+            "client_cpu_s": round(client_cpu, 2),
+            "client_cpu_us_per_msg": round(client_cpu / got * 1e6, 3) if got else None,
+            "client_cores": round(client_cpu / seconds, 2) if seconds > 0 else None,
+            "broker_cpu_s": round(broker_cpu, 2),
+            "broker_cpu_us_per_msg": round(broker_cpu / got * 1e6, 3) if got else None,
+            # per message: from the start signal (join included) to the end; cores: while flowing
+            "broker_cores": round((broker_cpu1 - broker_cpu_flow) / (t_done - t_flow), 2)
+            if t_flow is not None and t_done > t_flow
+            else None,
+            "msgs_s_from_assignment": round(got / (max(lasts) - min(assigned)))
+            if assigned and lasts and max(lasts) > min(assigned)
+            else None,
+            # every process on the machine while messages flowed; "other" is what was left after
+            # the broker and the members: other work on a shared machine competing for the cores
+            "machine_busy_cores": round((busy_done - busy_flow) / (t_done - t_flow), 2)
+            if t_flow is not None and t_done > t_flow
+            else None,
+            "other_processes_cores": round(
+                (busy_done - busy_flow - (broker_cpu1 - broker_cpu_flow) - client_cpu) / (t_done - t_flow), 2
+            )
+            if t_flow is not None and t_done > t_flow
+            else None,
+            "members": members,
+            "rebalances": sum(len(m["assignments"]) for m in members) - MEMBERS,
+            "errors": sum(m["errors"] for m in members) + max(0, count - got if "error" in out else 0),
+        }
+    )
+    if profilers:
+        out["profiles"] = {name: p.summary() for name, p in profilers.items()}
+    return out
+
+
+# -- (b) rebalance after member loss -----------------------------------------------------------
+def _rebalance_member(
+    idx: int,
+    bootstrap: str,
+    topic: str,
+    group: str,
+    session_ms: int,
+    heartbeat_ms: int,
+    events: Any,
+    stop: Any,
+) -> None:
+    from confluent_kafka import Consumer
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    seen: set[int] = set()
+    clock = time.monotonic
+
+    def on_assign(_c: Any, parts: list[Any]) -> None:
+        seen.clear()
+        events.put(("assign", idx, clock(), sorted(p.partition for p in parts)))
+
+    def on_revoke(_c: Any, parts: list[Any]) -> None:
+        events.put(("revoke", idx, clock(), sorted(p.partition for p in parts)))
+
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": f"bench-rebalance-{idx}",
+            "auto.offset.reset": "latest",
+            "session.timeout.ms": session_ms,
+            "heartbeat.interval.ms": heartbeat_ms,
+            "enable.auto.commit": True,
+            "auto.commit.interval.ms": 1000,
+            "fetch.wait.max.ms": 50,
+            "logger": quiet_logger(),
+        }
+    )
+    c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+    events.put(("ready", idx, clock(), os.getpid()))
+    while not stop.is_set():
+        for m in c.consume(1000, 0.05):
+            part = m.partition()
+            if m.error() is None and part is not None and part not in seen:
+                seen.add(part)
+                events.put(("first", idx, clock(), part))
+    c.close()
+
+
+class SteadyProducer(threading.Thread):
+    """Round-robin over all partitions at about ``rate`` msgs/s until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: int) -> None:
+        super().__init__(daemon=True, name="steady-producer")
+        from confluent_kafka import Producer
+
+        self.topic = topic
+        self.rate = rate
+        self.sent = 0
+        self.halt = threading.Event()
+        self.p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "logger": quiet_logger()})
+
+    def run(self) -> None:
+        value = os.urandom(VALUE_SIZE)
+        step = 0.01
+        per_step = max(PARTITIONS, round(self.rate * step))
+        t0 = time.monotonic()
+        i = 0
+        while not self.halt.is_set():
+            for _ in range(per_step):
+                self.p.produce(self.topic, value, partition=self.sent % PARTITIONS)
+                self.sent += 1
+            self.p.poll(0)
+            i += 1
+            delay = t0 + i * step - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        self.p.flush(10)
+
+
+def measure_rebalance(
+    bootstrap: str,
+    topic: str,
+    *,
+    session_ms: int = 6000,
+    heartbeat_ms: int = 1000,
+    settle_s: float = 2.0,
+    timeout_s: float = 60.0,
+) -> dict[str, Any]:
+    """One repetition: a stable 4-member group, one SIGKILLed, until its partitions flow again."""
+    ctx = mp.get_context("spawn")
+    events = ctx.Queue()
+    stop = ctx.Event()
+    group = f"bench-rebalance-{uuid.uuid4().hex[:8]}"
+    procs = [
+        ctx.Process(
+            target=_rebalance_member,
+            args=(i, bootstrap, topic, group, session_ms, heartbeat_ms, events, stop),
+            daemon=True,
+        )
+        for i in range(MEMBERS)
+    ]
+    for p in procs:
+        p.start()
+    assignment: dict[int, list[int]] = {}  # member -> current partitions
+    flowing: dict[int, set[int]] = {i: set() for i in range(MEMBERS)}  # since its last assignment
+    log: list[tuple[str, int, float, Any]] = []
+    dead: set[int] = set()
+
+    def drain(until: float) -> None:
+        while True:
+            left = until - time.monotonic()
+            try:
+                ev = events.get(timeout=max(0.0, min(left, 0.1))) if left > 0 else events.get_nowait()
+            except queue.Empty:
+                if time.monotonic() >= until:
+                    return
+                continue
+            kind, idx, _t, arg = ev
+            if idx in dead:
+                continue
+            log.append(ev)
+            if kind == "assign":
+                assignment[idx] = list(arg)
+                flowing[idx] = set()
+            elif kind == "revoke":
+                assignment[idx] = []
+                flowing[idx] = set()
+            elif kind == "first":
+                flowing[idx].add(arg)
+
+    def stable() -> bool:
+        owned = [p for parts in assignment.values() for p in parts]
+        return (
+            len(assignment) == MEMBERS
+            and sorted(owned) == list(range(PARTITIONS))
+            and all(set(assignment[i]) <= flowing[i] and assignment[i] for i in assignment)
+        )
+
+    out: dict[str, Any] = {
+        "group": group,
+        "session_timeout_ms": session_ms,
+        "heartbeat_interval_ms": heartbeat_ms,
+    }
+    try:
+        deadline = time.monotonic() + 120
+        while not stable():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"group never stable: {assignment}, flowing {flowing}")
+            drain(time.monotonic() + 0.2)
+        drain(time.monotonic() + settle_s)  # a few heartbeats in the stable generation
+        if not stable():
+            raise RuntimeError(f"group rebalanced while settling: {assignment}")
+        victim = 0
+        lost = sorted(assignment[victim])
+        os.kill(procs[victim].pid or 0, signal.SIGKILL)
+        t_kill = time.monotonic()
+        dead.add(victim)
+        del assignment[victim]
+        flowing.pop(victim)
+        out.update(
+            {"victim_partitions": lost, "assignment_before": {str(k): v for k, v in assignment.items()}}
+        )
+        log_from = len(log)
+        assigned_at: dict[int, float] = {}
+        consumed_at: dict[int, float] = {}
+        end = t_kill + timeout_s
+        while len(consumed_at) < len(lost) and time.monotonic() < end:
+            drain(time.monotonic() + 0.05)
+            for kind, _idx, t, arg in log[log_from:]:
+                if kind == "assign":
+                    for p in arg:
+                        if p in lost and p not in assigned_at:
+                            assigned_at[p] = t
+                elif kind == "first" and arg in lost and arg in assigned_at and arg not in consumed_at:
+                    consumed_at[arg] = t
+            log_from = len(log)
+        revokes = [t for kind, _i, t, _a in log if kind == "revoke" and t > t_kill]
+        out.update(
+            {
+                "detected_s": round(min(revokes) - t_kill, 3) if revokes else None,
+                "assigned_s": round(max(assigned_at.values()) - t_kill, 3)
+                if len(assigned_at) == len(lost)
+                else None,
+                "recovered_s": round(max(consumed_at.values()) - t_kill, 3)
+                if len(consumed_at) == len(lost)
+                else None,
+                "assignment_after": {str(k): v for k, v in assignment.items()},
+            }
+        )
+        if out["recovered_s"] is None:
+            out["error"] = (
+                f"partitions {sorted(set(lost) - set(consumed_at))} not consumed within {timeout_s}s"
+            )
+    finally:
+        stop.set()
+        for p in procs:
+            p.join(20)
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+    return out
+
+
+# -- orchestration -------------------------------------------------------------------------------
+def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
+    count = args.count or (100_000 if args.smoke else 200_000 if args.quick else 4_000_000)
+    reps = args.rebalance_reps if args.rebalance_reps is not None else (1 if args.smoke else 3)
+    session_ms = args.session_timeout_ms
+    doc: dict[str, Any] = {
+        "benchmark": "groups",
+        "machine": machine("load.bench_groups"),
+        "config": {
+            "messages": count,
+            "value_size": VALUE_SIZE,
+            "partitions": PARTITIONS,
+            "members": MEMBERS,
+            "producer_settings": PRODUCER_SETTINGS,
+            "rebalance_reps": reps,
+            "session_timeout_ms": session_ms,
+            "heartbeat_interval_ms": args.heartbeat_ms,
+            "rebalance_produce_rate": args.rate,
+            "mode": "smoke" if args.smoke else "quick" if args.quick else "full",
+        },
+        "errors": [],
+    }
+    overrides: dict[str, object] = {}
+    if session_ms < 6000:
+        overrides["group.min.session.timeout.ms"] = session_ms
+    profile_dir = Path(args.profile) if args.profile else None
+    with tempfile.TemporaryDirectory(prefix="sftraffic-bench-groups-") as tmp:
+        broker = start_broker(Path(tmp), overrides)
+        try:
+            topic = create_topic(broker.bootstrap, f"bench-groups-{uuid.uuid4().hex[:6]}", PARTITIONS)
+            console.print(f"preloading {count:,} messages into {PARTITIONS} partitions ...")
+            doc["preload"] = preload(broker.bootstrap, topic, count)
+            doc["throughput_runs"] = []
+            # with --profile, one more run under py-spy (which slows member 0): kept apart
+            for rep in range(args.reps + (1 if profile_dir else 0)):
+                profiled = rep == args.reps
+                console.print(
+                    f"group of {MEMBERS} consuming {count:,} messages "
+                    + ("(profiled run) ..." if profiled else f"(run {rep + 1}/{args.reps}) ...")
+                )
+                res = measure_group_throughput(
+                    broker.bootstrap,
+                    topic,
+                    count,
+                    broker.pid,
+                    gc_off=not args.client_gc,
+                    profile_dir=profile_dir if profiled else None,
+                    expected_rate=statistics.median(
+                        [r["msgs_s"] for r in doc["throughput_runs"] if r.get("msgs_s")] or [500_000]
+                    ),
+                )
+                if res.get("error"):
+                    doc["errors"].append(res["error"])
+                if profiled:
+                    doc["profiled_run"] = res
+                else:
+                    doc["throughput_runs"].append(res)
+            runs = doc["throughput_runs"]
+            rates = [r["msgs_s"] for r in runs if r.get("msgs_s")]
+            doc["throughput"] = {
+                "msgs_s": statistics.median(rates) if rates else None,
+                "broker_cpu_us_per_msg": statistics.median(
+                    [r["broker_cpu_us_per_msg"] for r in runs if r.get("broker_cpu_us_per_msg")] or [0]
+                ),
+                "client_cpu_us_per_msg": statistics.median(
+                    [r["client_cpu_us_per_msg"] for r in runs if r.get("client_cpu_us_per_msg")] or [0]
+                ),
+                "loadavg_after": loadavg(),
+            }
+            rtopic = create_topic(broker.bootstrap, f"bench-rebalance-{uuid.uuid4().hex[:6]}", PARTITIONS)
+            producer = SteadyProducer(broker.bootstrap, rtopic, args.rate)
+            producer.start()
+            doc["rebalance_runs"] = []
+            try:
+                for rep in range(reps):
+                    console.print(f"rebalance after SIGKILL of a member (run {rep + 1}/{reps}) ...")
+                    try:
+                        res = measure_rebalance(
+                            broker.bootstrap, rtopic, session_ms=session_ms, heartbeat_ms=args.heartbeat_ms
+                        )
+                    except Exception as exc:  # one bad repetition is reported, the others still run
+                        res = {"error": f"{type(exc).__name__}: {exc}"}
+                    doc["rebalance_runs"].append(res)
+                    if res.get("error"):
+                        doc["errors"].append(res["error"])
+            finally:
+                producer.halt.set()
+                producer.join(20)
+            recovered = [r["recovered_s"] for r in doc["rebalance_runs"] if r.get("recovered_s") is not None]
+            doc["rebalance"] = {
+                "recovered_s": recovered,
+                "median_s": statistics.median(recovered) if recovered else None,
+                "max_s": max(recovered) if recovered else None,
+                "produced": producer.sent,
+                "loadavg_after": loadavg(),
+            }
+        finally:
+            doc["broker_log_tail"] = list(broker.log_lines)[-20:] if doc["errors"] else []
+            broker.stop()
+    doc["goals"] = [
+        goal("group throughput, 4 members", doc["throughput"]["msgs_s"], THROUGHPUT_GOAL, "msgs/s", True),
+        goal(
+            "rebalance after member loss (median)",
+            doc["rebalance"]["median_s"],
+            session_ms / 1000 + REBALANCE_MARGIN_S,
+            "s",
+            False,
+        ),
+    ]
+    return doc
+
+
+def render(doc: dict[str, Any], console: Console) -> None:
+    m = doc["machine"]
+    t = Table(title=f"consumer groups — {m['cpu_model']}, {m['cores']} cores, load {m['loadavg_at_start']}")
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    t.add_column("detail")
+    pre = doc.get("preload", {})
+    t.add_row(
+        "preload (1 producer, acks=1)", f"{pre.get('msgs_s', 0):,} msgs/s", f"{pre.get('messages', 0):,} msgs"
+    )
+    for i, r in enumerate(doc.get("throughput_runs", [])):
+        t.add_row(
+            f"group of {MEMBERS} consume, run {i + 1}",
+            f"{r.get('msgs_s') or 0:,} msgs/s",
+            f"{r['messages']:,} msgs in {r['seconds']} s; client {r['client_cores']} cores "
+            f"{r['client_cpu_us_per_msg']} µs/msg; broker {r['broker_cores']} cores "
+            f"{r['broker_cpu_us_per_msg']} µs/msg; other processes {r['other_processes_cores']} cores; "
+            f"rebalances {r['rebalances']}",
+        )
+    for i, r in enumerate(doc.get("rebalance_runs", [])):
+        t.add_row(
+            f"rebalance after SIGKILL, run {i + 1}",
+            f"{r.get('recovered_s')} s",
+            r.get("error")
+            or f"detected {r.get('detected_s')} s, assigned {r.get('assigned_s')} s, "
+            f"partitions {r.get('victim_partitions')}",
+        )
+    console.print(t)
+    for g in doc["goals"]:
+        verdict = {True: "[green]pass[/green]", False: "[red]FAIL[/red]", None: "[yellow]n/a[/yellow]"}
+        console.print(
+            f"{verdict[g['passed']]} {g['name']}: {g['measured']} {g['comparison']} {g['target']} {g['unit']}"
+        )
+    for name, prof in ((doc.get("profiled_run") or {}).get("profiles") or {}).items():
+        console.print(f"[dim]py-spy {name}: " + ", ".join(f"{f} {p}%" for f, p in prof.get("self", [])[:5]))
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m load.bench_groups", description=__doc__.split("\n\n")[0])
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="200k messages")
+    size.add_argument("--smoke", action="store_true", help="tiny: 100k messages, one rebalance (tests)")
+    p.add_argument("--count", type=int, help="messages to preload (default 4M)")
+    p.add_argument("--reps", type=int, default=1, help="throughput repetitions (default 1)")
+    p.add_argument("--rebalance-reps", type=int, help="rebalance repetitions (default 3)")
+    p.add_argument("--session-timeout-ms", type=int, default=6000)
+    p.add_argument("--heartbeat-ms", type=int, default=1000)
+    p.add_argument("--rate", type=int, default=2000, help="msgs/s produced during the rebalance phase")
+    p.add_argument(
+        "--client-gc", action="store_true", help="leave the members' cyclic GC on (default: off, see code)"
+    )
+    p.add_argument("--profile", metavar="DIR", help="py-spy the broker and a member during (a)")
+    p.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    return p.parse_args(argv)
+
+
+def write_json(doc: dict[str, Any], path: str | None) -> None:
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(doc, indent=2, default=str) + "\n")
+        Console(stderr=True).print(f"results written to {path}")
+
+
+def console_out() -> Console:
+    out = Console()
+    return out if out.is_terminal else Console(width=160)
+
+
+def _terminate(*_: object) -> None:
+    raise KeyboardInterrupt  # unwind like Ctrl-C: the broker and members are stopped
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    t0 = time.monotonic()
+    try:
+        doc = run(args, Console(stderr=True))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    doc["elapsed_s"] = round(time.monotonic() - t0, 1)
+    render(doc, console_out())
+    write_json(doc, args.json)
+    return 0 if not doc["errors"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

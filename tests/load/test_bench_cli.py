@@ -1,0 +1,80 @@
+"""``sftraffic bench``: the command runs ours and the installed peers, prints the table, writes JSON."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from load import bench_cli
+
+
+def installed_peers() -> list[str]:
+    """The peers this machine can run (the command itself would skip the others)."""
+    from load import bench_mqtt, bench_streams
+    from load.peers import PEERS
+
+    out = [n for n in bench_cli.KAFKA_PEERS if PEERS[n]().unavailable() is None]
+    out += [n for n in bench_cli.STREAM_PEERS if bench_streams.STREAM_PEERS[n]().unavailable() is None]
+    if bench_mqtt.unavailable() is None:
+        out.append("mosquitto")
+    return out
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(150)
+def test_bench_quick_runs_ours_and_the_installed_peers(tmp_path: Path) -> None:
+    peers = installed_peers()
+    out = tmp_path / "bench.json"
+    cmd = [sys.executable, "-m", "framework.cli.main", "bench", "--quick", "--json", str(out)]
+    cmd += ["--peers", ",".join(peers) or "none"]
+    root = Path(__file__).parents[2]
+    res = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=140, cwd=root)
+    assert res.returncode == 0, f"exit {res.returncode}\nstdout:\n{res.stdout}\nstderr:\n{res.stderr[-4000:]}"
+    assert "sftraffic bench --quick" in res.stdout, "the comparison table was not printed"
+    assert "Goals" in res.stdout
+    doc = json.loads(out.read_text())
+    ours = doc["systems"][doc["primary"]]
+    assert doc["primary"] == "ours"
+    assert ours["produce_msgs_s"] > 0
+    assert ours["consume_msgs_s"] > 0
+    assert ours["produce_acksall_msgs_s"] > 0
+    assert ours["p99_ms"] > 0
+    ran = [n for n in peers if doc["systems"][n]["ran"]]
+    for name in ran:
+        ratio = doc["ratios"][f"ours/{name}"]
+        if name == "mosquitto":
+            assert doc["systems"]["gateway"]["produce_msgs_s"] > 0
+            assert ratio["gateway_path"] > 0
+        else:
+            assert set(ratio) == {"produce", "consume", "p99", "produce_acksall"}
+            assert ratio["produce"] > 0
+    # A peer that is installed should also have started; if not, the reason is in the output.
+    for name in set(peers) - set(ran):
+        assert doc["not_run"][name], name
+    assert len(doc["goals"]) == 5
+
+
+def test_unknown_peer_is_a_usage_error() -> None:
+    with pytest.raises(ValueError, match="unknown peer"):
+        bench_cli.parse_peers("tansu,kafka")
+    assert bench_cli.parse_peers("none") == []
+    assert bench_cli.parse_peers("Redis, nats,redis") == ["redis", "nats"]
+
+
+def test_a_missing_server_is_reported_not_fatal(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from load.bench_streams import RedisLauncher, StreamsConfig, run_streams
+
+    class Missing(RedisLauncher):
+        binary_name = "redis-server-that-is-not-installed"
+        binary_paths = ()
+
+    reports = run_streams([Missing()], StreamsConfig(reps=1), tmp_path, Console(stderr=True))
+    r = reports["redis"]
+    assert not r.available
+    assert "not found" in r.reason

@@ -1,0 +1,69 @@
+"""The benchmark scripts run end to end in their tiny mode and write JSON with positive figures.
+
+Timing goals are not asserted here (the machine running the tests is shared and small): only
+that every figure the benchmarks report could be measured.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_bench(module: str, tmp_path: Path, *args: str, timeout: float = 120) -> dict[str, Any]:
+    out = tmp_path / f"{module.rsplit('.', 1)[-1]}.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", module, *args, "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    tail = f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert out.exists(), f"{module} wrote no JSON (exit {proc.returncode}):\n{tail}"
+    doc: dict[str, Any] = json.loads(out.read_text())
+    assert doc["errors"] == [], doc["errors"]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = doc["machine"]
+    assert m["cores"] >= 1 and m["cpu_model"] and module in m["command"]
+    for g in doc["goals"]:
+        assert g["measured"] is not None and g["measured"] > 0, g
+        assert g["passed"] in (True, False)
+    return doc
+
+
+def test_bench_groups_smoke(tmp_path: Path) -> None:
+    doc = run_bench("load.bench_groups", tmp_path, "--smoke")
+    assert doc["preload"]["msgs_s"] > 0
+    run = doc["throughput_runs"][0]
+    assert run["messages"] == doc["config"]["messages"] and run["msgs_s"] > 0
+    assert [len(m["assignments"][0]) for m in run["members"]] == [3, 3, 3, 3]
+    reb = doc["rebalance_runs"][0]
+    assert reb["recovered_s"] > 0 and len(reb["victim_partitions"]) == 3
+
+
+def test_bench_fleet_smoke(tmp_path: Path) -> None:
+    doc = run_bench("load.bench_fleet", tmp_path, "--smoke")
+    run = doc["runs"][0]
+    assert run["acknowledged"] == run["sent"] > 0
+    assert run["steady_events_s"] > 0 and run["wall_events_s"] > 0
+
+
+def test_bench_dashboard_smoke(tmp_path: Path) -> None:
+    doc = run_bench("load.bench_dashboard", tmp_path, "--smoke")
+    vis = doc["visibility"]
+    assert vis["seen"] == vis["markers"] > 0 and vis["p95_s"] > 0
+    cb = doc["callbacks"]
+    assert "map" in " ".join(cb["callbacks"])
+    for mode in ("page", "isolated"):
+        assert cb[mode]["calls"] > 0 and cb[mode]["errors"] == 0 and cb[mode]["p95_ms"] > 0
