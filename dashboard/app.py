@@ -15,7 +15,6 @@ import math
 import time
 from typing import Any
 
-import plotly.graph_objects as go
 from dash import Dash, Input, Output, State, dcc, html
 from flask import jsonify
 from plotly.subplots import make_subplots
@@ -75,22 +74,34 @@ def data_now_ms(data: DashboardData) -> int:
     return int(time.time() * 1000)
 
 
-def map_figure(data: DashboardData, selected: str | None, district: str | None) -> go.Figure:
+_OUTLINE_TRACE: dict[str, Any] = {
+    "type": "scatter",
+    "x": [p[1] for p in SF_OUTLINE],
+    "y": [p[0] for p in SF_OUTLINE],
+    "mode": "lines",
+    "fill": "toself",
+    "fillcolor": "#f4f1ea",
+    "line": {"color": "#b0a999", "width": 1},
+    "hoverinfo": "skip",
+    "showlegend": False,
+}
+_MAP_LAYOUT: dict[str, Any] = {
+    "margin": {"l": 0, "r": 0, "t": 0, "b": 0},
+    "plot_bgcolor": "#cfe3ee",
+    "paper_bgcolor": "white",
+    "height": 430,
+    "legend": {"orientation": "h", "y": 0.01, "x": 0.01, "bgcolor": "rgba(255,255,255,0.7)"},
+    "xaxis": {"visible": False, "range": [-122.52, -122.35]},
+    "yaxis": {"visible": False, "range": [37.70, 37.83], "scaleanchor": "x", "scaleratio": 1 / LAT0},
+    "uirevision": "map",
+}
+
+
+def map_figure(data: DashboardData, selected: str | None, district: str | None) -> dict[str, Any]:
+    """The map as a plain figure dict: Dash sends it as is (no plotly validation, no template),
+    which keeps the 2-second refresh cheap with 10k sensors live."""
     latest = data.snapshot_latest()
-    fig = go.Figure()
-    lat, lon = zip(*SF_OUTLINE, strict=True)
-    fig.add_trace(
-        go.Scatter(
-            x=lon,
-            y=lat,
-            mode="lines",
-            fill="toself",
-            fillcolor="#f4f1ea",
-            line={"color": "#b0a999", "width": 1},
-            hoverinfo="skip",
-            showlegend=False,
-        )
-    )
+    traces: list[dict[str, Any]] = [_OUTLINE_TRACE]
     groups: dict[str, tuple[list[float | None], list[float | None]]] = {}
     mids_x, mids_y, mids_c, mids_t, mids_id = [], [], [], [], []
     for s in geo.SEGMENTS:
@@ -119,55 +130,49 @@ def map_figure(data: DashboardData, selected: str | None, district: str | None) 
     for _lo, colour, label in [*BANDS, (None, "#9e9e9e", "no data")]:
         if label in groups:
             xs, ys = groups[label]
-            fig.add_trace(
-                go.Scatter(
-                    x=xs, y=ys, mode="lines", name=label, line={"color": colour, "width": 5}, hoverinfo="skip"
-                )
+            traces.append(
+                {
+                    "type": "scatter",
+                    "x": xs,
+                    "y": ys,
+                    "mode": "lines",
+                    "name": label,
+                    "line": {"color": colour, "width": 5},
+                    "hoverinfo": "skip",
+                }
             )
-    fig.add_trace(
-        go.Scatter(
-            x=mids_x,
-            y=mids_y,
-            mode="markers",
-            marker={"color": mids_c, "size": 9, "line": {"width": 1, "color": "#333"}},
-            text=mids_t,
-            customdata=mids_id,
-            hovertemplate="%{text}<extra></extra>",
-            showlegend=False,
-            name="segments",
-        )
+    traces.append(
+        {
+            "type": "scatter",
+            "x": mids_x,
+            "y": mids_y,
+            "mode": "markers",
+            "marker": {"color": mids_c, "size": 9, "line": {"width": 1, "color": "#333"}},
+            "text": mids_t,
+            "customdata": mids_id,
+            "hovertemplate": "%{text}<extra></extra>",
+            "showlegend": False,
+            "name": "segments",
+        }
     )
     if selected in geo.SEGMENTS_BY_ID:
         s = geo.SEGMENTS_BY_ID[selected]
-        fig.add_trace(
-            go.Scatter(
-                x=[s.mid[1]],
-                y=[s.mid[0]],
-                mode="markers",
-                showlegend=False,
-                hoverinfo="skip",
-                marker={"size": 18, "color": "rgba(0,0,0,0)", "line": {"width": 3, "color": "#1f3b73"}},
-            )
+        traces.append(
+            {
+                "type": "scatter",
+                "x": [s.mid[1]],
+                "y": [s.mid[0]],
+                "mode": "markers",
+                "showlegend": False,
+                "hoverinfo": "skip",
+                "marker": {"size": 18, "color": "rgba(0,0,0,0)", "line": {"width": 3, "color": "#1f3b73"}},
+            }
         )
-    fig.update_layout(
-        margin={"l": 0, "r": 0, "t": 0, "b": 0},
-        plot_bgcolor="#cfe3ee",
-        paper_bgcolor="white",
-        height=430,
-        legend={"orientation": "h", "y": 0.01, "x": 0.01, "bgcolor": "rgba(255,255,255,0.7)"},
-        xaxis={"visible": False, "range": [-122.52, -122.35]},
-        yaxis={"visible": False, "range": [37.70, 37.83], "scaleanchor": "x", "scaleratio": 1 / LAT0},
-        uirevision="map",
-    )
-    return fig
+    return {"data": traces, "layout": _MAP_LAYOUT}
 
 
-def series_figure(data: DashboardData, segment: str, minutes: int) -> go.Figure:
-    now = data_now_ms(data)
-    since = now - minutes * 60_000
-    rows = data.series(segment, since)
-    station = geo.STATION_OF_SEGMENT.get(segment, "")
-    wx = data.weather_series(station, since)
+def _series_layout() -> dict[str, Any]:
+    """The two-row layout (speed; volume with rain on a second axis), built once by plotly."""
     fig = make_subplots(
         rows=2,
         cols=1,
@@ -176,55 +181,81 @@ def series_figure(data: DashboardData, segment: str, minutes: int) -> go.Figure:
         vertical_spacing=0.06,
         specs=[[{}], [{"secondary_y": True}]],
     )
-    ts = [dt.datetime.fromtimestamp(r["t"] / 1000, tz=PST).replace(tzinfo=None) for r in rows]
-    fig.add_trace(
-        go.Scatter(x=ts, y=[r["mean_speed_kmh"] for r in rows], name="mean speed", line={"color": "#1f3b73"}),
-        1,
-        1,
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=ts,
-            y=[r.get("p85_speed_kmh") for r in rows],
-            name="85th pct",
-            line={"color": "#7a9cc6", "dash": "dot"},
-        ),
-        1,
-        1,
-    )
-    fig.add_trace(
-        go.Bar(x=ts, y=[r["volume"] for r in rows], name="vehicles/min", marker_color="#9fb7cf"), 2, 1
-    )
-    wts = [dt.datetime.fromtimestamp(r["event_time"] / 1000, tz=PST).replace(tzinfo=None) for r in wx]
-    fig.add_trace(
-        go.Scatter(
-            x=wts,
-            y=[r["precipitation_mm_h"] for r in wx],
-            name=f"rain mm/h ({station})",
-            line={"color": "#2c7fb8"},
-            fill="tozeroy",
-            fillcolor="rgba(44,127,184,0.15)",
-        ),
-        2,
-        1,
-        secondary_y=True,
-    )
-    seg = geo.SEGMENTS_BY_ID.get(segment)
-    title = f"{seg.road} #{seg.index} ({segment})" if seg else segment
     fig.update_layout(
         margin={"l": 40, "r": 40, "t": 30, "b": 20},
         height=430,
-        title={"text": title, "font": {"size": 14}},
         legend={"orientation": "h", "y": -0.12},
-        uirevision=segment,
     )
     fig.update_yaxes(title_text="km/h", row=1, col=1)
     fig.update_yaxes(title_text="veh/min", row=2, col=1, secondary_y=False)
     fig.update_yaxes(title_text="rain mm/h", row=2, col=1, secondary_y=True, rangemode="tozero")
-    return fig
+    layout: dict[str, Any] = fig.to_plotly_json()["layout"]
+    layout.pop("template", None)
+    return layout
 
 
-def effects_figure(data: DashboardData) -> go.Figure:
+_SERIES_LAYOUT = _series_layout()
+
+
+def _times(ms: list[int]) -> list[str]:
+    return [dt.datetime.fromtimestamp(t / 1000, tz=PST).strftime("%Y-%m-%d %H:%M:%S") for t in ms]
+
+
+def series_figure(data: DashboardData, segment: str, minutes: int) -> dict[str, Any]:
+    now = data_now_ms(data)
+    since = now - minutes * 60_000
+    rows = data.series(segment, since)
+    station = geo.STATION_OF_SEGMENT.get(segment, "")
+    wx = data.weather_series(station, since)
+    ts = _times([r["t"] for r in rows])
+    wts = _times([r["event_time"] for r in wx])
+    traces = [
+        {
+            "type": "scatter",
+            "x": ts,
+            "y": [r["mean_speed_kmh"] for r in rows],
+            "name": "mean speed",
+            "line": {"color": "#1f3b73"},
+            "xaxis": "x",
+            "yaxis": "y",
+        },
+        {
+            "type": "scatter",
+            "x": ts,
+            "y": [r.get("p85_speed_kmh") for r in rows],
+            "name": "85th pct",
+            "line": {"color": "#7a9cc6", "dash": "dot"},
+            "xaxis": "x",
+            "yaxis": "y",
+        },
+        {
+            "type": "bar",
+            "x": ts,
+            "y": [r["volume"] for r in rows],
+            "name": "vehicles/min",
+            "marker": {"color": "#9fb7cf"},
+            "xaxis": "x2",
+            "yaxis": "y2",
+        },
+        {
+            "type": "scatter",
+            "x": wts,
+            "y": [r["precipitation_mm_h"] for r in wx],
+            "name": f"rain mm/h ({station})",
+            "line": {"color": "#2c7fb8"},
+            "fill": "tozeroy",
+            "fillcolor": "rgba(44,127,184,0.15)",
+            "xaxis": "x2",
+            "yaxis": "y3",
+        },
+    ]
+    seg = geo.SEGMENTS_BY_ID.get(segment)
+    title = f"{seg.road} #{seg.index} ({segment})" if seg else segment
+    layout = {**_SERIES_LAYOUT, "title": {"text": title, "font": {"size": 14}}, "uirevision": segment}
+    return {"data": traces, "layout": layout}
+
+
+def effects_figure(data: DashboardData) -> dict[str, Any]:
     rows = sorted(
         data.effects_overall(),
         key=lambda r: (
@@ -233,37 +264,38 @@ def effects_figure(data: DashboardData) -> go.Figure:
             else 9
         ),
     )
-    fig = go.Figure()
+    traces: list[dict[str, Any]] = []
     if rows:
         y = [r.get("ols_factor") or r["speed_factor"] for r in rows]
         lo = [r.get("ols_ci_low") or r.get("ci_low") or v for r, v in zip(rows, y, strict=True)]
         hi = [r.get("ols_ci_high") or r.get("ci_high") or v for r, v in zip(rows, y, strict=True)]
-        fig.add_trace(
-            go.Bar(
-                x=[r["condition"].replace("_", " ") for r in rows],
-                y=[(v - 1) * 100 for v in y],
-                error_y={
+        traces.append(
+            {
+                "type": "bar",
+                "x": [r["condition"].replace("_", " ") for r in rows],
+                "y": [(v - 1) * 100 for v in y],
+                "error_y": {
                     "type": "data",
                     "symmetric": False,
                     "array": [(h - v) * 100 for h, v in zip(hi, y, strict=True)],
                     "arrayminus": [(v - low) * 100 for v, low in zip(y, lo, strict=True)],
                 },
-                marker_color=["#9ecae1", "#4292c6", "#08519c"][: len(rows)],
-                text=[f"{(v - 1) * 100:+.1f}%" for v in y],
-                textposition="outside",
-                hovertext=[
+                "marker": {"color": ["#9ecae1", "#4292c6", "#08519c"][: len(rows)]},
+                "text": [f"{(v - 1) * 100:+.1f}%" for v in y],
+                "textposition": "outside",
+                "hovertext": [
                     f"n={r['n']} cells, {r['windows']} windows; congestion {r['congestion_delta']:+.3f}"
                     for r in rows
                 ],
-            )
+            }
         )
-    fig.update_layout(
-        margin={"l": 40, "r": 10, "t": 30, "b": 30},
-        height=300,
-        yaxis_title="speed vs clear (%)",
-        title={"text": "Weather effect on speed (95% CI)", "font": {"size": 14}},
-    )
-    return fig
+    layout = {
+        "margin": {"l": 40, "r": 10, "t": 30, "b": 30},
+        "height": 300,
+        "yaxis": {"title": {"text": "speed vs clear (%)"}},
+        "title": {"text": "Weather effect on speed (95% CI)", "font": {"size": 14}},
+    }
+    return {"data": traces, "layout": layout}
 
 
 def _table(header: list[str], rows: list[list[Any]], empty: str) -> html.Table | html.P:
@@ -380,7 +412,7 @@ def create_app(data: DashboardData) -> Dash:
         Input("segment", "value"),
         Input("district", "value"),
     )
-    def _map(_: int, segment: str, district: str | None) -> go.Figure:
+    def _map(_: int, segment: str, district: str | None) -> dict[str, Any]:
         return map_figure(data, segment, district)
 
     @app.callback(
@@ -389,13 +421,13 @@ def create_app(data: DashboardData) -> Dash:
         Input("segment", "value"),
         Input("range", "value"),
     )
-    def _series(_: int, segment: str, rng: str) -> go.Figure:
+    def _series(_: int, segment: str, rng: str) -> dict[str, Any]:
         return series_figure(data, segment, RANGES.get(rng, 60))
 
     @app.callback(
         Output("effects", "figure"), Output("effects-table", "children"), Input("tick", "n_intervals")
     )
-    def _effects(_: int) -> tuple[go.Figure, Any]:
+    def _effects(_: int) -> tuple[dict[str, Any], Any]:
         rows = data.effects_overall()
         table = _table(
             ["regime", "factor (OLS)", "95% CI", "n"],
