@@ -64,6 +64,7 @@ class MqttConfig:
     store_timeout_s: float = 120.0  # after the last PUBACK, for the gateway path to store the rest
     idle_window_s: float = IDLE_WINDOW_S
     quick: bool = False
+    gateway_client: str = "gmqtt"  # sftraffic gateway --mqtt-client: gmqtt (asyncio) or paho
 
 
 @dataclass
@@ -128,6 +129,8 @@ def unavailable() -> str | None:
         return str(exc)
     if importlib.util.find_spec("paho") is None or importlib.util.find_spec("paho.mqtt") is None:
         return "Python package paho-mqtt is not installed (pip install 'sftraffic[app]')"
+    if importlib.util.find_spec("gmqtt") is None:
+        return "Python package gmqtt is not installed (pip install 'sftraffic[app]')"
     return None
 
 
@@ -290,7 +293,9 @@ class StoreCounter:
 class GatewayProcess:
     """One ``sftraffic gateway`` child process (the console script, as in production)."""
 
-    def __init__(self, bootstrap: str, mqtt: str, workdir: Path, gateway_id: str = "gw-bench") -> None:
+    def __init__(
+        self, bootstrap: str, mqtt: str, workdir: Path, gateway_id: str = "gw-bench", client: str = "gmqtt"
+    ) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.args = [
             sys.executable,
@@ -305,9 +310,12 @@ class GatewayProcess:
             gateway_id,
             "--queue-dir",
             str(workdir / "queue"),
+            "--mqtt-client",
+            client,
             "--quiet",
         ]
         self.log = workdir / f"{gateway_id}.log"
+        self._log_from = 0
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -324,13 +332,14 @@ class GatewayProcess:
         except OSError:
             return ""
 
-    def start(self, timeout: float = 60.0) -> GatewayProcess:
+    def start(self, timeout: float = 60.0, wait_ready: bool = True) -> GatewayProcess:
         with open(self.log, "ab") as fh:
+            self._log_from = fh.tell()  # a restarted gateway appends: look for *its* "ready"
             self.proc = subprocess.Popen(
                 self.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fh
             )
         deadline = time.monotonic() + timeout
-        while "ready" not in self.text():
+        while wait_ready and "ready" not in self.text()[self._log_from :]:
             if not self.alive():
                 raise RuntimeError(f"gateway exited at start:\n{self.tail()}")
             if time.monotonic() > deadline:
@@ -470,26 +479,37 @@ def gateway_drain_run(
     messages: list[tuple[str, bytes]],
     workdir: Path,
     cfg: MqttConfig,
+    mosquitto_pid: int | None = None,
 ) -> dict[str, Any]:
     """How fast one gateway forwards when devices are not the limit (issue 7: ≥ 30k msgs/s).
 
     A gateway subscribes (persistent session) and is SIGKILLed; the messages are then published
     QoS 1 and queue in Mosquitto for its session; a new gateway process with the same id
     connects and drains the backlog. Rate = messages stored after the first one appeared /
-    time from that first one to the last (process start-up excluded)."""
-    gw = GatewayProcess(broker.bootstrap, mqtt, workdir / "drain", gateway_id="gw-drain").start()
+    time from that first one to the last (process start-up excluded). Run on a Mosquitto of its
+    own: with another gateway of the share group subscribed, Mosquitto would hand that one half
+    of the messages live, and the "first stored" would not be the draining gateway's."""
+    gw = GatewayProcess(
+        broker.bootstrap, mqtt, workdir / "drain", gateway_id="gw-drain", client=cfg.gateway_client
+    ).start()
     warm_up_gateway(port, counter, messages[:1], cfg)
     assert gw.proc is not None
     gw.proc.kill()  # no UNSUBSCRIBE: Mosquitto queues for the session
     gw.proc.wait()
     base = counter.stored()
     pub = publish_qos1(port, messages, cfg.window, max(60.0, len(messages) / 500), "bench-pub-drain")
-    gw = GatewayProcess(broker.bootstrap, mqtt, workdir / "drain", gateway_id="gw-drain").start()
+    # Not waiting for "ready": Mosquitto sends the session's backlog right after CONNACK, before the
+    # SUBACK the gateway waits for, so it can be drained by then.
+    gw = GatewayProcess(
+        broker.bootstrap, mqtt, workdir / "drain", gateway_id="gw-drain", client=cfg.gateway_client
+    )
+    gw.start(wait_ready=False)
+    pids = [gw.pid, mosquitto_pid, broker.pid]
     try:
-        c0 = _cpu_of(gw.pid)
         first, t_first = counter.wait_for(base + 1, 60, interval=0.002)
+        c0 = [_cpu_of(p) for p in pids]
         stored, t_last = counter.wait_for(base + pub.acked, cfg.store_timeout_s, interval=0.01)
-        c1 = _cpu_of(gw.pid)
+        c1 = [_cpu_of(p) for p in pids]
     finally:
         gw.stop()
     n = stored - first
@@ -499,7 +519,9 @@ def gateway_drain_run(
         "stored": stored - base,
         "msgs_s": n / seconds if seconds > 0 and stored >= base + pub.acked else None,
         "seconds": seconds,
-        "gateway_cpu_us_per_msg": _us_per_msg(c0, c1, n),
+        "gateway_cpu_us_per_msg": _us_per_msg(c0[0], c1[0], n),
+        "mosquitto_cpu_us_per_msg": _us_per_msg(c0[1], c1[1], n),
+        "broker_cpu_us_per_msg": _us_per_msg(c0[2], c1[2], n),
         "publish_msgs_s": pub.msgs_s,
     }
 
@@ -585,7 +607,11 @@ def run_mqtt(
         report.available, report.reason = False, reason
         _log(console, f"[yellow]mosquitto: not available ({escape(reason)})[/yellow]")
         return report
-    report.versions = {"mosquitto": mosquitto_version(), "paho-mqtt": _dist_version("paho-mqtt")}
+    report.versions = {
+        "mosquitto": mosquitto_version(),
+        "paho-mqtt": _dist_version("paho-mqtt"),
+        "gmqtt": _dist_version("gmqtt"),
+    }
     stream = f"bench_{uuid.uuid4().hex[:8]}"
     messages = build_messages(cfg.count, stream, cfg.sensors)
     report.payload_bytes_avg = sum(len(p) for _, p in messages) / len(messages)
@@ -617,7 +643,9 @@ def run_mqtt(
             if bootstrap:
                 stack.callback(_delete_stream_topics, bootstrap, stream)
             counter = StoreCounter(broker.bootstrap, stream, cfg.partitions)
-            gateway = GatewayProcess(broker.bootstrap, fronted.address, workdir / "gateway")
+            gateway = GatewayProcess(
+                broker.bootstrap, fronted.address, workdir / "gateway", client=cfg.gateway_client
+            )
             gateway.start()
             stack.callback(gateway.stop)
             _log(console, f"gateway: pid {gateway.pid}, forwarding to {broker.bootstrap}")
@@ -663,8 +691,11 @@ def run_mqtt(
                 _log(console, f"mqtt rep {rep}/{cfg.reps}: {_describe(run)}")
         if gateway_ok and broker is not None:
             try:
+                drained = MosquittoProcess(workdir / "mosquitto-drain").start()
+                stack.callback(drained.stop)
+                drain_pid = drained.proc.pid if drained.proc else None
                 drain = gateway_drain_run(
-                    fronted.port, fronted.address, broker, counter, messages, workdir, cfg
+                    drained.port, drained.address, broker, counter, messages, workdir, cfg, drain_pid
                 )
                 report.figures["gateway_drain_msgs_s"] = drain["msgs_s"]
                 report.figures["gateway_drain_cpu_us_per_msg"] = drain["gateway_cpu_us_per_msg"]
@@ -682,8 +713,9 @@ def run_mqtt(
                 _log(console, f"[red]{escape(msg)}[/red]")
     summarise(report)
     report.notes.append(
-        "Both runs: one paho-mqtt publisher in the benchmark process, QoS 1, MQTT 5, gateway MQTT 3.1.1, "
-        f"window {cfg.window}; the gateway path counts until the last message is in the store."
+        "Both runs: one paho-mqtt publisher in the benchmark process, QoS 1, MQTT 5, gateway MQTT 3.1.1 "
+        f"({cfg.gateway_client}), window {cfg.window}; the gateway path counts until the last message is "
+        "in the store."
     )
     return report
 

@@ -16,6 +16,10 @@
   resumes. A full queue stops acknowledging (MQTT backpressure) rather than dropping.
 * **Invalid payloads** go to ``<stream>.dead_letter`` with the reason in a header, never
   silently dropped.
+
+Two implementations with these guarantees: :class:`sensors.gateway_async.AsyncGateway` (asyncio,
+gmqtt; the default of ``sftraffic gateway``, ~5x the throughput) and :class:`Gateway` here
+(paho-mqtt threads; ``--mqtt-client paho``). This module also holds what both share.
 """
 
 from __future__ import annotations
@@ -67,8 +71,9 @@ class GatewayConfig:
     delivery_timeout_ms: int = 10_000
     session_expiry_s: int = 3600
     # MQTT 3.1.1 by default: paho's MQTT 5 receive path (properties and reason codes on every
-    # PUBLISH/PUBACK) forwards 3-4x fewer messages per second here; Mosquitto offers shared
-    # subscriptions and persistent sessions to 3.1.1 clients too. 5 adds a session expiry.
+    # PUBLISH/PUBACK) forwards 3-4x fewer messages per second here (the asyncio gateway does not
+    # care); Mosquitto offers shared subscriptions and persistent sessions to 3.1.1 clients too.
+    # 5 adds a session expiry.
     mqtt_version: int = 311
     dead_letter_topic: str | None = None  # default: <stream>.dead_letter
 
@@ -88,6 +93,7 @@ class Gateway:
             self.degraded.set()  # drain what a previous run parked before taking live traffic
         self.stopping = threading.Event()
         self._lock = threading.Lock()
+        self._taking = threading.Lock()  # held by the MQTT thread while it takes a message
         quiet = logging.getLogger("sftraffic.librdkafka")
         quiet.addHandler(logging.NullHandler())
         quiet.propagate = False
@@ -149,13 +155,19 @@ class Gateway:
         )
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop taking messages, deliver what is in flight, then disconnect."""
-        self.mqtt.unsubscribe(self._subscription())
-        self.stopping.set()
+        """Stop taking messages, deliver what is in flight, then disconnect.
+
+        No UNSUBSCRIBE: the persistent session keeps the subscription, so Mosquitto queues what
+        devices publish until this gateway id is back (with an UNSUBSCRIBE it would drop it while
+        no gateway of the group is subscribed); messages that arrive from now on are left
+        unacknowledged and come again then."""
+        with self._taking:  # a message being handed to the producer now is flushed below
+            self.stopping.set()
         self.producer.flush(timeout)
         self.producer.poll(0)
-        self.mqtt.loop_stop()
+        # disconnect() first: the network thread sends the last PUBACKs, then DISCONNECT, and ends
         self.mqtt.disconnect()
+        self.mqtt.loop_stop()
         for t in self._threads:
             t.join(5)
 
@@ -175,6 +187,12 @@ class Gateway:
         self.mqtt.ack(msg.mid, msg.qos)
 
     def _on_message(self, client: Any, userdata: Any, msg: Any) -> None:
+        with self._taking:
+            if self.stopping.is_set():
+                return  # not acknowledged: Mosquitto redelivers it to this session
+            self._take(msg)
+
+    def _take(self, msg: Any) -> None:
         self.stats.received += 1
         parts = msg.topic.split("/")
         if len(parts) != 4 or parts[0] != "sf" or not all(parts[1:]):

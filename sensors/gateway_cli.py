@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import gc
+import importlib.util
 import logging
 import signal
 import sys
 import threading
-import time
+from typing import TYPE_CHECKING
 
 from framework.cli.common import add_bootstrap
+
+if TYPE_CHECKING:
+    from sensors.gateway import GatewayConfig, GatewayStats
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -26,52 +31,120 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--mqtt-version",
         choices=("3.1.1", "5"),
         default="3.1.1",
-        help="MQTT version towards Mosquitto (3.1.1 forwards ~3x faster with paho; 5 adds session expiry)",
+        help="MQTT version towards Mosquitto (5 adds a session expiry; 3.1.1 is faster with paho)",
+    )
+    p.add_argument(
+        "--mqtt-client",
+        choices=("gmqtt", "paho"),
+        default="gmqtt",
+        help="gmqtt: asyncio gateway (default, several times faster); paho: the threaded paho-mqtt one",
     )
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from sensors.gateway import Gateway, GatewayConfig
+def _config(args: argparse.Namespace) -> GatewayConfig:
+    from sensors.gateway import GatewayConfig
 
+    host, _, port = args.mqtt.rpartition(":")
+    return GatewayConfig(
+        bootstrap=args.bootstrap,
+        mqtt_version=5 if args.mqtt_version == "5" else 311,
+        mqtt_host=host,
+        mqtt_port=int(port),
+        gateway_id=args.id,
+        share_group=args.group,
+        queue_dir=args.queue_dir,
+        queue_max_bytes=args.queue_max_bytes,
+    )
+
+
+class _Reporter:
+    """The periodic status line (unless --quiet)."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.last = 0
+
+    def __call__(self, s: GatewayStats, degraded: bool, every: float) -> None:
+        if self.quiet:
+            return
+        rate = (s.forwarded - self.last) / every
+        self.last = s.forwarded
+        logging.getLogger("sftraffic.gateway").info(
+            "received %d forwarded %d (%.0f/s) dead-letter %d parked %d drained %d%s",
+            s.received,
+            s.forwarded,
+            rate,
+            s.dead_lettered,
+            s.queued,
+            s.drained,
+            " [store down: parking]" if degraded else "",
+        )
+
+
+def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
-    host, _, port = args.mqtt.rpartition(":")
-    gw = Gateway(
-        GatewayConfig(
-            bootstrap=args.bootstrap,
-            mqtt_version=5 if args.mqtt_version == "5" else 311,
-            mqtt_host=host,
-            mqtt_port=int(port),
-            gateway_id=args.id,
-            share_group=args.group,
-            queue_dir=args.queue_dir,
-            queue_max_bytes=args.queue_max_bytes,
+    cfg = _config(args)
+    if args.mqtt_client == "paho":
+        return _run_paho(args, cfg)
+    if importlib.util.find_spec("gmqtt") is None:
+        logging.getLogger("sftraffic.gateway").warning(
+            "gmqtt is not installed (pip install 'sftraffic[app]'): using the slower paho-mqtt gateway"
         )
-    )
+        return _run_paho(args, cfg)
+    return _run_async(args, cfg)
+
+
+def _ready(args: argparse.Namespace) -> None:
+    print(f"gateway {args.id} ready", file=sys.stderr, flush=True)
+
+
+def _run_async(args: argparse.Namespace, cfg: GatewayConfig) -> int:
+    import asyncio
+
+    from sensors.gateway_async import AsyncGateway, serve
+
+    report = _Reporter(args.quiet)
+    every = 5.0
+    # Forwarding allocates a few short-lived objects per message, none in reference cycles: run
+    # the cyclic GC less often (-15% CPU per message), and never over the start-up objects.
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+
+        def on_report(gw: AsyncGateway) -> None:
+            report(gw.stats, gw.degraded, every)
+
+        await serve(cfg, stop, lambda gw: _ready(args), every, on_report)
+
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main())
+    else:
+        uvloop.run(main())
+    return 0
+
+
+def _run_paho(args: argparse.Namespace, cfg: GatewayConfig) -> int:
+    from sensors.gateway import Gateway
+
+    gw = Gateway(cfg)
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     gw.start()
-    print(f"gateway {args.id} ready", file=sys.stderr, flush=True)
-    last = 0
+    _ready(args)
+    report = _Reporter(args.quiet)
     while not stop.wait(5.0):
-        s = gw.stats
-        if not args.quiet:
-            rate = (s.forwarded - last) / 5
-            last = s.forwarded
-            logging.getLogger("sftraffic.gateway").info(
-                "received %d forwarded %d (%.0f/s) dead-letter %d parked %d drained %d%s",
-                s.received,
-                s.forwarded,
-                rate,
-                s.dead_lettered,
-                s.queued,
-                s.drained,
-                " [store down: parking]" if gw.degraded.is_set() else "",
-            )
+        report(gw.stats, gw.degraded.is_set(), 5.0)
     gw.stop()
-    time.sleep(0)
     return 0

@@ -108,7 +108,7 @@ def decode(payload: bytes) -> dict[str, Any]:
     if not isinstance(ev, dict):
         raise InvalidEvent("not a JSON object")
     kind = ev.get("type")
-    if kind not in REQUIRED:
+    if not isinstance(kind, str) or kind not in REQUIRED:  # an unhashable type must not raise TypeError
         raise InvalidEvent(f"unknown type {kind!r}")
     missing = [f for f in REQUIRED[kind] if f not in ev]
     if missing:

@@ -28,7 +28,13 @@ PARTS = 6
 
 class GatewayProc:
     def __init__(
-        self, bootstrap: str, mqtt: str, workdir: Path, gid: str = "gw-test", version: str = "3.1.1"
+        self,
+        bootstrap: str,
+        mqtt: str,
+        workdir: Path,
+        gid: str = "gw-test",
+        version: str = "3.1.1",
+        extra: tuple[str, ...] = (),
     ) -> None:
         self.args = [
             sys.executable,
@@ -45,14 +51,16 @@ class GatewayProc:
             str(workdir / "queue"),
             "--mqtt-version",
             version,
+            *extra,
         ]
         self.log = workdir / f"{gid}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> GatewayProc:
         with open(self.log, "ab") as fh:
+            start = fh.tell()  # a restarted gateway appends to the log: wait for its own "ready"
             self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=fh)
-        wait_for(lambda: "ready" in self.log.read_text(), timeout=30, what="gateway ready")
+        wait_for(lambda: "ready" in self.log.read_text()[start:], timeout=30, what="gateway ready")
         return self
 
     def text(self) -> str:
@@ -181,10 +189,14 @@ def store(broker_factory: BrokerFactory) -> BrokerProcess:
 class TestGateway:
     procs: ClassVar[list[GatewayProc]] = []
 
+    @pytest.mark.parametrize("client", ["gmqtt", "paho"])
     def test_mqtt_events_reach_their_topics_partitions_and_order(
-        self, store: BrokerProcess, mosquitto: MosquittoProcess, tmp_path: Path
+        self, store: BrokerProcess, mosquitto: MosquittoProcess, tmp_path: Path, client: str
     ) -> None:
-        gw = GatewayProc(store.bootstrap, mosquitto.address, tmp_path).start()
+        """Both implementations: the asyncio one (default) and the paho-mqtt one."""
+        gw = GatewayProc(
+            store.bootstrap, mosquitto.address, tmp_path, extra=("--mqtt-client", client)
+        ).start()
         try:
             sent = publish(mosquitto, 10_000)
             wait_for(
@@ -304,6 +316,7 @@ class TestGateway:
                 "sf/traffic_monitoring/traffic/s-3": json.dumps(event("traffic", "other", 0, 1)).encode(),
                 "sf/traffic_monitoring/traffic": json.dumps(event("traffic", "s-4", 0, 1)).encode(),
             }
+            t_sent = int(time.time() * 1000)
             infos = [c.publish(t, p, qos=1) for t, p in bad.items()]
             infos.append(
                 c.publish(
@@ -323,6 +336,11 @@ class TestGateway:
             )
             dlq = read_topic(store.bootstrap, "traffic_monitoring.dead_letter")
             reasons = {m.key().decode(): dict(m.headers())["reason"].decode() for m in dlq}
+            for m in dlq:
+                h = dict(m.headers())
+                assert h["mqtt_topic"] == m.key(), "the device topic, in a header and as the key"
+                assert h["gateway"] == b"gw-test"
+                assert t_sent <= int(h["received_ms"]) <= time.time() * 1000
             assert set(reasons) == set(bad)
             assert "not JSON" in reasons["sf/traffic_monitoring/traffic/s-1"]
             assert "missing" in reasons["sf/traffic_monitoring/traffic/s-2"]
@@ -339,3 +357,174 @@ class TestGateway:
             )
         finally:
             gw.stop()
+
+    @pytest.mark.parametrize("client", ["gmqtt", "paho"])
+    def test_sigterm_stops_cleanly_and_a_restart_gets_the_rest(
+        self, store: BrokerProcess, mosquitto: MosquittoProcess, tmp_path: Path, client: str
+    ) -> None:
+        """SIGTERM mid-stream: the gateway stops taking messages, delivers and acknowledges what it
+        has, disconnects and exits 0; the same id started again gets everything else, including
+        what was published while no gateway ran (the session keeps its subscription)."""
+        extra = ("--mqtt-client", client)
+        gw = GatewayProc(store.bootstrap, mosquitto.address, tmp_path, extra=extra).start()
+        sent: list[tuple[str, str, int]] = []
+        pub = threading.Thread(target=lambda: sent.extend(publish(mosquitto, 10_000)))
+        pub.start()
+        try:
+            wait_for(
+                lambda: sum(seen(store.bootstrap).values()) >= 2_000,
+                timeout=60,
+                interval=0.3,
+                what="first events",
+            )
+            assert gw.proc is not None
+            gw.proc.terminate()
+            assert gw.proc.wait(30) == 0
+            assert "Traceback" not in gw.text()
+            pub.join()
+            gw = GatewayProc(store.bootstrap, mosquitto.address, tmp_path, extra=extra).start()
+            wait_for(
+                lambda: set(seen(store.bootstrap)) >= set(sent), timeout=90, interval=0.5, what="every event"
+            )
+            counts = seen(store.bootstrap)
+            assert set(counts) == set(sent), "lost or invented events"
+            assert max(counts.values()) == 1, "a clean stop acknowledges everything it delivered"
+        finally:
+            gw.stop()
+
+    def test_full_disk_queue_holds_acks_and_loses_nothing(
+        self, store: BrokerProcess, mosquitto: MosquittoProcess, tmp_path: Path
+    ) -> None:
+        """A disk queue smaller than the outage's traffic: the gateway stops reading from
+        Mosquitto (no acknowledgement, nothing dropped) until the store is back."""
+        gw = GatewayProc(
+            store.bootstrap, mosquitto.address, tmp_path, extra=("--queue-max-bytes", str(100 * 1024))
+        ).start()
+        try:
+            before = publish(mosquitto, 200, prefix="before")
+            wait_for(
+                lambda: set(seen(store.bootstrap)) >= set(before),
+                timeout=60,
+                interval=0.3,
+                what="first events",
+            )
+            store.stop()
+            during = publish(mosquitto, 2_000, start=200, prefix="during")
+            wait_for(lambda: "disk queue full" in gw.text(), timeout=60, what="the disk queue to fill up")
+            time.sleep(5)  # the outage goes on a while (an input, not a wait): the queue stays bounded
+            queue_dir = tmp_path / "queue" / "gw-test"
+            assert sum(p.stat().st_size for p in queue_dir.glob("q-*.log")) <= 100 * 1024
+            store.start()
+            wait_for(
+                lambda: set(seen(store.bootstrap)) >= set(before + during),
+                timeout=120,
+                interval=0.5,
+                what="every event after the outage",
+            )
+            wait_for(lambda: "disk queue drained" in gw.text(), timeout=30, what="live forwarding again")
+        finally:
+            gw.stop()
+
+    def test_gateway_reconnects_after_a_mosquitto_restart(
+        self, store: BrokerProcess, mosquitto: MosquittoProcess, tmp_path: Path
+    ) -> None:
+        gw = GatewayProc(store.bootstrap, mosquitto.address, tmp_path).start()
+        try:
+            before = publish(mosquitto, 500, prefix="before")
+            wait_for(lambda: set(seen(store.bootstrap)) >= set(before), timeout=60, what="first events")
+            mosquitto.stop()
+            mosquitto.start()  # same port, no persistence: the gateway must subscribe again
+            wait_for(lambda: "MQTT connection lost" in gw.text(), timeout=30, what="gateway to notice")
+            probes: list[tuple[str, str, int]] = []
+
+            def probe_arrived() -> bool:  # published before the gateway subscribed again: dropped
+                probes.extend(publish(mosquitto, 1, start=500 + len(probes), prefix="probe"))
+                return bool(set(probes) & set(seen(store.bootstrap)))
+
+            wait_for(probe_arrived, timeout=60, interval=0.5, what="the gateway to subscribe again")
+            after = publish(mosquitto, 1_000, start=1_000, prefix="after")
+            wait_for(
+                lambda: set(seen(store.bootstrap)) >= set(before + after),
+                timeout=60,
+                interval=0.5,
+                what="forwarding after the restart",
+            )
+        finally:
+            gw.stop()
+
+
+# -- the asyncio gateway's MQTT stream, without services ----------------------------------------
+def _publish_packet(mid: int, topic: str, payload: bytes, props: bytes | None = None) -> bytes:
+    t = topic.encode()
+    body = len(t).to_bytes(2, "big") + t + mid.to_bytes(2, "big")
+    if props is not None:  # MQTT 5: property length (one byte here) + properties
+        body += bytes([len(props)]) + props
+    body += payload
+    n, rl = len(body), bytearray()
+    while True:
+        n, b = n >> 7, n & 127
+        rl.append(b | (128 if n else 0))
+        if not n:
+            return bytes([0x32, *rl]) + body
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.written = b""
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def is_closing(self) -> bool:
+        return False
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("v5", [False, True])
+def test_link_parses_publish_packets_across_reads(tmp_path: Path, v5: bool) -> None:
+    from sensors.gateway import GatewayConfig
+    from sensors.gateway_async import AsyncGateway
+
+    gw = AsyncGateway(GatewayConfig(bootstrap="127.0.0.1:1", queue_dir=str(tmp_path)))
+    got: list[tuple[int, bytes, bytes]] = []
+    gw._on_publish = lambda link, tag, topic, payload: got.append((tag & 0xFFFF, topic, payload))  # type: ignore[method-assign]
+    link = gw._new_link(_Transport(), None, v5)
+    props = b"\x01\x01" if v5 else None  # payload format indicator
+    big = b"x" * 20_000  # a 3-byte remaining length
+    stream = b"".join(
+        [_publish_packet(7, "sf/a/b/c", b"one", props), _publish_packet(8, "sf/a/b/d", big, props)]
+    )
+    for i in range(0, len(stream), 3):  # cut everywhere, including inside the remaining length
+        link.data_received(stream[i : i + 3])
+    assert got == [(7, b"sf/a/b/c", b"one"), (8, b"sf/a/b/d", big)]
+    assert link.rest == b""
+
+
+def test_pubacks_for_a_reused_packet_id_wait_for_the_oldest_message(tmp_path: Path) -> None:
+    """Mosquitto numbers a backlog of > 65,535 messages with ids in use twice; a PUBACK removes
+    the oldest message with that id, so it may go out only once that one is stored."""
+    from sensors.gateway import GatewayConfig
+    from sensors.gateway_async import AsyncGateway
+
+    gw = AsyncGateway(GatewayConfig(bootstrap="127.0.0.1:1", queue_dir=str(tmp_path)))
+    tags: list[int] = []
+    gw._on_publish = lambda link, tag, topic, payload: tags.append(tag)  # type: ignore[method-assign]
+    link = gw._new_link(_Transport(), None, False)
+    link.data_received(b"".join(_publish_packet(mid, "sf/a/b/c", b"{}") for mid in (1, 2, 1, 1)))
+    first, other, second, third = tags
+    gw._ack(link, second)  # stored before the older message with id 1: no PUBACK yet
+    assert gw._acks == []
+    gw._ack(link, other)
+    assert gw._acks == [2]
+    gw._ack(link, first)  # now both
+    assert gw._acks == [2, 1, 1]
+    gw._ack(link, third)
+    assert gw._acks == [2, 1, 1, 1]
+    assert link.pending == {} and link.done == set()
+    gw._write_acks()
+    assert link.transport.written == b"\x40\x02\x00\x02" + b"\x40\x02\x00\x01" * 3
