@@ -53,8 +53,9 @@ Where the time goes: the ``durationMs`` shares, the job's sink steps timed in th
 (``jobs._parquet``, ``jobs._to_topic``, ``jobs.publish_effects`` and ``DataFrame.isEmpty``,
 which computes the micro-batch: source read, JSON parsing, join and state), CPU seconds per
 process kind over each phase (Spark JVM, Python workers, the driver's Python, broker, fleet,
-from /proc), and with ``--py-spy`` a py-spy profile of the Python workers during the
-throughput phase.
+from /proc); with ``--py-spy`` a py-spy profile of the Python workers and with ``--jfr`` a
+Java Flight Recorder profile of the Spark JVM (samples grouped by area: JSON parsing, state
+store, Arrow input, shuffle, ...) over the throughput phase's batches after the first.
 
 Usage::
 
@@ -103,7 +104,7 @@ class PipelineBenchConfig:
     max_offsets_per_trigger: int = 500_000  # the job's default (sftraffic pipeline)
     live_job: str = "correlation"
     live_rate: int = 5_000
-    live_seconds: float = 300.0
+    live_seconds: float = 360.0
     live_window: str = "1 minute"
     live_watermark: str = "2 minutes"
     trigger: str = "1 second"
@@ -116,6 +117,7 @@ class PipelineBenchConfig:
     spark_conf: dict[str, str] = field(default_factory=dict)
     phases: tuple[str, ...] = ("stream", "live", "batch")
     py_spy: bool = False
+    jfr: bool = False
     seed: int = 42
 
 
@@ -125,7 +127,7 @@ MODES: dict[str, dict[str, Any]] = {
         "stream_events": 600_000,
         "max_offsets_per_trigger": 150_000,
         "live_rate": 3_000,
-        "live_seconds": 240.0,
+        "live_seconds": 300.0,
         "batch_events": 200_000,
     },
     "smoke": {
@@ -362,8 +364,8 @@ class PySpy:
                     continue
                 k = int(n)
                 frames = [_frame(f) for f in stack.split(";") if not f.startswith("process ")]
-                if not frames:
-                    continue
+                if not frames or frames[-1] == "manager (daemon.py)":
+                    continue  # the daemon's accept loop, not a worker at work
                 total += k
                 self_[frames[-1]] += k
                 for f in set(frames):
@@ -380,6 +382,132 @@ class PySpy:
             "top_inclusive": [{"function": f, "share": round(n / total, 3)} for f, n in incl.most_common(15)]
             if total
             else [],
+        }
+
+
+# where the JVM spends its time: innermost recognised frame of each sample (JFR, Java 11+)
+JVM_AREAS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "json parsing (from_json, get_json_object)",
+        ("jackson", "JacksonParser", "JsonToStructs", "GetJsonObject"),
+    ),
+    ("compression (lz4/zstd/snappy)", ("lz4", "LZ4", "zstd", "Zstd", "snappy", "Snappy")),
+    ("state store (join/aggregation state)", ("StateStore", "SymmetricHashJoinStateManager", "RocksDB")),
+    (
+        "arrow batches from the Python workers",
+        ("org.apache.arrow", "ArrowColumnVector", "PythonArrow", "ArrowUtils"),
+    ),
+    ("python worker I/O", ("PythonRunner", "PythonDataSource", "PythonWorker", "api.python")),
+    ("parquet", ("parquet",)),
+    ("shuffle / sort", ("shuffle", "Shuffle", "UnsafeExternalSorter", "ShuffleExternalSorter")),
+    (
+        "aggregation / join",
+        ("HashAggregate", "UnsafeFixedWidthAggregationMap", "HashedRelation", "SymmetricHashJoin"),
+    ),
+    ("generated code (projections, filters)", ("GeneratedClass", "GeneratedIterator")),
+    (
+        "query planning / codegen compile",
+        ("janino", "codehaus", "catalyst.rules", "catalyst.optimizer", "QueryExecution"),
+    ),
+    ("checkpoint / file system", ("hadoop.fs", "CheckpointFileManager", "HDFSMetadataLog")),
+)
+
+
+def jvm_area(frames: list[str]) -> str:
+    """``frames``: leaf first. The area of the innermost frame that names one."""
+    for f in frames:
+        for label, pats in JVM_AREAS:
+            if any(x in f for x in pats):
+                return label
+    return "other"
+
+
+class JavaFlightRecorder:
+    """JFR on the Spark JVM (started and dumped with jcmd; summarised from ``jfr print --json``)."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.out = out_dir / "spark.jfr"
+        self.pid: int | None = None
+        self.bin: Path | None = None
+        self.t0 = 0.0
+
+    def start(self) -> bool:
+        table = _proc_table()
+        jvms = [
+            p
+            for p in _descendants(table, os.getpid())
+            if p in table and "java" in table[p][1].split(" ", 1)[0]
+        ]
+        if not jvms:
+            return False
+        self.pid = jvms[0]
+        self.bin = Path(os.path.realpath(f"/proc/{self.pid}/exe")).parent
+        r = subprocess.run(
+            [str(self.bin / "jcmd"), str(self.pid), "JFR.start", "name=bench", "settings=profile"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        self.t0 = time.monotonic()
+        return r.returncode == 0
+
+    def stop(self) -> dict[str, Any]:
+        assert self.bin is not None
+        wall = time.monotonic() - self.t0
+        jcmd = [str(self.bin / "jcmd"), str(self.pid)]
+        subprocess.run(
+            [*jcmd, "JFR.dump", "name=bench", f"filename={self.out}"],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        subprocess.run([*jcmd, "JFR.stop", "name=bench"], capture_output=True, timeout=60, check=False)
+        r = subprocess.run(
+            [
+                str(self.bin / "jfr"),
+                "print",
+                "--json",
+                "--stack-depth",
+                "96",
+                "--events",
+                "jdk.ExecutionSample",
+                str(self.out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        with contextlib.suppress(OSError):
+            self.out.unlink()
+        try:
+            events = json.loads(r.stdout)["recording"]["events"]
+        except (ValueError, KeyError):
+            return {"error": (r.stderr or "no output from jfr print")[-500:]}
+        areas, leaf, threads = _Tally(), _Tally(), _Tally()
+        for e in events:
+            v = e.get("values", {})
+            methods = [fr.get("method") or {} for fr in (v.get("stackTrace") or {}).get("frames", [])]
+            frames = [f"{m.get('type', {}).get('name', '?')}.{m.get('name', '?')}" for m in methods]
+            if not frames:
+                continue
+            areas[jvm_area(frames)] += 1
+            leaf[frames[0]] += 1
+            name = str((v.get("sampledThread") or {}).get("javaName") or "?")
+            threads[re.sub(r"[-\s#]*\d+$", "", re.sub(r"\s*\[id = .*", "", name))] += 1
+        n = sum(areas.values())
+
+        def top(t: _Tally, k: int) -> list[dict[str, Any]]:
+            return [{"name": a, "share": round(c / n, 3)} for a, c in t.most_common(k)] if n else []
+
+        return {
+            "seconds": round(wall, 1),
+            "samples": n,
+            "note": "Java execution samples (JFR 'profile' settings); GC and JIT threads are not sampled",
+            "areas": top(areas, len(JVM_AREAS) + 1),
+            "top_methods": top(leaf, 15),
+            "threads": top(threads, 8),
         }
 
 
@@ -672,7 +800,8 @@ def stream_phase(
     timeout = max(180.0, total / 2_000)
     cpu = CpuByKind()
     spy = PySpy(work) if cfg.py_spy else None
-    spying = False
+    jfr = JavaFlightRecorder(work) if cfg.jfr else None
+    spying = recording = False
     _log(f"stream: correlation over a backlog of {total:,} input rows (timeout {timeout:.0f}s)")
     with StepTimers() as steps:
         t0 = time.monotonic()
@@ -691,10 +820,13 @@ def stream_phase(
                     break
                 if spy is not None and not spying and any(p.get("numInputRows") for p in log.ordered()):
                     spying = spy.start()  # after the warm-up batch: the daemons exist now
+                if jfr is not None and not recording and any(p.get("numInputRows") for p in log.ordered()):
+                    recording = jfr.start()
                 time.sleep(0.25)
         finally:
             wall = time.monotonic() - t0
             profile = spy.stop() if spy is not None and spying else None
+            jvm_profile = jfr.stop() if jfr is not None and recording else None
             jobs.stop_gracefully(queries)
             log.poll()
     out["cpu"] = cpu.result()
@@ -721,6 +853,8 @@ def stream_phase(
         out["sink_steps_s"] = steps.totals(s0 - 0.05, e1 + 0.05)
     if profile is not None:
         out["py_spy"] = profile
+    if jvm_profile is not None:
+        out["jfr"] = jvm_profile
     return out
 
 
@@ -840,6 +974,7 @@ def live_phase(spark: Any, bootstrap: str, cfg: PipelineBenchConfig, work: Path)
         args=(bootstrap, cfg.live_rate, None, cfg.sensors, cfg.seed, stop, q),
         daemon=True,
     )
+    steps = StepTimers().__enter__()
     queries = jobs.JOBS[cfg.live_job](spark, jcfg)
     log = ProgressLog(queries[0])
     cpu: CpuByKind | None = None
@@ -882,6 +1017,7 @@ def live_phase(spark: Any, bootstrap: str, cfg: PipelineBenchConfig, work: Path)
     finally:
         stop.set()
         jobs.stop_gracefully(queries)
+        steps.__exit__()
         collector.stop()
         if fleet.is_alive():
             fleet.kill()
@@ -912,6 +1048,14 @@ def live_phase(spark: Any, bootstrap: str, cfg: PipelineBenchConfig, work: Path)
         )
     )
     out["result_parse_errors"] = collector.errors
+    # the micro-batches that wrote results: the last step of every window's way to the store
+    rows = [_batch_row(p, steps) for p in batches]
+    out["emitting_batches"] = [
+        {k: r[k] for k in ("batch", "input_rows", "seconds", "sink_steps_s")}
+        for r in rows
+        if "to_topic" in r["sink_steps_s"]
+    ]
+    out["sink_steps_s"] = steps.totals(t_start - 1)
     return out
 
 
@@ -1147,7 +1291,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[PipelineBenchConfig, argp
     p.add_argument("--batch-events", type=int, help="traffic events of the batch phase (full 10,000,000)")
     p.add_argument("--max-offsets-per-trigger", type=int, help="streaming admission control (full 500,000)")
     p.add_argument("--live-rate", type=int, help="events/s of the live fleet (full 5,000)")
-    p.add_argument("--live-seconds", type=float, help="length of the live phase (full 300)")
+    p.add_argument("--live-seconds", type=float, help="length of the live phase (full 360)")
     p.add_argument("--live-job", choices=["correlation", "aggregates"])
     p.add_argument("--live-window", help="window of the live job (full: the job's default, 1 minute)")
     p.add_argument("--live-watermark", help="watermark of the live job (full: the job's default, 2 minutes)")
@@ -1162,6 +1306,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[PipelineBenchConfig, argp
         help="extra Spark setting, as SFTRAFFIC_SPARK_CONF (repeatable), e.g. to try another state store",
     )
     p.add_argument("--py-spy", action="store_true", help="profile the Python workers during the stream phase")
+    p.add_argument("--jfr", action="store_true", help="profile the Spark JVM (Java Flight Recorder) likewise")
     a = p.parse_args(argv)
     mode = "smoke" if a.smoke else "quick" if a.quick else "full"
     cfg = PipelineBenchConfig(mode=mode, **MODES[mode])
@@ -1190,6 +1335,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[PipelineBenchConfig, argp
             p.error(f"--spark-conf {item!r}: expected KEY=VALUE")
         cfg.spark_conf[k.strip()] = v.strip()
     cfg.py_spy = a.py_spy
+    cfg.jfr = a.jfr
     try:
         interval_ms(cfg.live_watermark)
         interval_ms(cfg.live_window)

@@ -52,3 +52,18 @@ def test_smoke_run_writes_positive_figures(tmp_path: Path) -> None:
     goals = {g["goal"]: g for g in doc["goals"]}
     assert len(goals) == 3 and all(g["value"] is not None for g in goals.values())
     assert "goal:" in proc.stdout
+
+
+def test_latency_is_measured_from_the_window_end_and_from_its_close() -> None:
+    from load.bench_pipeline import interval_ms, latency_figures
+
+    assert interval_ms("2 minutes") == 120_000 and interval_ms("1 second") == 1000
+    end = 1_700_000_040_000 + 40_000  # a window ending 40 s after a whole minute
+    rec = {"window_start_ms": end - 60_000, "window_end_ms": end, "produced_ms": end + 149_000}
+    rec["visible_ms"] = end + 150_000
+    agg = latency_figures([rec], interval_ms("2 minutes"), weather_gated=False)
+    assert agg["raw_s"]["p50"] == 150.0 and agg["after_close_s"]["p50"] == 30.0
+    assert agg["after_close_by_produce_timestamp_s"]["p50"] == 29.0
+    # the join's watermark waits for the once-a-minute weather reports: close on the next minute
+    corr = latency_figures([rec], interval_ms("2 minutes"), weather_gated=True)
+    assert corr["after_close_s"]["p50"] == 10.0 and corr["windows"] == 1
