@@ -48,14 +48,13 @@ from rich.table import Table
 
 from load.bench_groups import (
     Profiler,
-    console_out,
+    bench_main,
     goal,
     loadavg,
     machine,
     machine_busy_seconds,
     own_cpu,
     start_broker,
-    write_json,
 )
 from load.peers import proc_cpu_seconds, quiet_logger
 
@@ -360,23 +359,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _terminate(*_: object) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _terminate)
-    t0 = time.monotonic()
-    try:
-        doc = run(args, Console(stderr=True))
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    doc["elapsed_s"] = round(time.monotonic() - t0, 1)
-    render(doc, console_out())
-    write_json(doc, args.json)
-    return 0 if not doc["errors"] else 1
+    return bench_main(parse_args(argv), run, render)
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -894,22 +895,31 @@ def console_out() -> Console:
 
 
 def _terminate(*_: object) -> None:
-    raise KeyboardInterrupt  # unwind like Ctrl-C: the broker and members are stopped
+    raise KeyboardInterrupt
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def bench_main(
+    args: argparse.Namespace,
+    run_fn: Callable[[argparse.Namespace, Console], dict[str, Any]],
+    render_fn: Callable[[dict[str, Any], Console], None],
+) -> int:
+    """The shared ``main`` of the bench_* scripts: run, render, write JSON; 130 on Ctrl-C or
+    SIGTERM, 1 when the run recorded errors."""
     signal.signal(signal.SIGTERM, _terminate)
     t0 = time.monotonic()
     try:
-        doc = run(args, Console(stderr=True))
+        doc = run_fn(args, Console(stderr=True))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     doc["elapsed_s"] = round(time.monotonic() - t0, 1)
-    render(doc, console_out())
+    render_fn(doc, console_out())
     write_json(doc, args.json)
     return 0 if not doc["errors"] else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    return bench_main(parse_args(argv), run, render)
 
 
 if __name__ == "__main__":
