@@ -123,7 +123,17 @@ def traffic_with_weather(
     if watermark:
         t = t.withWatermark("event_ts", watermark)
         w = w.withWatermark("w_ts", watermark)
-    joined = t.join(w, (t.station == w.w_station) & (t.tw == w.ww), "inner")
+    # the time-range bound (implied by the equal windows) lets Spark evict join state once the
+    # watermark passes; without it the state of a streaming join grows with every input row
+    span = F.expr(f"interval {window}")
+    joined = t.join(
+        w,
+        (t.station == w.w_station)
+        & (t.tw == w.ww)
+        & (t.event_ts >= w.w_ts - span)
+        & (t.event_ts <= w.w_ts + span),
+        "inner",
+    )
     # group by a window on the watermarked event time (not the joined struct) so that append
     # mode can finalise windows as the watermark passes them
     agg = joined.groupBy("segment_id", "station", F.window("event_ts", window).alias("w")).agg(
