@@ -71,7 +71,7 @@ from load.bench_broker import (
     _summarise,
     percentile,
 )
-from load.peers import LOOPBACK, ChildRunning, Launcher, RunningBroker, free_port
+from load.peers import LOOPBACK, Launcher, RunningBroker, spawn_child
 
 
 @dataclass
@@ -141,19 +141,7 @@ class ServerLauncher(Launcher):
         raise NotImplementedError
 
     def start(self, workdir: Path) -> RunningBroker:
-        port = free_port(LOOPBACK)
-        datadir = workdir / "data"
-        datadir.mkdir(parents=True, exist_ok=True)
-        log_path = workdir / f"{self.name}.log"
-        with open(log_path, "wb") as out:
-            proc = subprocess.Popen(
-                self.command(self.binary(), port, datadir),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=workdir,
-            )
-        running = ChildRunning(proc, f"{LOOPBACK}:{port}", log_path)
+        running, port = spawn_child(self.name, self.command, self.binary(), workdir)
         deadline = time.monotonic() + self.ready_timeout
         while True:
             if not running.alive():

@@ -227,6 +227,26 @@ class ExternalLauncher(Launcher):
         return ExternalRunning(self.bootstrap, self.pid)
 
 
+def spawn_child(
+    name: str, command: Callable[[str, int, Path], list[str]], binary: str, workdir: Path
+) -> tuple[ChildRunning, int]:
+    """Start ``command(binary, port, <workdir>/data)`` on a free loopback port, output in
+    ``<workdir>/<name>.log``; readiness is the caller's to wait for."""
+    port = free_port(LOOPBACK)
+    datadir = workdir / "data"
+    datadir.mkdir(parents=True, exist_ok=True)
+    log_path = workdir / f"{name}.log"
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen(
+            command(binary, port, datadir),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+        )
+    return ChildRunning(proc, f"{LOOPBACK}:{port}", log_path), port
+
+
 class BinaryLauncher(Launcher):
     """A peer that is one executable found through a Python package."""
 
@@ -249,19 +269,7 @@ class BinaryLauncher(Launcher):
         return None
 
     def start(self, workdir: Path) -> RunningBroker:
-        port = free_port(LOOPBACK)
-        datadir = workdir / "data"
-        datadir.mkdir(parents=True, exist_ok=True)
-        log_path = workdir / f"{self.name}.log"
-        with open(log_path, "wb") as out:
-            proc = subprocess.Popen(
-                self.command(self.binary(), port, datadir),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=workdir,
-            )
-        running = ChildRunning(proc, f"{LOOPBACK}:{port}", log_path)
+        running, _port = spawn_child(self.name, self.command, self.binary(), workdir)
         try:
             wait_kafka_ready(running.bootstrap, self.ready_timeout, running.alive)
         except Exception:
