@@ -78,12 +78,32 @@ class GatewayConfig:
     dead_letter_topic: str | None = None  # default: <stream>.dead_letter
 
 
+def gateway_producer(cfg: GatewayConfig, error_cb: Any) -> Any:
+    """The idempotent producer both gateway implementations forward with."""
+    from confluent_kafka import Producer
+
+    from framework.client.producer import producer_config
+    from sensors.publish import _quiet
+
+    return Producer(
+        producer_config(
+            cfg.bootstrap,
+            exactly_once=True,
+            client_id=f"sftraffic-gateway-{cfg.gateway_id}",
+            linger_ms=5,
+            extra={
+                "message.timeout.ms": cfg.delivery_timeout_ms,
+                "queue.buffering.max.messages": 200_000,
+                "error_cb": error_cb,
+                "logger": _quiet(),
+            },
+        )
+    )
+
+
 class Gateway:
     def __init__(self, cfg: GatewayConfig) -> None:
         import paho.mqtt.client as mqtt
-        from confluent_kafka import Producer
-
-        from framework.client.producer import producer_config
 
         self.cfg = cfg
         self.stats = GatewayStats()
@@ -94,23 +114,7 @@ class Gateway:
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._taking = threading.Lock()  # held by the MQTT thread while it takes a message
-        quiet = logging.getLogger("sftraffic.librdkafka")
-        quiet.addHandler(logging.NullHandler())
-        quiet.propagate = False
-        self.producer = Producer(
-            producer_config(
-                cfg.bootstrap,
-                exactly_once=True,
-                client_id=f"sftraffic-gateway-{cfg.gateway_id}",
-                linger_ms=5,
-                extra={
-                    "message.timeout.ms": cfg.delivery_timeout_ms,
-                    "queue.buffering.max.messages": 200_000,
-                    "error_cb": self._on_kafka_error,
-                    "logger": quiet,
-                },
-            )
-        )
+        self.producer = gateway_producer(cfg, self._on_kafka_error)
         if cfg.mqtt_version not in (311, 5):
             raise ValueError(f"mqtt_version must be 311 or 5, not {cfg.mqtt_version}")
         v5 = cfg.mqtt_version == 5

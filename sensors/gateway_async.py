@@ -38,7 +38,7 @@ import msgspec
 
 from sensors import schema
 from sensors.disk_queue import DiskQueue, QueueFull
-from sensors.gateway import RETRIABLE_DOWN, GatewayConfig, GatewayStats
+from sensors.gateway import RETRIABLE_DOWN, GatewayConfig, GatewayStats, gateway_producer
 
 log = logging.getLogger("sftraffic.gateway")
 
@@ -203,10 +203,6 @@ def _client_class() -> type:
 
 class AsyncGateway:
     def __init__(self, cfg: GatewayConfig) -> None:
-        from confluent_kafka import Producer
-
-        from framework.client.producer import producer_config
-
         if cfg.mqtt_version not in (311, 5):
             raise ValueError(f"mqtt_version must be 311 or 5, not {cfg.mqtt_version}")
         self.cfg = cfg
@@ -215,24 +211,8 @@ class AsyncGateway:
         # drain what a previous run parked before taking live traffic
         self.degraded = not self.queue.empty()
         self.stopping = False
-        quiet = logging.getLogger("sftraffic.librdkafka")
-        quiet.addHandler(logging.NullHandler())
-        quiet.propagate = False
         logging.getLogger("gmqtt").setLevel(logging.WARNING)
-        self.producer = Producer(
-            producer_config(
-                cfg.bootstrap,
-                exactly_once=True,
-                client_id=f"sftraffic-gateway-{cfg.gateway_id}",
-                linger_ms=5,
-                extra={
-                    "message.timeout.ms": cfg.delivery_timeout_ms,
-                    "queue.buffering.max.messages": 200_000,
-                    "error_cb": self._on_kafka_error,
-                    "logger": quiet,
-                },
-            )
-        )
+        self.producer = gateway_producer(cfg, self._on_kafka_error)
         self.client: Any = None
         self._link: _Link | None = None
         self._acks: list[int] = []  # mids of self._link to acknowledge at the next write
