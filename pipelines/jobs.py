@@ -1,12 +1,14 @@
 """The Spark jobs (``sftraffic pipeline <job>``): sources → transforms → sinks, nothing more.
 
 * ``aggregates``  traffic per segment and minute → ``traffic_aggregates`` topic + Parquet
-* ``correlation`` traffic ⋈ weather (stream-stream join) → ``traffic_weather`` topic + Parquet,
-                  and after every micro-batch the weather-effect estimates over all history so
-                  far → ``weather_effects`` topic
+* ``correlation`` traffic aggregates ⋈ weather (stream-stream join of two windowed
+                  aggregations) → ``traffic_weather`` topic + Parquet, and (a driver thread, at
+                  most every 10 s) the weather-effect estimates over all history so far →
+                  ``weather_effects`` topic
 * ``anomalies``   traffic aggregates vs the segment's baseline for the hour of week →
                   ``congestion_alerts`` topic + Parquet
-* ``all``         the three in one Spark application (what ``sftraffic up`` runs)
+* ``all``         the three in one Spark application (what ``sftraffic up`` runs); the alerts
+                  are computed from the aggregates query's windows, so two queries read traffic
 
 Each window result is written once: windows are emitted in append mode when the watermark
 passes them, and a micro-batch that Spark replays after a stop or crash (same batch id, same
@@ -31,6 +33,10 @@ from typing import Any
 log = logging.getLogger("sftraffic.pipeline")
 
 STREAM = "traffic_monitoring"
+
+# the event fields the jobs read (besides the required ones): parsing only these is cheaper
+TRAFFIC_FIELDS: tuple[str, ...] = ()
+WEATHER_FIELDS = ("precipitation_mm_h", "visibility_m")
 
 
 def t(name: str) -> str:
@@ -118,11 +124,13 @@ class BatchLedger:
 
 
 # -- aggregates -------------------------------------------------------------------------------
-def start_aggregates(spark: Any, cfg: JobConfig) -> Any:
+def start_aggregates(spark: Any, cfg: JobConfig, with_alerts: bool = False) -> Any:
+    """Traffic aggregates; ``with_alerts``: also the congestion alerts, from the same windows
+    (what ``all`` runs: one query parses the traffic stream instead of two)."""
     from pipelines import schemas, transforms
 
     raw = _read(spark, cfg, t("traffic"))
-    good, bad = transforms.parse_json(raw, schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED)
+    good, bad = transforms.parse_json(raw, schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED, TRAFFIC_FIELDS)
     aggs = transforms.traffic_aggregates(good, cfg.window, cfg.watermark)
     ledger = BatchLedger(cfg, "aggregates")
 
@@ -133,6 +141,8 @@ def start_aggregates(spark: Any, cfg: JobConfig) -> Any:
         if not df.isEmpty():
             _parquet(df, cfg, "aggregates")
             _to_topic(df, cfg, t("traffic_aggregates"), "segment_id")
+            if with_alerts:
+                _alerts(spark, cfg, df)
         df.unpersist()
         ledger.record(batch_id)
 
@@ -180,20 +190,55 @@ def publish_effects(spark: Any, cfg: JobConfig) -> Any:
     return effects
 
 
+class EffectsPublisher:
+    """Recomputes and publishes the weather-effect estimates in a driver thread, at most every
+    ``every`` seconds and only after new joined windows were written, so the streaming query's
+    micro-batches never wait for it (it reads all the Parquet history)."""
+
+    def __init__(self, spark: Any, cfg: JobConfig, every: float = 10.0) -> None:
+        import threading
+
+        self.spark, self.cfg, self.every = spark, cfg, every
+        self.fresh = threading.Event()
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="weather-effects", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopped.is_set():
+            if not self.fresh.wait(0.5):
+                continue
+            self.fresh.clear()
+            try:
+                publish_effects(self.spark, self.cfg)
+            except Exception as exc:  # the next window retries; the stream goes on
+                if self.stopped.is_set():
+                    return
+                log.warning("weather effects not published: %s", str(exc).splitlines()[0])
+            self.stopped.wait(self.every)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=30)
+
+
+_PUBLISHERS: dict[str, EffectsPublisher] = {}
+
+
 def start_correlation(spark: Any, cfg: JobConfig) -> Any:
     from pipelines import schemas, transforms
 
     traffic, _bad_t = transforms.parse_json(
-        _read(spark, cfg, t("traffic")), schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED
+        _read(spark, cfg, t("traffic")), schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED, TRAFFIC_FIELDS
     )
     weather, _bad_w = transforms.parse_json(
-        _read(spark, cfg, t("weather_conditions")), schemas.WEATHER, schemas.WEATHER_REQUIRED
+        _read(spark, cfg, t("weather_conditions")), schemas.WEATHER, schemas.WEATHER_REQUIRED, WEATHER_FIELDS
     )
     joined = transforms.traffic_with_weather(
         traffic, weather, transforms.segment_stations(spark), cfg.window, cfg.watermark
     )
-    last = [0.0]
     ledger = BatchLedger(cfg, "correlation")
+    effects = EffectsPublisher(spark, cfg)
 
     def sink(df: Any, batch_id: int) -> None:
         if ledger.done(batch_id):
@@ -202,20 +247,20 @@ def start_correlation(spark: Any, cfg: JobConfig) -> Any:
         if not df.isEmpty():
             _parquet(df, cfg, "traffic_weather")
             _to_topic(df, cfg, t("traffic_weather"), "segment_id")
+            effects.fresh.set()
         df.unpersist()
         ledger.record(batch_id)
-        if time.monotonic() - last[0] > 10:  # estimates: at most every 10 s
-            publish_effects(spark, cfg)
-            last[0] = time.monotonic()
 
-    return [
+    q = (
         joined.writeStream.outputMode("append")
         .foreachBatch(sink)
         .trigger(processingTime=cfg.trigger)
         .option("checkpointLocation", str(Path(cfg.checkpoint_dir) / "correlation"))
         .queryName("correlation")
         .start()
-    ]
+    )
+    _PUBLISHERS[q.id] = effects
+    return [q]
 
 
 # -- anomalies --------------------------------------------------------------------------------
@@ -232,11 +277,21 @@ def baselines(spark: Any, cfg: JobConfig) -> Any:
     return ff
 
 
+def _alerts(spark: Any, cfg: JobConfig, aggs: Any) -> None:
+    from pipelines import transforms
+
+    alerts = transforms.congestion_alerts(aggs, baselines(spark, cfg), cfg.congestion_ratio).persist()
+    if not alerts.isEmpty():
+        _parquet(alerts, cfg, "alerts")
+        _to_topic(alerts, cfg, t("congestion_alerts"), "segment_id")
+    alerts.unpersist()
+
+
 def start_anomalies(spark: Any, cfg: JobConfig) -> Any:
     from pipelines import schemas, transforms
 
     traffic, _bad = transforms.parse_json(
-        _read(spark, cfg, t("traffic")), schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED
+        _read(spark, cfg, t("traffic")), schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED, TRAFFIC_FIELDS
     )
     aggs = transforms.traffic_aggregates(traffic, cfg.window, cfg.watermark)
     ledger = BatchLedger(cfg, "anomalies")
@@ -244,11 +299,7 @@ def start_anomalies(spark: Any, cfg: JobConfig) -> Any:
     def sink(df: Any, batch_id: int) -> None:
         if ledger.done(batch_id) or df.isEmpty():
             return
-        alerts = transforms.congestion_alerts(df, baselines(spark, cfg), cfg.congestion_ratio).persist()
-        if not alerts.isEmpty():
-            _parquet(alerts, cfg, "alerts")
-            _to_topic(alerts, cfg, t("congestion_alerts"), "segment_id")
-        alerts.unpersist()
+        _alerts(spark, cfg, df)
         ledger.record(batch_id)
 
     return [
@@ -273,6 +324,9 @@ def stop_gracefully(queries: list[Any], timeout: float = 60.0) -> None:
         while q.isActive and q.status.get("isTriggerActive") and time.monotonic() < deadline:
             time.sleep(0.05)
         q.stop()
+        pub = _PUBLISHERS.pop(q.id, None)
+        if pub is not None:
+            pub.stop()
 
 
 JOBS = {"aggregates": start_aggregates, "correlation": start_correlation, "anomalies": start_anomalies}
@@ -287,34 +341,52 @@ RESULT_TOPICS = (
 
 # -- batch ------------------------------------------------------------------------------------
 def run_batch(spark: Any, cfg: JobConfig, job: str) -> dict[str, Any]:
-    """The same transforms once over what the topics hold now; returns a summary."""
+    """The same transforms once over what the topics hold now; returns a summary.
+
+    The traffic topic is read and parsed once: the parsed events (only the fields the jobs use,
+    the raw bytes only for dead letters) are persisted and feed every job and the dead letters.
+    """
+    from pyspark import StorageLevel
+
     from pipelines import schemas, transforms
 
-    traffic, bad = transforms.parse_json(
-        _read(spark, cfg, t("traffic"), batch=True), schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED
-    )
+    tagged = transforms.tag_json(
+        _read(spark, cfg, t("traffic"), batch=True), schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED, TRAFFIC_FIELDS
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    traffic, bad = transforms.split_json(tagged)
     out: dict[str, Any] = {}
-    if job in ("aggregates", "all"):
+    aggs = None
+    if job in ("aggregates", "anomalies", "all"):
         aggs = transforms.traffic_aggregates(traffic, cfg.window, None).persist()
+    if job in ("aggregates", "all"):
+        assert aggs is not None
         _parquet(aggs, cfg, "aggregates")
         out["aggregates"] = aggs.count()
     if job in ("correlation", "all"):
         weather, _ = transforms.parse_json(
-            _read(spark, cfg, t("weather_conditions"), batch=True), schemas.WEATHER, schemas.WEATHER_REQUIRED
+            _read(spark, cfg, t("weather_conditions"), batch=True),
+            schemas.WEATHER,
+            schemas.WEATHER_REQUIRED,
+            WEATHER_FIELDS,
         )
         joined = transforms.traffic_with_weather(
             traffic, weather, transforms.segment_stations(spark), cfg.window, None
         ).persist()
         _parquet(joined, cfg, "traffic_weather")
         out["traffic_weather"] = joined.count()
+        joined.unpersist()
         out["effects"] = publish_effects(spark, cfg)
     if job in ("anomalies", "all"):
-        aggs = transforms.traffic_aggregates(traffic, cfg.window, None)
-        alerts = transforms.congestion_alerts(aggs, baselines(spark, cfg), cfg.congestion_ratio)
+        assert aggs is not None
+        alerts = transforms.congestion_alerts(aggs, baselines(spark, cfg), cfg.congestion_ratio).persist()
         _parquet(alerts, cfg, "alerts")
         out["alerts"] = alerts.count()
+        alerts.unpersist()
     out["dead_letters"] = bad.count()
     _dead_letters(bad, cfg)
+    if aggs is not None:
+        aggs.unpersist()
+    tagged.unpersist()
     return out
 
 
@@ -376,8 +448,11 @@ def run(args: argparse.Namespace) -> int:
         spark.stop()
         return 0
     queries = []
-    for name in [*JOBS] if args.job == "all" else [args.job]:
-        queries.extend(JOBS[name](spark, cfg))
+    if args.job == "all":  # the alerts come from the aggregates query's windows
+        queries.extend(start_aggregates(spark, cfg, with_alerts=True))
+        queries.extend(start_correlation(spark, cfg))
+    else:
+        queries.extend(JOBS[args.job](spark, cfg))
     print(f"pipeline {args.job} running ({len(queries)} queries)", file=sys.stderr, flush=True)
     import signal
 

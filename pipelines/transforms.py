@@ -12,45 +12,83 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StringType, StructField, StructType
 
 from pipelines import schemas
 
 HEAVY = ("bus", "truck", "semi")
 
 
-def parse_json(raw: DataFrame, schema: StructType, required: tuple[str, ...]) -> tuple[DataFrame, DataFrame]:
-    """Split raw ``value`` bytes into (parsed events, dead letters with a ``reason``).
+CORRUPT = "_corrupt_record"
 
-    A record that is not JSON, or lacks a required field, goes to the dead-letter side, so one
-    bad record never stops a job.
+
+def tag_json(
+    raw: DataFrame, schema: StructType, required: tuple[str, ...], fields: tuple[str, ...] | None = None
+) -> DataFrame:
+    """Parse raw ``value`` bytes: ``topic, partition, offset``, the event ``e`` (a struct), the
+    ``reason`` it is a dead letter (null when it is good) and, for dead letters only, the
+    ``value``. :func:`split_json` turns this into (good, bad); batch jobs persist it in between,
+    so that one pass over the source feeds both.
+
+    ``fields``: parse only these (plus the required ones); the jobs name what they use, which
+    spares building the rest (arrays of axle distances, ...).
+
+    Each value is parsed once: ``from_json`` sits under a generator (``explode(array(...))``),
+    which the optimiser cannot inline into the filters and projections that read its fields —
+    otherwise it copies the expression into each of them and the JSON is parsed once per use.
+    A value Jackson cannot read whole against the schema has ``_corrupt_record`` set.
     """
-    text = F.col("value").cast("string")
+    keep = None if fields is None else set(fields) | set(required)
+    cols = [f for f in schema.fields if keep is None or f.name in keep]
+    sch = StructType([*cols, StructField(CORRUPT, StringType())])
+    opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
     parsed = raw.select(
         "topic",
         "partition",
         "offset",
-        "timestamp",
-        text.alias("raw"),
-        F.from_json(text, schema, {"mode": "PERMISSIVE"}).alias("e"),
+        "value",
+        F.explode(F.array(F.from_json(F.col("value").cast("string"), sch, opts))).alias("e"),
     )
     missing: Column = F.lit(None).cast("string")
+    none_of_them: Column = F.col(f"e.{CORRUPT}").isNotNull()
     for name in reversed(required):
         missing = F.when(F.col(f"e.{name}").isNull(), F.lit(f"missing or invalid {name}")).otherwise(missing)
-    not_json = (
-        F.col("e").isNull()
-        | F.get_json_object(F.col("raw"), "$").isNull()
-        | ~F.trim(F.col("raw")).startswith("{")
-    )
+        none_of_them = none_of_them & F.col(f"e.{name}").isNull()
+    # unreadable (or not an object: 42, [..], null) and nothing we need could be read from it
+    not_json = F.col("e").isNull() | none_of_them
     reason = F.when(not_json, F.lit("not a JSON object")).otherwise(missing)
-    tagged = parsed.withColumn("reason", reason)
+    return parsed.select(
+        "topic",
+        "partition",
+        "offset",
+        F.col("e").dropFields(CORRUPT).alias("e"),
+        reason.alias("reason"),
+        F.when(reason.isNotNull(), F.col("value")).alias("value"),
+    )
+
+
+def split_json(tagged: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(parsed events with ``event_ts``, dead letters ``topic, partition, offset, raw, reason``)."""
     good = (
         tagged.where(F.col("reason").isNull())
         .select("e.*")
         .withColumn("event_ts", F.timestamp_millis(F.col("event_time")))
     )
-    bad = tagged.where(F.col("reason").isNotNull()).select("topic", "partition", "offset", "raw", "reason")
+    bad = tagged.where(F.col("reason").isNotNull()).select(
+        "topic", "partition", "offset", F.col("value").cast("string").alias("raw"), "reason"
+    )
     return good, bad
+
+
+def parse_json(
+    raw: DataFrame, schema: StructType, required: tuple[str, ...], fields: tuple[str, ...] | None = None
+) -> tuple[DataFrame, DataFrame]:
+    """Split raw ``value`` bytes into (parsed events, dead letters with a ``reason``).
+
+    A record that is not a JSON object, or lacks a required field (or has it with the wrong
+    type), goes to the dead-letter side, so one bad record never stops a job.
+    """
+    return split_json(tag_json(raw, schema, required, fields))
 
 
 def traffic_aggregates(
@@ -101,49 +139,32 @@ def traffic_with_weather(
     window: str = "1 minute",
     watermark: str | None = "2 minutes",
 ) -> DataFrame:
-    """Stream-stream join: each vehicle with its nearest station's reading in the same window,
-    then aggregated per segment, window and weather condition."""
+    """Traffic aggregates per segment and window joined with the nearest station's weather in
+    the same window (a stream-stream join of two windowed aggregations).
+
+    Both sides are aggregated before the join: per (segment, window) the volume and mean speed,
+    per (station, window) the worst condition, mean precipitation and visibility. The join
+    therefore keeps a few rows per segment and window in its state, not every vehicle, and
+    in append mode each side's window reaches the join once, when the watermark passes its
+    end (Spark >= 3.4 chains stateful operators; the ``window`` struct carries the event-time
+    watermark, so the join's state is evicted as it passes).
+    """
     t = traffic.join(F.broadcast(segment_stations), "segment_id")
-    t = t.select(
-        "segment_id",
-        "station",
-        "speed_kmh",
-        "vehicle_class",
-        "event_ts",
-        F.window("event_ts", window).alias("tw"),
-    )
-    w = weather.select(
-        F.col("station").alias("w_station"),
-        F.col("event_ts").alias("w_ts"),
-        _severity(F.col("condition")).alias("severity"),
-        "precipitation_mm_h",
-        "visibility_m",
-        F.window("event_ts", window).alias("ww"),
-    )
+    w = weather
     if watermark:
         t = t.withWatermark("event_ts", watermark)
-        w = w.withWatermark("w_ts", watermark)
-    # the time-range bound (implied by the equal windows) lets Spark evict join state once the
-    # watermark passes; without it the state of a streaming join grows with every input row
-    span = F.expr(f"interval {window}")
-    joined = t.join(
-        w,
-        (t.station == w.w_station)
-        & (t.tw == w.ww)
-        & (t.event_ts >= w.w_ts - span)
-        & (t.event_ts <= w.w_ts + span),
-        "inner",
-    )
-    # group by a window on the watermarked event time (not the joined struct) so that append
-    # mode can finalise windows as the watermark passes them
-    agg = joined.groupBy("segment_id", "station", F.window("event_ts", window).alias("w")).agg(
+        w = w.withWatermark("event_ts", watermark)
+    ta = t.groupBy(F.window("event_ts", window).alias("w"), "segment_id", "station").agg(
         F.count(F.lit(1)).alias("volume"),
         F.avg("speed_kmh").alias("mean_speed_kmh"),
-        F.max("severity").alias("severity"),
+    )
+    wa = w.groupBy(F.window("event_ts", window).alias("ww"), F.col("station").alias("w_station")).agg(
+        F.max(_severity(F.col("condition"))).alias("severity"),
         F.avg("precipitation_mm_h").alias("precipitation_mm_h"),
         F.avg("visibility_m").alias("visibility_m"),
     )
-    return agg.select(
+    joined = ta.join(wa, (ta.station == wa.w_station) & (ta.w == wa.ww), "inner")
+    return joined.select(
         "segment_id",
         "station",
         F.col("w.start").alias("window_start"),

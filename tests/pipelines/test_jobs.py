@@ -199,3 +199,62 @@ def test_correlation_over_a_simulated_day_recovers_the_configured_weather_effect
     assert eff.loc[("*", "fog")].ols_factor == pytest.approx(effect.fog_speed_factor, abs=0.04)
     published = {(r["segment_id"], r["condition"]) for r in results(b.bootstrap, "weather_effects")}
     assert {("*", "rain"), ("*", "heavy_rain")} <= published
+
+
+def weather_events(first: int, last: int, condition: str = "rain") -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "weather",
+            "sensor_id": "wx-fidi",
+            "seq": m,
+            "event_time": T0 + m * MIN,
+            "station": "wx-fidi",
+            "condition": condition,
+            "precipitation_mm_h": 4.0,
+            "visibility_m": 3000.0,
+        }
+        for m in range(first, last + 1)
+    ]
+
+
+def produce_weather(bootstrap: str, events: list[dict[str, Any]]) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
+    for e in events:
+        p.produce(jobs.t("weather_conditions"), key=b"wx-fidi", value=json.dumps(e).encode())
+    assert p.flush(30) == 0
+
+
+def test_streaming_correlation_joins_each_window_once_with_its_weather_across_a_restart(
+    spark: Any, broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
+    b = store(broker_factory)
+    cfg = cfg_for(b, tmp_path)
+    seg = "market-st-00"  # its nearest station is wx-fidi
+
+    def seg_events(first: int, last: int) -> list[tuple[str, float, int]]:
+        return [(seg, 30.0 + k, T0 + m * MIN + k * 10_000) for m in range(first, last + 1) for k in range(3)]
+
+    def joined() -> Counter[str]:
+        return Counter(r["window_start"] for r in results(b.bootstrap, "traffic_weather"))
+
+    produce(b.bootstrap, seg_events(0, 4))
+    produce_weather(b.bootstrap, weather_events(0, 4))
+    qs = jobs.start_correlation(spark, cfg)
+    try:
+        wait_for(lambda: wstart(2) in joined(), timeout=120, interval=0.5, what="joined windows 0..2")
+    finally:
+        stop_all(qs)
+    produce(b.bootstrap, seg_events(5, 9), seq0=100)
+    produce_weather(b.bootstrap, weather_events(5, 9, condition="fog"))
+    qs = jobs.start_correlation(spark, cfg)
+    try:
+        wait_for(lambda: wstart(7) in joined(), timeout=120, interval=0.5, what="windows after restart")
+    finally:
+        stop_all(qs)
+    rows = results(b.bootstrap, "traffic_weather")
+    got = Counter(r["window_start"] for r in rows)
+    assert set(got) == {wstart(m) for m in range(8)} and all(n == 1 for n in got.values()), got
+    by_start = {r["window_start"]: r for r in rows}
+    assert by_start[wstart(1)]["volume"] == 3 and by_start[wstart(1)]["mean_speed_kmh"] == 31.0
+    assert by_start[wstart(1)]["condition"] == "rain" and by_start[wstart(6)]["condition"] == "fog"
+    assert by_start[wstart(6)]["station"] == "wx-fidi" and by_start[wstart(6)]["precipitation_mm_h"] == 4.0

@@ -45,13 +45,33 @@ def ev(seg: str, speed: float, t: int, cls: str = "car", sensor: str = "s1", seq
 
 def test_parse_json_separates_bad_records_with_reasons(spark: Any) -> None:
     good, bad = transforms.parse_json(
-        raw(spark, [ev("a", 30, T0), b"{oops", json.dumps({"type": "traffic", "sensor_id": "x"}).encode()]),
+        raw(
+            spark,
+            [
+                ev("a", 30, T0),
+                b"{oops",
+                json.dumps({"type": "traffic", "sensor_id": "x"}).encode(),
+                b"42",
+                b"[1, 2]",
+                b"",
+                ev("a", 30, T0).replace(b'"speed_kmh": 30', b'"speed_kmh": "fast"'),
+                ev("b", 40, T0).replace(b'"lat": 37.7', b'"lat": "north"'),  # optional field
+            ],
+        ),
         schemas.TRAFFIC,
         schemas.TRAFFIC_REQUIRED,
     )
-    assert good.count() == 1
-    reasons = sorted(r.reason for r in bad.collect())
-    assert reasons == ["missing or invalid event_time", "not a JSON object"]
+    assert [(r.segment_id, r.lat) for r in good.collect()] == [("a", 37.7), ("b", None)]
+    dead = sorted((r.offset, r.reason, r.raw) for r in bad.collect())
+    assert [(o, reason) for o, reason, _ in dead] == [
+        (1, "not a JSON object"),
+        (2, "missing or invalid event_time"),
+        (3, "not a JSON object"),
+        (4, "not a JSON object"),
+        (5, "not a JSON object"),
+        (6, "missing or invalid speed_kmh"),
+    ]
+    assert dead[0][2] == "{oops", "a dead letter keeps the record as it came"
 
 
 def test_traffic_aggregates_per_segment_and_window(spark: Any) -> None:
