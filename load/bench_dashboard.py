@@ -60,6 +60,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from dashboard.demo_data import iso, seed_results
 from framework.server.process import free_port
 from load.bench_groups import (
     Profiler,
@@ -72,7 +73,7 @@ from load.bench_groups import (
     percentile,
     start_broker,
 )
-from load.peers import proc_cpu_seconds, quiet_logger
+from load.peers import proc_cpu_seconds
 
 SENSORS = 10_000
 PARTITIONS = 6
@@ -94,89 +95,6 @@ def rush_hour_start(now_ms: int | None = None) -> int:
     while t.weekday() >= 5:
         t -= dt.timedelta(days=1)
     return int(t.timestamp() * 1000)
-
-
-def _iso(ms: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(ms / 1000))
-
-
-def seed_results(bootstrap: str, end_ms: int, minutes: int) -> int:
-    """Per-minute results of the Spark jobs for ``minutes`` before ``end_ms`` (what the charts
-    draw): aggregates of every segment, alerts of slow ones, weather, weather effects."""
-    import numpy as np
-    from confluent_kafka import Producer
-
-    from sensors import geo
-    from sensors.model import Model, ModelConfig, weather_reading
-
-    m = Model(ModelConfig(seed=3, rain_share=0.3))
-    rng = np.random.default_rng(1)
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "logger": quiet_logger()})
-    n = 0
-
-    def send(topic: str, key: str, rec: dict[str, Any], ts: int) -> None:
-        nonlocal n
-        p.produce(f"{STREAM}.{topic}", key=key.encode(), value=json.dumps(rec).encode(), timestamp=ts)
-        n += 1
-
-    start = end_ms - minutes * 60_000
-    for k in range(minutes):
-        t = start + k * 60_000
-        speed, rate, _wx = m.segment_state(t)
-        for i, s in enumerate(geo.SEGMENTS):
-            v = float(speed[i])
-            agg = {
-                "segment_id": s.segment_id,
-                "window_start": _iso(t),
-                "window_end": _iso(t + 60_000),
-                "volume": int(rate[i] * 60 * s.lanes * 4) + 1,
-                "mean_speed_kmh": round(v, 2),
-                "p50_speed_kmh": round(v, 1),
-                "p85_speed_kmh": round(v * 1.12, 1),
-                "heavy_share": 0.08,
-            }
-            send("traffic_aggregates", s.segment_id, agg, t)
-            if v < 0.5 * s.free_flow_kmh:
-                alert = {
-                    **{k2: agg[k2] for k2 in ("segment_id", "window_start", "window_end", "volume")},
-                    "mean_speed_kmh": round(v, 1),
-                    "baseline_kmh": s.free_flow_kmh,
-                    "ratio": round(v / s.free_flow_kmh, 3),
-                    "severity": "slow",
-                }
-                send("congestion_alerts", s.segment_id, alert, t)
-        for j, st in enumerate(geo.STATIONS):
-            wx = {
-                "type": "weather",
-                "sensor_id": st.station_id,
-                "seq": k,
-                "event_time": t,
-                "station": st.station_id,
-                "district": st.district,
-                "lat": st.lat,
-                "lon": st.lon,
-                **weather_reading(m, j, t, rng),
-            }
-            send("weather_conditions", st.station_id, wx, t)
-    for cond, f in (("fog", 0.9), ("rain", 0.85), ("heavy_rain", 0.72)):
-        eff = {
-            "segment_id": "*",
-            "condition": cond,
-            "n": 100,
-            "windows": 1000,
-            "speed_factor": f,
-            "ci_low": f - 0.02,
-            "ci_high": f + 0.02,
-            "ols_factor": f,
-            "ols_ci_low": f - 0.01,
-            "ols_ci_high": f + 0.01,
-            "congestion_delta": 0.01,
-            "precip_corr": -0.2,
-        }
-        send("weather_effects", f"*|{cond}", eff, end_ms)
-    if p.flush(60):
-        raise RuntimeError("seeding: results not acknowledged")
-    return n
 
 
 # -- HTTP --------------------------------------------------------------------------------------
@@ -560,7 +478,7 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         "config": {
             "sensors": SENSORS,
             "fleet_speed": 1.0,
-            "simulated_start": _iso(sim_start),
+            "simulated_start": iso(sim_start),
             "seeded_result_minutes": seed_minutes,
             "dashboard_lookback_h": lookback_h,
             "markers": markers,
@@ -579,9 +497,9 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
             b = broker.bootstrap
             ensure_layout(b, partitions=PARTITIONS, extra_topics={f"{STREAM}.{t}": {} for t in RESULT_TOPICS})
             doc["seeded_records"] = seed_results(b, sim_start, seed_minutes)
-            console.print(f"fleet of {SENSORS:,} sensors live from {_iso(sim_start)}, dashboard ...")
+            console.print(f"fleet of {SENSORS:,} sensors live from {iso(sim_start)}, dashboard ...")
             fleet_cmd = [*py, "sensors", "-b", b, "--via", "kafka", "--sensors", str(SENSORS), "--speed", "1"]
-            fleet_cmd += ["--start", _iso(sim_start), "--partitions", str(PARTITIONS), "--quiet"]
+            fleet_cmd += ["--start", iso(sim_start), "--partitions", str(PARTITIONS), "--quiet"]
             fleet = Child("fleet", fleet_cmd, tmp / "fleet.log")
             wall0 = time.time()
             children.append(fleet)
