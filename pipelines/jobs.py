@@ -57,25 +57,86 @@ class JobConfig:
     congestion_ratio: float = 0.5
 
 
-def _read(spark: Any, cfg: JobConfig, topic: str, batch: bool = False) -> Any:
+def _read(spark: Any, cfg: JobConfig, topic: str, batch: bool = False, value_schema: Any = None) -> Any:
+    """The topic through the ``sftraffic`` data source; with ``value_schema`` (a StructType)
+    the executors decode the JSON values into a ``json`` column."""
     r = spark.read if batch else spark.readStream
     r = r.format("sftraffic").option("bootstrap", cfg.bootstrap).option("subscribe", topic)
     r = r.option("startingOffsets", cfg.starting_offsets)
     if not batch and cfg.max_offsets_per_trigger:
         r = r.option("maxOffsetsPerTrigger", cfg.max_offsets_per_trigger)
+    if value_schema is not None:
+        r = r.option("valueFormat", "json").option("valueSchema", value_schema.json())
     return r.load()
+
+
+def _events(spark: Any, cfg: JobConfig, kind: str, batch: bool = False) -> Any:
+    """``traffic`` or ``weather_conditions`` events, tagged (see ``transforms.tag_json``)."""
+    from pipelines import schemas, transforms
+
+    schema, required, fields = {
+        "traffic": (schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED, TRAFFIC_FIELDS),
+        "weather_conditions": (schemas.WEATHER, schemas.WEATHER_REQUIRED, WEATHER_FIELDS),
+    }[kind]
+    vs = transforms.pruned(schema, required, fields)
+    return transforms.tag_json(_read(spark, cfg, t(kind), batch, vs), schema, required, fields)
+
+
+class ResultProducer:
+    """One idempotent producer in the driver for the jobs' results.
+
+    Results are small (a row per segment and window, a few per weather regime), so the sinks
+    collect them and produce from here: a distributed write through the data source would
+    start Python workers and a producer per task every micro-batch (1-4 s each time for a few
+    hundred rows). Dead letters, which can be many, still go through the data source writer.
+    """
+
+    _by_bootstrap: dict[str, ResultProducer] = {}
+
+    def __init__(self, bootstrap: str) -> None:
+        from confluent_kafka import Producer
+
+        from framework.client.producer import producer_config
+        from sensors.publish import _quiet
+
+        self.errors: list[str] = []
+        conf = producer_config(bootstrap, client_id="sftraffic-pipeline", extra={"logger": _quiet()})
+        self.p = Producer(conf)
+
+    @classmethod
+    def get(cls, bootstrap: str) -> ResultProducer:
+        if bootstrap not in cls._by_bootstrap:
+            cls._by_bootstrap[bootstrap] = cls(bootstrap)
+        return cls._by_bootstrap[bootstrap]
+
+    def _done(self, err: Any, _msg: Any) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+
+    def send(self, topic: str, records: list[tuple[str | None, str]]) -> None:
+        """Produce ``(key, json)`` records and wait for the store's acks (raises if any failed)."""
+        for key, value in records:
+            while True:
+                try:
+                    k = None if key is None else key.encode()
+                    self.p.produce(topic, value.encode(), k, on_delivery=self._done)
+                    break
+                except BufferError:
+                    self.p.poll(0.05)
+        left = self.p.flush(60)
+        if self.errors or left:
+            errs, self.errors = self.errors[:3], []
+            raise RuntimeError(f"writing results to {topic} failed: {errs} ({left} unacknowledged)")
 
 
 def _to_topic(df: Any, cfg: JobConfig, topic: str, key_col: str) -> None:
     from pyspark.sql import functions as F
 
-    out = df.select(
+    rows = df.select(
         F.col(key_col).cast("string").alias("key"),
         F.to_json(F.struct(*[F.col(c) for c in df.columns])).alias("value"),
-    )
-    out.write.format("sftraffic").option("bootstrap", cfg.bootstrap).option("topic", topic).mode(
-        "append"
-    ).save()
+    ).collect()
+    ResultProducer.get(cfg.bootstrap).send(topic, [(r.key, r.value) for r in rows])
 
 
 def _dead_letters(bad: Any, cfg: JobConfig) -> None:
@@ -96,7 +157,8 @@ def _dead_letters(bad: Any, cfg: JobConfig) -> None:
 
 
 def _parquet(df: Any, cfg: JobConfig, name: str) -> None:
-    df.write.mode("append").parquet(str(Path(cfg.output_dir) / name))
+    # one file per micro-batch (results are small; four shuffle partitions made four files)
+    df.coalesce(1).write.mode("append").parquet(str(Path(cfg.output_dir) / name))
 
 
 class BatchLedger:
@@ -127,10 +189,9 @@ class BatchLedger:
 def start_aggregates(spark: Any, cfg: JobConfig, with_alerts: bool = False) -> Any:
     """Traffic aggregates; ``with_alerts``: also the congestion alerts, from the same windows
     (what ``all`` runs: one query parses the traffic stream instead of two)."""
-    from pipelines import schemas, transforms
+    from pipelines import transforms
 
-    raw = _read(spark, cfg, t("traffic"))
-    good, bad = transforms.parse_json(raw, schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED, TRAFFIC_FIELDS)
+    good, bad = transforms.split_json(_events(spark, cfg, "traffic"))
     aggs = transforms.traffic_aggregates(good, cfg.window, cfg.watermark)
     ledger = BatchLedger(cfg, "aggregates")
 
@@ -181,12 +242,10 @@ def publish_effects(spark: Any, cfg: JobConfig) -> Any:
         return effects
     effects["computed_ms"] = int(time.time() * 1000)
     effects = effects.where(pd.notna(effects), None)
-    rows = [json.dumps(r) for r in effects.to_dict("records")]
-    keys = [f"{r['segment_id']}|{r['condition']}" for r in effects.to_dict("records")]
-    df = spark.createDataFrame(list(zip(keys, rows, strict=True)), "key string, value string")
-    df.write.format("sftraffic").option("bootstrap", cfg.bootstrap).option(
-        "topic", t("weather_effects")
-    ).mode("append").save()
+    records = effects.to_dict("records")
+    ResultProducer.get(cfg.bootstrap).send(
+        t("weather_effects"), [(f"{r['segment_id']}|{r['condition']}", json.dumps(r)) for r in records]
+    )
     return effects
 
 
@@ -226,14 +285,10 @@ _PUBLISHERS: dict[str, EffectsPublisher] = {}
 
 
 def start_correlation(spark: Any, cfg: JobConfig) -> Any:
-    from pipelines import schemas, transforms
+    from pipelines import transforms
 
-    traffic, _bad_t = transforms.parse_json(
-        _read(spark, cfg, t("traffic")), schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED, TRAFFIC_FIELDS
-    )
-    weather, _bad_w = transforms.parse_json(
-        _read(spark, cfg, t("weather_conditions")), schemas.WEATHER, schemas.WEATHER_REQUIRED, WEATHER_FIELDS
-    )
+    traffic, _bad_t = transforms.split_json(_events(spark, cfg, "traffic"))
+    weather, _bad_w = transforms.split_json(_events(spark, cfg, "weather_conditions"))
     joined = transforms.traffic_with_weather(
         traffic, weather, transforms.segment_stations(spark), cfg.window, cfg.watermark
     )
@@ -288,11 +343,9 @@ def _alerts(spark: Any, cfg: JobConfig, aggs: Any) -> None:
 
 
 def start_anomalies(spark: Any, cfg: JobConfig) -> Any:
-    from pipelines import schemas, transforms
+    from pipelines import transforms
 
-    traffic, _bad = transforms.parse_json(
-        _read(spark, cfg, t("traffic")), schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED, TRAFFIC_FIELDS
-    )
+    traffic, _bad = transforms.split_json(_events(spark, cfg, "traffic"))
     aggs = transforms.traffic_aggregates(traffic, cfg.window, cfg.watermark)
     ledger = BatchLedger(cfg, "anomalies")
 
@@ -348,11 +401,9 @@ def run_batch(spark: Any, cfg: JobConfig, job: str) -> dict[str, Any]:
     """
     from pyspark import StorageLevel
 
-    from pipelines import schemas, transforms
+    from pipelines import transforms
 
-    tagged = transforms.tag_json(
-        _read(spark, cfg, t("traffic"), batch=True), schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED, TRAFFIC_FIELDS
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    tagged = _events(spark, cfg, "traffic", batch=True).persist(StorageLevel.MEMORY_AND_DISK)
     traffic, bad = transforms.split_json(tagged)
     out: dict[str, Any] = {}
     aggs = None
@@ -363,12 +414,7 @@ def run_batch(spark: Any, cfg: JobConfig, job: str) -> dict[str, Any]:
         _parquet(aggs, cfg, "aggregates")
         out["aggregates"] = aggs.count()
     if job in ("correlation", "all"):
-        weather, _ = transforms.parse_json(
-            _read(spark, cfg, t("weather_conditions"), batch=True),
-            schemas.WEATHER,
-            schemas.WEATHER_REQUIRED,
-            WEATHER_FIELDS,
-        )
+        weather, _ = transforms.split_json(_events(spark, cfg, "weather_conditions", batch=True))
         joined = transforms.traffic_with_weather(
             traffic, weather, transforms.segment_stations(spark), cfg.window, None
         ).persist()

@@ -22,6 +22,12 @@ HEAVY = ("bus", "truck", "semi")
 CORRUPT = "_corrupt_record"
 
 
+def pruned(schema: StructType, required: tuple[str, ...], fields: tuple[str, ...] | None) -> StructType:
+    """``schema`` restricted to ``required`` + ``fields`` (all of it when ``fields`` is None)."""
+    keep = None if fields is None else set(fields) | set(required)
+    return StructType([f for f in schema.fields if keep is None or f.name in keep])
+
+
 def tag_json(
     raw: DataFrame, schema: StructType, required: tuple[str, ...], fields: tuple[str, ...] | None = None
 ) -> DataFrame:
@@ -31,24 +37,27 @@ def tag_json(
     so that one pass over the source feeds both.
 
     ``fields``: parse only these (plus the required ones); the jobs name what they use, which
-    spares building the rest (arrays of axle distances, ...).
+    spares building the rest (arrays of axle distances, ...). When ``raw`` has a ``json``
+    column (the data source's ``valueFormat=json``, decoded in the Python workers, much cheaper
+    than ``from_json`` in the JVM), that struct is used as it is.
 
-    Each value is parsed once: ``from_json`` sits under a generator (``explode(array(...))``),
+    Otherwise each value is parsed once: ``from_json`` sits under a generator (``explode(array(...))``),
     which the optimiser cannot inline into the filters and projections that read its fields —
     otherwise it copies the expression into each of them and the JSON is parsed once per use.
     A value Jackson cannot read whole against the schema has ``_corrupt_record`` set.
     """
-    keep = None if fields is None else set(fields) | set(required)
-    cols = [f for f in schema.fields if keep is None or f.name in keep]
-    sch = StructType([*cols, StructField(CORRUPT, StringType())])
-    opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
-    parsed = raw.select(
-        "topic",
-        "partition",
-        "offset",
-        "value",
-        F.explode(F.array(F.from_json(F.col("value").cast("string"), sch, opts))).alias("e"),
-    )
+    if "json" in raw.columns:  # decoded by the data source (valueFormat=json)
+        parsed = raw.select("topic", "partition", "offset", "value", F.col("json").alias("e"))
+    else:
+        sch = StructType([*pruned(schema, required, fields).fields, StructField(CORRUPT, StringType())])
+        opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+        parsed = raw.select(
+            "topic",
+            "partition",
+            "offset",
+            "value",
+            F.explode(F.array(F.from_json(F.col("value").cast("string"), sch, opts))).alias("e"),
+        )
     missing: Column = F.lit(None).cast("string")
     none_of_them: Column = F.col(f"e.{CORRUPT}").isNotNull()
     for name in reversed(required):

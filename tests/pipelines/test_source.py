@@ -1,0 +1,95 @@
+"""The ``sftraffic`` PySpark data source against the real store (batch reads, JSON values,
+the writer, clear errors)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from pipelines import schemas, transforms
+from pipelines.source import JsonValues, SourceError
+from tests.conftest import BrokerFactory, quiet_logger
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+T0 = int(dt.datetime(2026, 11, 18, 16, 0, tzinfo=dt.UTC).timestamp() * 1000)
+
+
+def topic_with(bootstrap: str, name: str, values: list[bytes], partitions: int = 1) -> None:
+    a = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
+    a.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
+    p = Producer({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
+    for i, v in enumerate(values):
+        p.produce(name, v, key=b"k", partition=0, timestamp=T0 + i * 1000)
+    assert p.flush(30) == 0
+
+
+def reader(spark: Any, bootstrap: str, topic: str) -> Any:
+    return spark.read.format("sftraffic").option("bootstrap", bootstrap).option("subscribe", topic)
+
+
+def test_batch_reads_by_offset_and_by_time_range(spark: Any, broker_factory: BrokerFactory) -> None:
+    b = broker_factory()
+    topic_with(b.bootstrap, "t.range", [f"v{i}".encode() for i in range(10)])
+    r = reader(spark, b.bootstrap, "t.range")
+    rows = r.option("startingOffsets", json.dumps({"t.range": {"0": 3}})).load().collect()
+    assert [x.offset for x in rows] == list(range(3, 10))
+    assert rows[0].value == b"v3" and rows[0].key == b"k" and rows[0].topic == "t.range"
+    by_time = r.option("startingTimestamp", T0 + 2000).option("endingTimestamp", T0 + 5000).load()
+    assert [x.value for x in by_time.orderBy("offset").collect()] == [b"v2", b"v3", b"v4"]
+
+
+def test_json_values_are_decoded_by_the_source_with_dead_letters_kept(
+    spark: Any, broker_factory: BrokerFactory
+) -> None:
+    b = broker_factory()
+    good = {"sensor_id": "s", "event_time": T0, "segment_id": "a", "speed_kmh": 30, "vehicle_class": "car"}
+    values = [
+        json.dumps(good).encode(),
+        b"{oops",
+        json.dumps({**good, "speed_kmh": "fast"}).encode(),
+        json.dumps({**good, "lat": "north", "segment_id": "b"}).encode(),  # not a field we read
+    ]
+    topic_with(b.bootstrap, "t.json", values)
+    vs = transforms.pruned(schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED, ())
+    raw = (
+        reader(spark, b.bootstrap, "t.json")
+        .option("startingOffsets", "earliest")
+        .option("valueFormat", "json")
+        .option("valueSchema", vs.json())
+        .load()
+    )
+    assert raw.schema["json"].dataType.fieldNames() == [*vs.fieldNames(), "_corrupt_record"]
+    ok, bad = transforms.parse_json(raw, schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED, ())
+    assert sorted((r.segment_id, r.speed_kmh) for r in ok.collect()) == [("a", 30.0), ("b", 30.0)]
+    assert sorted((r.offset, r.reason, r.raw) for r in bad.collect()) == [
+        (1, "not a JSON object", "{oops"),
+        (2, "missing or invalid speed_kmh", values[2].decode()),
+    ]
+
+
+def test_json_decoder_refuses_unsupported_schemas_with_a_message() -> None:
+    from pyspark.sql.types import MapType, StringType, StructField, StructType
+
+    bad = StructType([StructField("m", MapType(StringType(), StringType()))])
+    with pytest.raises(SourceError, match="'m': type map<string,string> is not supported"):
+        JsonValues(bad.json())
+    with pytest.raises(SourceError, match="valueSchema must be a StructType"):
+        JsonValues("not json")
+
+
+def test_writer_round_trip_and_unknown_topic_error(spark: Any, broker_factory: BrokerFactory) -> None:
+    b = broker_factory()
+    topic_with(b.bootstrap, "t.out", [])
+    df = spark.createDataFrame([("k1", "hello"), ("k2", "world")], "key string, value string")
+    w = df.write.format("sftraffic").option("bootstrap", b.bootstrap).option("topic", "t.out")
+    w.mode("append").save()
+    got = reader(spark, b.bootstrap, "t.out").option("startingOffsets", "earliest").load().collect()
+    assert sorted((r.key, r.value) for r in got) == [(b"k1", b"hello"), (b"k2", b"world")]
+    with pytest.raises(Exception, match="topic 'nope' does not exist"):
+        reader(spark, b.bootstrap, "nope").load().collect()
