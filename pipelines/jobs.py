@@ -57,7 +57,14 @@ class JobConfig:
     congestion_ratio: float = 0.5
 
 
-def _read(spark: Any, cfg: JobConfig, topic: str, batch: bool = False, value_schema: Any = None) -> Any:
+def _read(
+    spark: Any,
+    cfg: JobConfig,
+    topic: str,
+    batch: bool = False,
+    value_schema: Any = None,
+    required: tuple[str, ...] = (),
+) -> Any:
     """The topic through the ``sftraffic`` data source; with ``value_schema`` (a StructType)
     the executors decode the JSON values into a ``json`` column."""
     r = spark.read if batch else spark.readStream
@@ -67,6 +74,7 @@ def _read(spark: Any, cfg: JobConfig, topic: str, batch: bool = False, value_sch
         r = r.option("maxOffsetsPerTrigger", cfg.max_offsets_per_trigger)
     if value_schema is not None:
         r = r.option("valueFormat", "json").option("valueSchema", value_schema.json())
+        r = r.option("valueRequired", ",".join(required))
     return r.load()
 
 
@@ -79,7 +87,7 @@ def _events(spark: Any, cfg: JobConfig, kind: str, batch: bool = False) -> Any:
         "weather_conditions": (schemas.WEATHER, schemas.WEATHER_REQUIRED, WEATHER_FIELDS),
     }[kind]
     vs = transforms.pruned(schema, required, fields)
-    return transforms.tag_json(_read(spark, cfg, t(kind), batch, vs), schema, required, fields)
+    return transforms.tag_json(_read(spark, cfg, t(kind), batch, vs, required), schema, required, fields)
 
 
 class ResultProducer:

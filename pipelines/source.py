@@ -17,11 +17,13 @@ Columns: ``key`` binary, ``value`` binary, ``topic`` string, ``partition`` int, 
 long, ``timestamp`` timestamp (UTC), ``timestampType`` int, and ``headers``
 array<struct<key string, value binary>> with ``includeHeaders=true``.
 
-``valueFormat=json`` with ``valueSchema`` (a ``StructType`` as JSON, ``schema.json()``) adds a
-column ``json``: the value decoded by the executors' Python workers (msgspec, ~1.5 µs a record)
-into that struct plus ``_corrupt_record`` string, which holds the value when it is not a JSON
-object or a field has the wrong type (that field is then null, as ``from_json`` in PERMISSIVE
-mode does). This is our extension (Spark's Kafka source has no such option): ``from_json`` in the
+``valueFormat=json`` with ``valueSchema`` (a ``StructType`` as JSON, ``schema.json()``) puts a
+column ``json`` in place of ``value``: the value decoded by the executors' Python workers
+(msgspec, ~1.5 µs a record) into that struct plus ``_corrupt_record`` string, which holds the
+value as text when it is not a JSON object, a field has the wrong type (that field is then
+null, as ``from_json`` in PERMISSIVE mode does) or a field named in ``valueRequired``
+(comma-separated) is missing. The raw bytes do not travel to the JVM for the records that
+decoded. This is our extension (Spark's Kafka source has no such option): ``from_json`` in the
 JVM costs ~5-10x more per record and was most of the pipeline's CPU. Field types: string,
 long, int, double, float, boolean and arrays of them.
 
@@ -121,13 +123,17 @@ def _field_type(dt: Any, name: str) -> tuple[Any, Any]:
 class JsonValues:
     """Decodes JSON values into Arrow columns for a ``StructType`` (see the module docstring)."""
 
-    def __init__(self, schema_json: str) -> None:
+    def __init__(self, schema_json: str, required: tuple[str, ...] = ()) -> None:
         try:
             st = StructType.fromJson(json.loads(schema_json))
         except (ValueError, KeyError, TypeError) as exc:
             raise SourceError(f"valueSchema must be a StructType as JSON (schema.json()): {exc}") from None
         self.spark_type = StructType([*st.fields, StructField(CORRUPT, StringType())])
         self.names = [f.name for f in st.fields]
+        unknown = set(required) - set(self.names)
+        if unknown:
+            raise SourceError(f"valueRequired names fields not in valueSchema: {', '.join(sorted(unknown))}")
+        self.required = [self.names.index(n) for n in required]
         types = [_field_type(f.dataType, f.name) for f in st.fields]
         self.checks = [t for t, _ in types]
         arrow_fields = [pa.field(n, a) for n, (_, a) in zip(self.names, types, strict=True)]
@@ -172,9 +178,13 @@ class JsonValues:
                     c.append(x)
                 corrupt.append(raw)
                 continue
-            for c, n in zip(cols, names, strict=True):
-                c.append(getattr(obj, n))
-            corrupt.append(None)
+            row = [getattr(obj, n) for n in names]
+            if any(row[i] is None for i in self.required):
+                corrupt.append(v.decode("utf-8", "replace"))
+            else:
+                corrupt.append(None)
+            for c, x in zip(cols, row, strict=True):
+                c.append(x)
         arrays = [pa.array(c, type=f.type) for c, f in zip(cols, self.arrow_type, strict=False)]
         arrays.append(pa.array(corrupt, type=pa.string()))
         return pa.StructArray.from_arrays(arrays, fields=list(self.arrow_type))
@@ -222,6 +232,7 @@ class Options:
     fail_on_data_loss: bool
     poll_timeout_s: float
     value_schema: str | None = None
+    value_required: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, opts: dict[str, str]) -> Options:
@@ -257,6 +268,7 @@ class Options:
             fail_on_data_loss=o.get("failondataloss", "true").lower() != "false",
             poll_timeout_s=float(o.get("polltimeoutms", "30000")) / 1000,
             value_schema=cls._value_schema(o),
+            value_required=tuple(n.strip() for n in o.get("valuerequired", "").split(",") if n.strip()),
         )
 
     @staticmethod
@@ -269,7 +281,8 @@ class Options:
         vs = o.get("valueschema")
         if not vs:
             raise SourceError("valueFormat=json needs option valueSchema, a StructType as JSON")
-        JsonValues(vs)  # fail now, with the message, rather than in an executor
+        required = tuple(n.strip() for n in o.get("valuerequired", "").split(",") if n.strip())
+        JsonValues(vs, required)  # fail now, with the message, rather than in an executor
         return vs
 
 
@@ -395,7 +408,8 @@ def read_range(opts: Options, r: Range) -> Iterator[pa.RecordBatch]:
     schema_ = _arrow_schema(opts.include_headers)
     json_values = None
     if opts.value_schema is not None:
-        json_values = JsonValues(opts.value_schema)
+        json_values = JsonValues(opts.value_schema, opts.value_required)
+        schema_ = schema_.remove(schema_.get_field_index("value"))
         schema_ = schema_.append(pa.field("json", json_values.arrow_type))
     try:
         lo, _hi = c.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=10, cached=False)
@@ -644,7 +658,8 @@ class SfTrafficDataSource(DataSource):
         opts = Options.parse(dict(self.options))
         st = schema(opts.include_headers)
         if opts.value_schema is not None:
-            st = st.add("json", JsonValues(opts.value_schema).spark_type)
+            st = StructType([f for f in st.fields if f.name != "value"])
+            st = st.add("json", JsonValues(opts.value_schema, opts.value_required).spark_type)
         return st
 
     def reader(self, schema: StructType) -> DataSourceReader:

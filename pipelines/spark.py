@@ -13,6 +13,17 @@ import sys
 from typing import Any
 
 
+def _local_cores(master: str) -> int | None:
+    """N of ``local[N]`` (the machine's cores for ``local[*]``), None for a cluster master."""
+    import re
+
+    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master.strip())
+    if not m:
+        return None
+    n = m.group(1)
+    return max(1, os.cpu_count() or 1) if n in (None, "*") and "[" in master else int(n) if n else 1
+
+
 def session(app: str = "sftraffic", master: str | None = None, conf: dict[str, str] | None = None) -> Any:
     from pyspark.sql import SparkSession
 
@@ -23,7 +34,9 @@ def session(app: str = "sftraffic", master: str | None = None, conf: dict[str, s
     master = master or os.environ.get("SFTRAFFIC_SPARK_MASTER", "local[*]")
     b = SparkSession.builder.appName(app).master(master)
     settings = {
-        "spark.sql.shuffle.partitions": "4",
+        # one shuffle partition per local core: each is a state store per stateful operator,
+        # and their per-batch commits are most of a small micro-batch's fixed cost
+        "spark.sql.shuffle.partitions": str(_local_cores(master) or 4),
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",

@@ -46,8 +46,9 @@ def tag_json(
     otherwise it copies the expression into each of them and the JSON is parsed once per use.
     A value Jackson cannot read whole against the schema has ``_corrupt_record`` set.
     """
-    if "json" in raw.columns:  # decoded by the data source (valueFormat=json)
-        parsed = raw.select("topic", "partition", "offset", "value", F.col("json").alias("e"))
+    if "json" in raw.columns:  # decoded by the data source (valueFormat=json, no value column)
+        raw_text = F.col(f"json.{CORRUPT}").cast("binary")
+        parsed = raw.select("topic", "partition", "offset", raw_text.alias("value"), F.col("json").alias("e"))
     else:
         sch = StructType([*pruned(schema, required, fields).fields, StructField(CORRUPT, StringType())])
         opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}

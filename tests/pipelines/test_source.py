@@ -54,6 +54,7 @@ def test_json_values_are_decoded_by_the_source_with_dead_letters_kept(
         b"{oops",
         json.dumps({**good, "speed_kmh": "fast"}).encode(),
         json.dumps({**good, "lat": "north", "segment_id": "b"}).encode(),  # not a field we read
+        json.dumps({k: v for k, v in good.items() if k != "event_time"}).encode(),
     ]
     topic_with(b.bootstrap, "t.json", values)
     vs = transforms.pruned(schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED, ())
@@ -62,14 +63,17 @@ def test_json_values_are_decoded_by_the_source_with_dead_letters_kept(
         .option("startingOffsets", "earliest")
         .option("valueFormat", "json")
         .option("valueSchema", vs.json())
+        .option("valueRequired", ",".join(schemas.TRAFFIC_REQUIRED))
         .load()
     )
     assert raw.schema["json"].dataType.fieldNames() == [*vs.fieldNames(), "_corrupt_record"]
+    assert "value" not in raw.columns, "the raw bytes stay in the Python workers"
     ok, bad = transforms.parse_json(raw, schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED, ())
     assert sorted((r.segment_id, r.speed_kmh) for r in ok.collect()) == [("a", 30.0), ("b", 30.0)]
     assert sorted((r.offset, r.reason, r.raw) for r in bad.collect()) == [
         (1, "not a JSON object", "{oops"),
         (2, "missing or invalid speed_kmh", values[2].decode()),
+        (4, "missing or invalid event_time", values[4].decode()),
     ]
 
 
