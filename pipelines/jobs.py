@@ -3,7 +3,7 @@
 * ``aggregates``  traffic per segment and minute → ``traffic_aggregates`` topic + Parquet
 * ``correlation`` traffic aggregates ⋈ weather (stream-stream join of two windowed
                   aggregations) → ``traffic_weather`` topic + Parquet, and (a driver thread, at
-                  most every 10 s) the weather-effect estimates over all history so far →
+                  most every 30 s) the weather-effect estimates over all history so far →
                   ``weather_effects`` topic
 * ``anomalies``   traffic aggregates vs the segment's baseline for the hour of week →
                   ``congestion_alerts`` topic + Parquet
@@ -52,7 +52,7 @@ class JobConfig:
     starting_offsets: str = "earliest"
     window: str = "1 minute"
     watermark: str = "2 minutes"
-    max_offsets_per_trigger: int | None = 500_000
+    max_offsets_per_trigger: int | None = 1_000_000
     master: str | None = None
     congestion_ratio: float = 0.5
 
@@ -262,7 +262,7 @@ class EffectsPublisher:
     ``every`` seconds and only after new joined windows were written, so the streaming query's
     micro-batches never wait for it (it reads all the Parquet history)."""
 
-    def __init__(self, spark: Any, cfg: JobConfig, every: float = 10.0) -> None:
+    def __init__(self, spark: Any, cfg: JobConfig, every: float = 30.0) -> None:
         import threading
 
         self.spark, self.cfg, self.every = spark, cfg, every
@@ -459,7 +459,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--starting-offsets", default="earliest", help="earliest | latest | JSON (first run only)")
     p.add_argument("--window", default="1 minute")
     p.add_argument("--watermark", default="2 minutes", help="how late an event may arrive and still count")
-    p.add_argument("--max-offsets-per-trigger", type=int, default=500_000)
+    p.add_argument(
+        "--max-offsets-per-trigger", type=int, default=1_000_000, help="per source and micro-batch (catch-up)"
+    )
     p.add_argument("--timeout", type=float, help="stop after this many seconds (streaming)")
     p.set_defaults(func=run)
 
