@@ -138,8 +138,11 @@ class JsonValues:
         self.checks = [t for t, _ in types]
         arrow_fields = [pa.field(n, a) for n, (_, a) in zip(self.names, types, strict=True)]
         self.arrow_type = pa.struct([*arrow_fields, pa.field(CORRUPT, pa.string())])
-        fields = [(n, t | None, None) for n, t in zip(self.names, self.checks, strict=True)]
-        self.struct = msgspec.defstruct("Value", fields, array_like=False, forbid_unknown_fields=False)
+        # attributes f0, f1, ... renamed to the JSON names: any name works (``class``, ``a-b``)
+        self.attrs = [f"f{i}" for i in range(len(self.names))]
+        fields = [(a, t | None, None) for a, t in zip(self.attrs, self.checks, strict=True)]
+        rename = dict(zip(self.attrs, self.names, strict=True))
+        self.struct = msgspec.defstruct("Value", fields, rename=rename, forbid_unknown_fields=False)
         self.decoder = msgspec.json.Decoder(self.struct)
         self.any = msgspec.json.Decoder()
         self.errors = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError)
@@ -164,8 +167,8 @@ class JsonValues:
 
     def column(self, values: list[bytes | None]) -> pa.Array:
         dec = self.decoder.decode
-        names = self.names
-        cols: list[list[Any]] = [[] for _ in names]
+        attrs = self.attrs
+        cols: list[list[Any]] = [[] for _ in attrs]
         corrupt: list[str | None] = []
         for v in values:
             try:
@@ -178,7 +181,7 @@ class JsonValues:
                     c.append(x)
                 corrupt.append(raw)
                 continue
-            row = [getattr(obj, n) for n in names]
+            row = [getattr(obj, a) for a in attrs]
             if any(row[i] is None for i in self.required):
                 corrupt.append(v.decode("utf-8", "replace"))
             else:

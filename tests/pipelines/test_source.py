@@ -97,3 +97,24 @@ def test_writer_round_trip_and_unknown_topic_error(spark: Any, broker_factory: B
     assert sorted((r.key, r.value) for r in got) == [(b"k1", b"hello"), (b"k2", b"world")]
     with pytest.raises(Exception, match="topic 'nope' does not exist"):
         reader(spark, b.bootstrap, "nope").load().collect()
+
+
+def test_json_decoder_keeps_right_typed_fields_of_a_bad_record_and_any_field_name() -> None:
+    from pyspark.sql.types import ArrayType, DoubleType, LongType, StringType, StructField, StructType
+
+    st = StructType(
+        [
+            StructField("class", StringType()),
+            StructField("a-b", LongType()),
+            StructField("x", ArrayType(DoubleType())),
+        ]
+    )
+    rows = JsonValues(st.json(), ("class",)).column(
+        [b'{"class": "c", "a-b": 3, "x": [1, 2]}', b'{"a-b": 4}', b'{"class": "d", "a-b": "no"}', None]
+    )
+    assert rows.to_pylist() == [
+        {"class": "c", "a-b": 3, "x": [1.0, 2.0], "_corrupt_record": None},
+        {"class": None, "a-b": 4, "x": None, "_corrupt_record": '{"a-b": 4}'},
+        {"class": "d", "a-b": None, "x": None, "_corrupt_record": '{"class": "d", "a-b": "no"}'},
+        {"class": None, "a-b": None, "x": None, "_corrupt_record": ""},
+    ]
