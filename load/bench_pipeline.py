@@ -64,7 +64,7 @@ Usage::
     python -m load.bench_pipeline --smoke --json out.json        # a tiny run for the tests
     python -m load.bench_pipeline --phases stream --jfr --py-spy # profile the throughput phase
 
-Sizes: full = 6M-event backlog, live correlation at 5,000 events/s for 360 s, 10M-event batch;
+Sizes: full = 12M-event backlog (about 100 s of sustained input after the warm-up batch), live correlation at 5,000 events/s for 360 s, 10M-event batch;
 quick = 600k (150k per trigger), 3,000 events/s for 300 s, 200k; smoke = 4k, live aggregates
 (2-second windows, 1-second watermark) at 500 events/s, 6k. ``--spark-conf KEY=VALUE`` tries
 other Spark settings (e.g. the RocksDB state store) on the same code path.
@@ -106,7 +106,7 @@ WEATHER_PERIOD_MS = 60_000  # weather stations report on whole minutes (sensors.
 @dataclass
 class PipelineBenchConfig:
     mode: str = "full"
-    stream_events: int = 6_000_000
+    stream_events: int = 12_000_000
     max_offsets_per_trigger: int = 1_000_000  # the job's default (sftraffic pipeline)
     live_job: str = "correlation"
     live_rate: int = 5_000
@@ -1298,7 +1298,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[PipelineBenchConfig, argp
     size.add_argument("--quick", action="store_true", help="smaller counts (about 8 minutes)")
     size.add_argument("--smoke", action="store_true", help="a tiny run for the tests (about a minute)")
     p.add_argument("--json", metavar="FILE", help="write all results as JSON to FILE")
-    p.add_argument("--events", type=int, help="traffic events of the streaming backlog (full 6,000,000)")
+    p.add_argument("--events", type=int, help="traffic events of the streaming backlog (full 12,000,000)")
     p.add_argument("--batch-events", type=int, help="traffic events of the batch phase (full 10,000,000)")
     p.add_argument("--max-offsets-per-trigger", type=int, help="streaming admission control (full 1,000,000)")
     p.add_argument("--live-rate", type=int, help="events/s of the live fleet (full 5,000)")
