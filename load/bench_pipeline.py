@@ -64,9 +64,10 @@ Usage::
     python -m load.bench_pipeline --smoke --json out.json        # a tiny run for the tests
     python -m load.bench_pipeline --phases stream --jfr --py-spy # profile the throughput phase
 
-Sizes: full = 12M-event backlog (about 100 s of sustained input after the warm-up batch), live correlation at 5,000 events/s for 360 s, 10M-event batch;
-quick = 600k (150k per trigger), 3,000 events/s for 300 s, 200k; smoke = 4k, live aggregates
-(2-second windows, 1-second watermark) at 500 events/s, 6k. ``--spark-conf KEY=VALUE`` tries
+Sizes: full = 12M-event backlog (about 100 s of sustained input after the warm-up batch), live
+correlation at 5,000 events/s for 360 s, 10M-event batch; quick = 600k (150k per trigger),
+3,000 events/s for 300 s, 200k; smoke = 4k, live aggregates (2-second windows, 1-second
+watermark) at 500 events/s, 6k. ``--spark-conf KEY=VALUE`` tries
 other Spark settings (e.g. the RocksDB state store) on the same code path.
 
 Everything runs on 127.0.0.1; the brokers, fleets and Spark are stopped at the end.
