@@ -144,6 +144,7 @@ class JsonValues:
         rename = dict(zip(self.attrs, self.names, strict=True))
         self.struct = msgspec.defstruct("Value", fields, rename=rename, forbid_unknown_fields=False)
         self.decoder = msgspec.json.Decoder(self.struct)
+        self.batch_decoder = msgspec.json.Decoder(list[self.struct])  # type: ignore[name-defined]
         self.any = msgspec.json.Decoder()
         self.errors = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError)
 
@@ -166,6 +167,21 @@ class JsonValues:
         return row, raw
 
     def column(self, values: list[bytes | None]) -> pa.Array:
+        try:
+            # the common case, every value a good object: one decoder call for the whole batch
+            objs = self.batch_decoder.decode(b"[" + b",".join(values) + b"]")  # type: ignore[arg-type]
+        except (TypeError, *self.errors):
+            return self._column_per_record(values)
+        if len(objs) != len(values):  # a value held several comma-separated documents
+            return self._column_per_record(values)
+        cols = [[getattr(o, a) for o in objs] for a in self.attrs]
+        if any(None in cols[i] for i in self.required):
+            return self._column_per_record(values)
+        arrays = [pa.array(c, type=f.type) for c, f in zip(cols, self.arrow_type, strict=False)]
+        arrays.append(pa.nulls(len(values), type=pa.string()))
+        return pa.StructArray.from_arrays(arrays, fields=list(self.arrow_type))
+
+    def _column_per_record(self, values: list[bytes | None]) -> pa.Array:
         dec = self.decoder.decode
         attrs = self.attrs
         cols: list[list[Any]] = [[] for _ in attrs]
