@@ -244,7 +244,12 @@ def publish_effects(spark: Any, cfg: JobConfig) -> Any:
     if not path.exists():
         return None
     cols = ["segment_id", "window_start", "volume", "mean_speed_kmh", "condition", "precipitation_mm_h"]
-    pdf = spark.read.parquet(str(path)).select(*cols).toPandas()
+    if "://" in cfg.output_dir:  # a cluster file system (s3a://, hdfs://): read it with Spark
+        pdf = spark.read.parquet(str(path)).select(*cols).toPandas()
+    else:  # local: pyarrow in the driver, ~50 ms instead of a Spark job's ~5 s on 2 cores
+        import pyarrow.dataset as ds
+
+        pdf = ds.dataset(str(path), format="parquet").to_table(columns=cols).to_pandas()
     effects = transforms.estimate_weather_effects(pdf)
     if effects.empty:
         return effects
