@@ -51,6 +51,25 @@ POLL_BUSY_S = 0.001  # producer.poll cadence while messages are in flight
 POLL_IDLE_S = 0.05
 
 
+INCOMPLETE, MALFORMED = -1, -2
+
+
+def _varint(data: bytes, p: int, end: int) -> tuple[int, int]:
+    """The MQTT variable byte integer at ``data[p:end]``: (value, index after it), or
+    (INCOMPLETE, _) when the bytes end first, (MALFORMED, _) past the 4 bytes MQTT allows."""
+    value, mult = 0, 1
+    while p < end:
+        b = data[p]
+        p += 1
+        value += (b & 127) * mult
+        if not b & 128:
+            return value, p
+        mult *= 128
+        if mult > 2_097_152:
+            return MALFORMED, p
+    return INCOMPLETE, p
+
+
 def validate(payload: bytes) -> dict[str, Any]:
     """:func:`sensors.schema.decode`, with a fast path for valid events."""
     ev: Any
@@ -109,21 +128,10 @@ class _Link(asyncio.Protocol):
             start = pos + 2
             length = b & 127
             if b & 128:  # a multi-byte remaining length
-                mult = 128
-                while True:
-                    if start >= n:
-                        break
-                    b = data[start]
-                    start += 1
-                    length += (b & 127) * mult
-                    if not b & 128:
-                        break
-                    mult *= 128
-                    if mult > 2_097_152:
-                        log.error("malformed MQTT packet from the broker: closing the connection")
-                        self.transport.close()
-                        return
-                if b & 128:
+                length, start = _varint(data, pos + 1, n)
+                if length == MALFORMED:
+                    return self._malformed()
+                if length < 0:
                     break  # the length itself is incomplete
             end = start + length
             if end > n:
@@ -146,14 +154,9 @@ class _Link(asyncio.Protocol):
                     else:
                         q.append(tag)
                 if v5:  # skip the properties (their length is a variable byte integer)
-                    plen, mult = 0, 1
-                    while True:
-                        b = data[p]
-                        p += 1
-                        plen += (b & 127) * mult
-                        if not b & 128:
-                            break
-                        mult *= 128
+                    plen, p = _varint(data, p, end)
+                    if plen < 0:
+                        return self._malformed()
                     p += plen
                 try:
                     on_publish(self, tag, topic, data[p:end])
@@ -168,6 +171,10 @@ class _Link(asyncio.Protocol):
         if other:
             self.inner.data_received(b"".join(other))
         self.gw._after_read()
+
+    def _malformed(self) -> None:
+        log.error("malformed MQTT packet from the broker: closing the connection")
+        self.transport.close()
 
     def eof_received(self) -> Any:
         return self.inner.eof_received()
