@@ -233,6 +233,64 @@ define(
 )
 define("delete.topic.enable", "bool", True, "Allow DeleteTopics.", [B])
 define(
+    "controller.quorum.voters",
+    "list",
+    [],
+    "Metadata quorum (Raft) of a cluster as ID@HOST:PORT of each broker's controller endpoint, "
+    "e.g. 1@127.0.0.1:19092,2@127.0.0.1:19093,3@127.0.0.1:19094; this node's entry is the "
+    "address it binds. Empty: a single node.",
+    [B],
+)
+define(
+    "broker.session.timeout.ms",
+    "int",
+    9000,
+    "A broker the controller has not heard from for this long is fenced: it leaves every ISR "
+    "and its partitions get new leaders.",
+    [B],
+    validator=between(500, 600_000),
+)
+define(
+    "replica.lag.time.max.ms",
+    "long",
+    30_000,
+    "A follower that has not caught up with the leader's log end for this long leaves the ISR.",
+    [B],
+    validator=at_least(100),
+)
+define(
+    "replica.fetch.wait.max.ms",
+    "int",
+    500,
+    "Longest a follower's fetch waits at the leader for new data.",
+    [B],
+    validator=between(0, 60_000),
+)
+define(
+    "replica.fetch.max.bytes",
+    "int",
+    1_048_576,
+    "Bytes a follower asks for per partition and fetch.",
+    [B],
+    validator=at_least(1024),
+)
+define(
+    "replica.fetch.response.max.bytes",
+    "int",
+    10_485_760,
+    "Bytes a follower asks for per fetch, all partitions together.",
+    [B],
+    validator=at_least(1024),
+)
+define(
+    "replica.fetch.backoff.ms",
+    "int",
+    1000,
+    "Pause before a follower reconnects to a leader it could not reach.",
+    [B],
+    validator=between(0, 60_000),
+)
+define(
     "socket.request.max.bytes",
     "int",
     104_857_600,

@@ -22,6 +22,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--config", help="TOML file with broker settings (see README 'Configuration reference')")
     p.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus /metrics here (metrics.listen)")
     p.add_argument(
+        "--voters",
+        metavar="ID@HOST:PORT,...",
+        help="run as a cluster member: every broker's controller (Raft) endpoint "
+        "(controller.quorum.voters), e.g. 1@127.0.0.1:19092,2@127.0.0.1:19093,3@127.0.0.1:19094",
+    )
+    p.add_argument(
         "--override",
         "-o",
         action="append",
@@ -49,6 +55,8 @@ def load_config(args: argparse.Namespace) -> cfg.BrokerConfig:
         overrides["log.dirs"] = args.data_dir
     if args.metrics:
         overrides["metrics.listen"] = args.metrics
+    if args.voters:
+        overrides["controller.quorum.voters"] = args.voters
     return cfg.BrokerConfig.load(args.config, overrides)
 
 

@@ -24,6 +24,23 @@ class BrokerUnavailable(StoreError):
     pass
 
 
+def decode_response(data: bytes, corr: int, api_key: int, version: int, response_cls: type[T]) -> T:
+    """Decode a response frame's body (after its size) for request ``corr`` of ``api_key``."""
+    (got,) = struct.unpack_from(">i", data, 0)
+    if got != corr:
+        raise StoreError(f"correlation id {got} != {corr}")
+    pos = 4
+    flexible = version >= response_cls.FLEXIBLE  # type: ignore[attr-defined]
+    if flexible and api_key != 18:  # ApiVersions responses keep the v0 header
+        ntags, pos = codec.read_uvarint(data, pos)
+        for _ in range(ntags):
+            _, pos = codec.read_uvarint(data, pos)
+            size, pos = codec.read_uvarint(data, pos)
+            pos += size
+    obj, _ = codec.decode(response_cls, version, memoryview(data), pos)
+    return obj
+
+
 class WireClient:
     def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "sftraffic-cli") -> None:
         host, _, port = bootstrap.split(",", maxsplit=1)[0].strip().rpartition(":")
@@ -80,19 +97,7 @@ class WireClient:
             data = self._read_frame()
         except (OSError, EOFError) as exc:
             raise BrokerUnavailable(f"connection to {self.addr[0]}:{self.addr[1]} failed: {exc}") from None
-        (corr,) = struct.unpack_from(">i", data, 0)
-        if corr != self.corr:
-            raise StoreError(f"correlation id {corr} != {self.corr}")
-        pos = 4
-        flexible = version >= response_cls.FLEXIBLE  # type: ignore[attr-defined]
-        if flexible and req.API_KEY != 18:
-            ntags, pos = codec.read_uvarint(data, pos)
-            for _ in range(ntags):
-                _, pos = codec.read_uvarint(data, pos)
-                size, pos = codec.read_uvarint(data, pos)
-                pos += size
-        obj, _ = codec.decode(response_cls, version, memoryview(data), pos)
-        return obj
+        return decode_response(data, self.corr, req.API_KEY, version, response_cls)
 
     def _read_frame(self) -> bytes:
         head = self._recv_exact(4)

@@ -1005,3 +1005,20 @@ class GroupCoordinator:
 
     def forget_group(self, group_id: str) -> None:
         self.groups.pop(group_id, None)
+
+    def unload_group(self, group_id: str) -> None:
+        """Another broker now coordinates the group: drop it, stop its timers, and answer its
+        waiting JoinGroup/SyncGroup requests with NOT_COORDINATOR (members then look it up)."""
+        g = self.groups.pop(group_id, None)
+        if g is None:
+            return
+        for t in (g.join_timer, g.sync_timer):
+            if t is not None:
+                t.cancel()
+        for m in g.members.values():
+            if m.session_timer is not None:
+                m.session_timer.cancel()
+            if m.join_future is not None and not m.join_future.done():
+                m.join_future.set_result(JoinResult(E.NOT_COORDINATOR))
+            if m.sync_future is not None and not m.sync_future.done():
+                m.sync_future.set_result(SyncResult(E.NOT_COORDINATOR))

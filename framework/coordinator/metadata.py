@@ -109,6 +109,11 @@ class MetadataStore:
         self.streams: dict[str, StreamInfo] = {}
         self.listeners: list[Listener] = []
         self._lock = threading.Lock()
+        # cluster mode: changes are proposed to the Raft quorum (``submit``) and applied when
+        # committed, on every node, by :meth:`apply`; nothing is written to metadata.json
+        self.submit: Callable[[str, dict[str, Any]], Any] | None = None
+        self.pending: list[Any] = []
+        self.persist = True
 
     # -- persistence -----------------------------------------------------------------------
     def load(self) -> None:
@@ -135,6 +140,8 @@ class MetadataStore:
             self._persist()
 
     def _persist(self) -> None:
+        if not self.persist:
+            return
         doc = {
             "version": 1,
             "cluster_id": self.cluster_id,
@@ -250,20 +257,12 @@ class MetadataStore:
         )
         if validate_only:
             return t
-        with self._lock:
-            self.topics[name] = t
-            self.topics_by_id[t.id_bytes] = t
-            self._persist()
-        self._notify("topic_created", name)
-        return t
+        self._commit("create_topic", asdict(t))
+        return self.topics.get(name, t)
 
     def delete_topic(self, name: str) -> TopicInfo:
-        with self._lock:
-            t = self.topic(name)
-            del self.topics[name]
-            self.topics_by_id.pop(t.id_bytes, None)
-            self._persist()
-        self._notify("topic_deleted", name)
+        t = self.topic(name)
+        self._commit("delete_topic", {"name": name, "topic_id": t.topic_id})
         return t
 
     def create_partitions(
@@ -299,10 +298,10 @@ class MetadataStore:
             raise InvalidRequest("assignments must list exactly the new partitions")
         if validate_only:
             return t
-        with self._lock:
-            t.assignments = t.assignments + [list(a) for a in new]
-            self._persist()
-        self._notify("partitions_created", name)
+        self._commit(
+            "create_partitions",
+            {"name": name, "topic_id": t.topic_id, "from": t.partitions, "new": [list(a) for a in new]},
+        )
         return t
 
     def alter_topic(
@@ -325,10 +324,7 @@ class MetadataStore:
             new.pop(k, None)
         if validate_only:
             return t
-        with self._lock:
-            t.configs = new
-            self._persist()
-        self._notify("topic_altered", name)
+        self._commit("topic_configs", {"name": name, "topic_id": t.topic_id, "configs": new})
         return t
 
     def create_stream(self, name: str, configs: Mapping[str, Any], validate_only: bool = False) -> StreamInfo:
@@ -339,15 +335,8 @@ class MetadataStore:
         s = StreamInfo(name, parsed, _now_ms())
         if validate_only:
             return s
-        with self._lock:
-            self.streams[name] = s
-            # topics already named <stream>.* join the stream
-            for t in self.topics.values():
-                if t.stream is None and t.name.startswith(name + "."):
-                    t.stream = name
-            self._persist()
-        self._notify("stream_changed", name)
-        return s
+        self._commit("create_stream", asdict(s))
+        return self.streams.get(name, s)
 
     def alter_stream(
         self,
@@ -366,10 +355,7 @@ class MetadataStore:
             new.pop(k, None)
         if validate_only:
             return s
-        with self._lock:
-            s.configs = new
-            self._persist()
-        self._notify("stream_changed", name)
+        self._commit("stream_configs", {"name": name, "configs": new})
         return s
 
     def delete_stream(self, name: str) -> StreamInfo:
@@ -382,11 +368,82 @@ class MetadataStore:
                 f"stream {name!r} still has {len(members)} topic(s) ({', '.join(members[:5])}); "
                 "delete them first"
             )
-        with self._lock:
-            del self.streams[name]
-            self._persist()
-        self._notify("stream_changed", name)
+        self._commit("delete_stream", {"name": name})
         return s
+
+    # -- apply: check, then apply; the same on every node ------------------------------------
+    def _commit(self, op: str, arg: dict[str, Any]) -> None:
+        """Apply a checked change here (single node) or propose it to the quorum (cluster)."""
+        if self.submit is not None:
+            self.pending.append(self.submit(op, arg))
+            return
+        problem = self.apply(op, arg)
+        if problem is not None:  # checked just before on this thread: only a bug gets here
+            raise problem
+
+    def take_pending(self) -> list[Any]:
+        """The proposals made since the last call (cluster mode), for a handler to await."""
+        out, self.pending = self.pending, []
+        return out
+
+    def apply(self, op: str, arg: dict[str, Any]) -> StoreError | None:
+        """Apply one committed change, deterministically; returns why it no longer applies.
+
+        In a cluster a change is checked on the node that proposed it and applied later, on
+        every node, in log order: another change may have come first (the topic was created
+        by someone else, or deleted), so each change is checked again here.
+        """
+        name = str(arg["name"])
+        with self._lock:
+            if op == "create_topic":
+                if name in self.topics:
+                    return TopicAlreadyExists(f"topic {name!r} already exists")
+                t = TopicInfo(**arg)
+                self.topics[name] = t
+                self.topics_by_id[t.id_bytes] = t
+                event = "topic_created"
+            elif op in ("delete_topic", "create_partitions", "topic_configs"):
+                t_or_none = self.topics.get(name)
+                if t_or_none is None or t_or_none.topic_id != arg["topic_id"]:
+                    return UnknownTopicOrPartition(f"topic {name!r} does not exist")
+                t = t_or_none
+                if op == "delete_topic":
+                    del self.topics[name]
+                    self.topics_by_id.pop(t.id_bytes, None)
+                    event = "topic_deleted"
+                elif op == "create_partitions":
+                    if t.partitions != arg["from"]:
+                        return InvalidPartitions(f"topic {name!r} now has {t.partitions} partitions")
+                    t.assignments = t.assignments + [list(a) for a in arg["new"]]
+                    event = "partitions_created"
+                else:
+                    t.configs = dict(arg["configs"])
+                    event = "topic_altered"
+            elif op == "create_stream":
+                if name in self.streams:
+                    return StreamAlreadyExists(f"stream {name!r} already exists")
+                self.streams[name] = StreamInfo(**arg)
+                # topics already named <stream>.* join the stream
+                for other in self.topics.values():
+                    if other.stream is None and other.name.startswith(name + "."):
+                        other.stream = name
+                event = "stream_changed"
+            elif op in ("stream_configs", "delete_stream"):
+                s = self.streams.get(name)
+                if s is None:
+                    return UnknownStream(f"stream {name!r} does not exist")
+                if op == "delete_stream":
+                    if any(t.stream == name for t in self.topics.values()):
+                        return PolicyViolation(f"stream {name!r} still has topics; delete them first")
+                    del self.streams[name]
+                else:
+                    s.configs = dict(arg["configs"])
+                event = "stream_changed"
+            else:
+                return InvalidRequest(f"unknown metadata change {op!r}")
+            self._persist()
+        self._notify(event, name)
+        return None
 
     def stream_topics(self, name: str) -> list[str]:
         return sorted(t.name for t in self.topics.values() if t.stream == name)

@@ -23,6 +23,7 @@ compacted, so only the latest value per key survives cleaning and the log stays 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
 from collections.abc import Iterable
@@ -33,6 +34,7 @@ from framework.coordinator.groups import CommittedOffset, Group, GroupCoordinato
 from framework.protocol import records as rb
 
 if TYPE_CHECKING:
+    from framework.replication.partition import Partition
     from framework.server.broker import Broker
 
 TOPIC = "__consumer_offsets"
@@ -219,42 +221,66 @@ def parse(key: bytes, value: bytes | None) -> OffsetRecord | GroupRecord | None:
 class OffsetsTopicStore:
     """The coordinator's OffsetStore: appends to the group's ``__consumer_offsets`` partition."""
 
-    def __init__(self, broker: Broker, partitions: int) -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.partitions = partitions
 
-    def _append(self, group_id: str, recs: list[tuple[bytes, bytes | None]]) -> None:
+    @property
+    def partitions(self) -> int:
+        t = self.broker.metadata.topics.get(TOPIC)
+        return t.partitions if t is not None else int(self.broker.config["offsets.topic.num.partitions"])
+
+    async def _append(self, group_id: str, recs: list[tuple[bytes, bytes | None]]) -> None:
+        """Append to the group's partition; with replicas, return once every ISR member has it."""
         import time
 
         if not recs:
             return
         part = self.broker.partition(TOPIC, partition_for(group_id, self.partitions))
         now = int(time.time() * 1000)
+        end = -1
         for i in range(0, len(recs), 500):
             batch = bytearray(rb.build_batch(recs[i : i + 500], timestamp_ms=now))
-            part.append_records(memoryview(batch), 1, now)
+            end = part.append_records(memoryview(batch), -1 if part.replicated else 1, now).last_offset + 1
+        fut = part.wait_replicated(end) if part.replicated else None
+        if fut is not None:
+            await asyncio.wait_for(fut, 30)
 
     async def write_offsets(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> None:
-        self._append(
+        await self._append(
             group_id,
             [(offset_key(group_id, t, p), offset_value(o)) for (t, p), o in offsets.items()],
         )
 
     async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> None:
-        self._append(group_id, [(offset_key(group_id, t, p), None) for t, p in partitions])
+        await self._append(group_id, [(offset_key(group_id, t, p), None) for t, p in partitions])
 
     async def write_group(self, group: Group) -> None:
-        self._append(group.group_id, [(group_key(group.group_id), group_value(group))])
+        await self._append(group.group_id, [(group_key(group.group_id), group_value(group))])
 
     async def delete_group(self, group_id: str) -> None:
-        self._append(group_id, [(group_key(group_id), None)])
+        await self._append(group_id, [(group_key(group_id), None)])
 
-    def load_into(self, coordinator: GroupCoordinator) -> tuple[int, int]:
-        """Replay every partition of the topic into the coordinator; (groups, offsets) restored."""
+    def unload_partition(self, coordinator: GroupCoordinator, index: int) -> None:
+        """This broker no longer leads ``index``: forget its groups (their members move on)."""
+        n = self.partitions
+        for gid in [g for g in coordinator.groups if partition_for(g, n) == index]:
+            coordinator.unload_group(gid)
+
+    def load_partition(self, coordinator: GroupCoordinator, index: int) -> tuple[int, int]:
+        """This broker now leads ``index``: replay it (to its log end) into the coordinator."""
+        p = self.broker.partition(TOPIC, index)
+        return self.load_into(coordinator, [(p, p.log_end_offset)])
+
+    def load_into(
+        self, coordinator: GroupCoordinator, parts: list[tuple[Partition, int]] | None = None
+    ) -> tuple[int, int]:
+        """Replay partitions of the topic (default: all) into the coordinator; (groups, offsets) restored."""
         groups: dict[str, GroupRecord] = {}
         offsets: dict[tuple[str, str, int], CommittedOffset | None] = {}
-        for p in self.broker.partitions.get(TOPIC, []):
-            for rec in _records(p.log, p.high_watermark):
+        if parts is None:
+            parts = [(p, p.high_watermark) for p in self.broker.partitions.get(TOPIC, []) if p is not None]
+        for p, upper in parts:
+            for rec in _records(p.log, upper):
                 if isinstance(rec, OffsetRecord):
                     offsets[(rec.group, rec.topic, rec.partition)] = rec.value
                 elif isinstance(rec, GroupRecord):

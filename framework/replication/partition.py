@@ -1,16 +1,28 @@
-"""A partition as the broker serves it: its log, its leader state and its high watermark.
+"""A partition as the broker serves it: its log, its role, the ISR and the high watermark.
 
 The partition decides what consumers may see (the high watermark) and wakes fetchers that are
-long-polling for new data. With one replica the high watermark follows the log end at once;
-the replication layer raises it only when the in-sync replicas have the data.
+long-polling for new data. As leader it tracks each follower's log end offset from the offsets
+the follower fetches at (Kafka's replica fetch protocol), and keeps::
+
+    high watermark = min(log end offset of every ISR member)      (never moves back)
+
+so a record below it is on every in-sync replica. acks=all producers wait until their last
+offset is below it. A follower that has not caught up with the leader's log end for
+``replica.lag.time.max.ms`` is proposed out of the ISR; one that has reached the high
+watermark (and the start of the leader's epoch) is proposed back in. ISR changes go through
+the metadata quorum (``alter_isr``) and take effect when applied, at the partition epoch the
+leader last saw, as Kafka's AlterPartition.
+
+With one replica the high watermark follows the log end at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from framework.errors import NotEnoughReplicas, StoreError
+from framework.errors import NotEnoughReplicas, NotLeader, StoreError
 from framework.protocol.errors import ErrorCode
 from framework.storage.log import AppendInfo, Log
 
@@ -23,6 +35,22 @@ class UnknownLeaderEpoch(StoreError):
     code = ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
+class NotEnoughReplicasAfterAppend(StoreError):
+    code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+@dataclass(slots=True)
+class FollowerState:
+    log_end_offset: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    leader_end_at_last_fetch: int = -1
+
+
+# (leader id, leader epoch, partition epoch, proposed ISR) -> None; set by the broker
+AlterIsr = Callable[["Partition", list[int]], None]
+
+
 @dataclass(eq=False)
 class Partition:
     topic: str
@@ -33,8 +61,15 @@ class Partition:
     leader_id: int
     leader_epoch: int = 0
     isr: list[int] = field(default_factory=list)
+    node_id: int = -1  # this broker (-1: single node, where leader_id is this broker)
+    partition_epoch: int = 0
+    epoch_start_offset: int = 0  # log end when this broker became leader at leader_epoch
     deleted: bool = False
+    followers: dict[int, FollowerState] = field(default_factory=dict)
+    pending_isr: list[int] | None = None
+    alter_isr: AlterIsr | None = None
     _waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    _acks: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
 
     @property
     def high_watermark(self) -> int:
@@ -48,6 +83,14 @@ class Partition:
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
 
+    @property
+    def is_leader(self) -> bool:
+        return self.node_id < 0 or self.leader_id == self.node_id
+
+    @property
+    def replicated(self) -> bool:
+        return len(self.replicas) > 1
+
     def check_epoch(self, epoch: int) -> None:
         if epoch < 0 or epoch == self.leader_epoch:
             return
@@ -55,8 +98,18 @@ class Partition:
             raise FencedLeaderEpoch(f"{self.topic}-{self.index}: epoch {epoch} < {self.leader_epoch}")
         raise UnknownLeaderEpoch(f"{self.topic}-{self.index}: epoch {epoch} > {self.leader_epoch}")
 
+    def check_leader(self) -> None:
+        if not self.is_leader:
+            raise NotLeader(
+                f"{self.topic}-{self.index}: broker {self.node_id} is not the leader "
+                f"(leader is {self.leader_id})"
+            )
+
+    # -- leader: appends and the high watermark ---------------------------------------------
     def append_records(self, payload: memoryview, acks: int, now_ms: int) -> AppendInfo:
         """Validate, then append a producer's record set as leader (check, then apply)."""
+        if not self.is_leader:
+            self.check_leader()
         lg = self.log
         if acks == -1 and len(self.isr) < lg.config.min_insync_replicas:
             raise NotEnoughReplicas(
@@ -64,15 +117,151 @@ class Partition:
                 f"min.insync.replicas={lg.config.min_insync_replicas}"
             )
         info = lg.append_as_leader(payload, now_ms)
-        if len(self.isr) <= 1:
+        if len(self.isr) <= 1 and self.pending_isr is None:
             self.advance_high_watermark(lg.log_end_offset)
+        elif info.records:
+            self.wake()  # followers long-polling for new data
         return info
+
+    def wait_replicated(self, end_offset: int) -> asyncio.Future[None] | None:
+        """None when ``end_offset`` is already below the high watermark, else a future for it."""
+        if self.log.high_watermark >= end_offset:
+            return None
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._acks.append((end_offset, fut))
+        return fut
 
     def advance_high_watermark(self, offset: int) -> None:
         if offset > self.log.high_watermark:
             self.log.high_watermark = offset
             self.wake()
+            if self._acks:
+                self._complete_acks(offset)
 
+    def _complete_acks(self, hw: int) -> None:
+        keep = []
+        below_min = len(self.isr) < self.log.config.min_insync_replicas
+        for end, fut in self._acks:
+            if fut.done():
+                continue
+            if end <= hw:
+                if below_min:
+                    fut.set_exception(
+                        NotEnoughReplicasAfterAppend(
+                            f"{self.topic}-{self.index}: written, but only {len(self.isr)} in-sync "
+                            f"replica(s) have it (min.insync.replicas={self.log.config.min_insync_replicas})"
+                        )
+                    )
+                else:
+                    fut.set_result(None)
+            else:
+                keep.append((end, fut))
+        self._acks = keep
+
+    def _fail_acks(self, exc: StoreError) -> None:
+        acks, self._acks = self._acks, []
+        for _, fut in acks:
+            if not fut.done():
+                fut.set_exception(exc)
+
+    def maybe_advance_high_watermark(self) -> None:
+        lg = self.log
+        hw = lg.log_end_offset
+        for r in set(self.isr) | set(self.pending_isr or ()):
+            if r == self.node_id:
+                continue
+            fs = self.followers.get(r)
+            hw = min(hw, fs.log_end_offset if fs is not None else -1)
+        if hw >= 0:
+            self.advance_high_watermark(hw)
+
+    # -- leader: followers ------------------------------------------------------------------
+    def follower_fetched(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+        """A follower fetched at ``fetch_offset``: everything below it is on that follower."""
+        fs = self.followers.get(replica_id)
+        if fs is None:
+            if replica_id not in self.replicas:
+                return
+            fs = self.followers[replica_id] = FollowerState()
+        leo = self.log.log_end_offset
+        # Kafka's Replica.updateFetchState: caught up if it reached the log end as it is now,
+        # or as it was at the previous fetch
+        if fetch_offset >= leo:
+            fs.last_caught_up_ms = max(fs.last_caught_up_ms, now_ms)
+        elif fetch_offset >= fs.leader_end_at_last_fetch >= 0:
+            fs.last_caught_up_ms = max(fs.last_caught_up_ms, fs.last_fetch_ms)
+        fs.log_end_offset = fetch_offset
+        fs.last_fetch_ms = now_ms
+        fs.leader_end_at_last_fetch = leo
+        if (
+            replica_id not in self.isr
+            and self.pending_isr is None
+            and fetch_offset >= self.log.high_watermark
+            and fetch_offset >= self.epoch_start_offset
+            and self.alter_isr is not None
+        ):
+            self._propose_isr([*self.isr, replica_id])
+        self.maybe_advance_high_watermark()
+
+    def shrink_isr(self, now_ms: int, max_lag_ms: int) -> None:
+        """Propose the followers that have not caught up for ``max_lag_ms`` out of the ISR."""
+        if not self.is_leader or self.pending_isr is not None or len(self.isr) <= 1:
+            return
+        out = [
+            r
+            for r in self.isr
+            if r != self.node_id
+            and now_ms - (self.followers.get(r) or FollowerState()).last_caught_up_ms > max_lag_ms
+        ]
+        if out and self.alter_isr is not None:
+            self._propose_isr([r for r in self.isr if r not in out])
+
+    def _propose_isr(self, isr: list[int]) -> None:
+        assert self.alter_isr is not None
+        self.pending_isr = isr
+        self.alter_isr(self, isr)
+
+    # -- role changes (from the metadata quorum) --------------------------------------------
+    def apply_state(
+        self, leader: int, leader_epoch: int, isr: list[int], partition_epoch: int, replicas: list[int]
+    ) -> str:
+        """Take the quorum's view; returns "leader", "follower" when the role or epoch changed, else ""."""
+        self.replicas = replicas
+        changed = leader != self.leader_id or leader_epoch != self.leader_epoch
+        if partition_epoch != self.partition_epoch:
+            self.pending_isr = None
+        self.isr = list(isr)
+        self.partition_epoch = partition_epoch
+        if not changed:
+            if self.is_leader:
+                self.maybe_advance_high_watermark()
+                if self._acks:
+                    self._complete_acks(self.log.high_watermark)
+            return ""
+        was_leader = self.is_leader
+        self.leader_id = leader
+        self.leader_epoch = leader_epoch
+        if leader == self.node_id:
+            self.followers = {r: FollowerState() for r in replicas if r != self.node_id}
+            self.log.become_leader(leader_epoch)
+            self.epoch_start_offset = self.log.log_end_offset
+            self.pending_isr = None
+            self.maybe_advance_high_watermark()
+            self.wake()
+            return "leader"
+        self.followers = {}
+        self.pending_isr = None
+        if was_leader:
+            self._fail_acks(NotLeader(f"{self.topic}-{self.index}: leadership moved to broker {leader}"))
+        self.wake()
+        return "follower"
+
+    def close(self, reason: StoreError) -> None:
+        self.deleted = True
+        self._fail_acks(reason)
+        self.wake()
+
+    # -- long-poll waiters -------------------------------------------------------------------
     def wake(self) -> None:
         if self._waiters:
             waiters, self._waiters = self._waiters, []

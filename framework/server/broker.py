@@ -18,7 +18,9 @@ from typing import Any
 from framework import config as cfg
 from framework.coordinator.metadata import MetadataStore, TopicInfo
 from framework.coordinator.producer_ids import ProducerIdManager
-from framework.errors import StoreError, UnknownTopicOrPartition
+from framework.errors import NotLeader, StoreError, UnknownTopicOrPartition
+from framework.protocol.errors import ErrorCode
+from framework.replication.cluster import ClusterState, parse_voters
 from framework.replication.partition import Partition
 from framework.server import metrics
 from framework.storage.log_config import LogConfig
@@ -62,10 +64,21 @@ class Broker:
         self.advertised_host, self.advertised_port = split_host_port(adv, "advertised listener")
         self.logs = LogManager(config.data_dir)
         self.metadata = MetadataStore(config.data_dir, config)
+        self.voters = parse_voters(config["controller.quorum.voters"])
+        self.cluster: ClusterState | None = None
         self.producer_ids = ProducerIdManager(
-            config.data_dir / "__metadata", config["producer.id.block.size"], config.node_id
+            config.data_dir / "__metadata",
+            config["producer.id.block.size"],
+            config.node_id,
+            node_bits=10 if self.voters else 0,
         )
-        self.partitions: dict[str, list[Partition]] = {}
+        # topic -> partitions; None for a partition of which this broker holds no replica
+        self.partitions: dict[str, list[Partition | None]] = {}
+        self._topic_ids: dict[str, str] = {}
+        self._fetchers: dict[int, Any] = {}
+        self._bound: list[tuple[asyncio.Future[Any], Any]] = []
+        self._reconcile_due = False
+        self._reconciled_once = False
         self.server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.started_ms = 0
@@ -76,6 +89,9 @@ class Broker:
     def load(self) -> None:
         """Open the data dir and every partition log (recovering them if needed)."""
         self.logs.start()
+        if self.voters:
+            self._load_cluster()
+            return
         self.metadata.load()
         known = {(t.name, p) for t in self.metadata.topics.values() for p in range(t.partitions)}
         for topic, part, path in self.logs.partition_dirs():
@@ -85,6 +101,22 @@ class Broker:
             self._open_topic(t)
         self.metadata.listeners.append(self._on_metadata)
         self._ensure_offsets_topic()
+
+    def _load_cluster(self) -> None:
+        """Cluster mode: metadata comes from the quorum's journal, logs open as it is applied."""
+        md = self.metadata
+        md.persist = False
+        md.dir.mkdir(parents=True, exist_ok=True)
+        self.cluster = ClusterState(
+            self.node_id,
+            self.voters,
+            self.config.data_dir / "__cluster",
+            md,
+            int(self.config["broker.session.timeout.ms"]),
+            self._schedule_reconcile,
+        )
+        md.submit = self.cluster.submit_metadata
+        md.listeners.append(self._on_metadata)
 
     def _ensure_offsets_topic(self) -> None:
         from framework.coordinator.offsets_topic import TOPIC
@@ -100,7 +132,7 @@ class Broker:
 
     def _start_groups(self, loop: asyncio.AbstractEventLoop) -> None:
         from framework.coordinator.groups import GroupConfig, GroupCoordinator, LoopScheduler
-        from framework.coordinator.offsets_topic import TOPIC, OffsetsTopicStore
+        from framework.coordinator.offsets_topic import OffsetsTopicStore
 
         c = self.config
         gc = GroupConfig(
@@ -110,7 +142,7 @@ class Broker:
             max_size=c["group.max.size"],
             offsets_retention_ms=c["offsets.retention.minutes"] * 60_000,
         )
-        self.offsets_store = OffsetsTopicStore(self, len(self.metadata.topics[TOPIC].assignments))
+        self.offsets_store = OffsetsTopicStore(self)
 
         def exists(topic: str, partition: int) -> bool:
             parts = self.partitions.get(topic)
@@ -119,6 +151,8 @@ class Broker:
         self.groups = GroupCoordinator(
             LoopScheduler(loop), self.offsets_store, gc, lambda: int(time.time() * 1000), exists
         )
+        if self.cluster is not None:
+            return  # groups load per __consumer_offsets partition as this broker comes to lead it
         n_groups, n_offsets = self.offsets_store.load_into(self.groups)
         if n_groups or n_offsets:
             log.info(
@@ -164,6 +198,12 @@ class Broker:
             ),
             loop.create_task(self._every(self.config["log.cleaner.backoff.ms"], self._clean)),
         ]
+        if self.cluster is not None:
+            self.cluster.endpoint = (self.advertised_host, self.advertised_port, None)
+            self._tasks.append(loop.create_task(self.cluster.run()))
+            self._tasks.append(loop.create_task(self._every(500, self._cluster_duties)))
+            lag = int(self.config["replica.lag.time.max.ms"])
+            self._tasks.append(loop.create_task(self._every(max(lag // 2, 50), self._shrink_isrs)))
         listen = self.config["metrics.listen"]
         if listen:
             mh, mp = split_host_port(listen, "metrics.listen")
@@ -188,6 +228,11 @@ class Broker:
         for t in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
+        for f in list(self._fetchers.values()):
+            await f.stop()
+        if self.cluster is not None:
+            with contextlib.suppress(Exception):
+                self.cluster.destroy()
         if self.server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.server.wait_closed(), 2)
@@ -242,18 +287,49 @@ class Broker:
 
     # -- topology --------------------------------------------------------------------------
     def nodes(self) -> list[Node]:
-        return [Node(self.node_id, self.advertised_host, self.advertised_port)]
+        """The brokers clients may use: this one, or every registered, unfenced one."""
+        if self.cluster is None:
+            return [Node(self.node_id, self.advertised_host, self.advertised_port)]
+        return [
+            Node(i, b["host"], b["port"], b["rack"])
+            for i, b in sorted(self.cluster.brokers.items())
+            if not b["fenced"]
+        ]
+
+    def cluster_brokers(self) -> dict[int, dict[str, Any]]:
+        return self.cluster.brokers if self.cluster is not None else {}
 
     def broker_ids(self) -> list[int]:
         return [n.node_id for n in self.nodes()]
 
-    def coordinator_node(self, group_id: str) -> Node:
-        """The broker leading the group's __consumer_offsets partition (this one, single-node)."""
-        return self.nodes()[0]
+    def coordinator_node(self, group_id: str) -> Node | None:
+        """The broker leading the group's __consumer_offsets partition (None: no leader now)."""
+        if self.cluster is None:
+            return self.nodes()[0]
+        from framework.coordinator.offsets_topic import TOPIC, partition_for
+
+        t = self.metadata.topics.get(TOPIC)
+        if t is None:
+            return None
+        ps = self.cluster.partition_state(TOPIC, partition_for(group_id, t.partitions))
+        if ps is None or ps.leader < 0:
+            return None
+        return next((n for n in self.nodes() if n.node_id == ps.leader), None)
+
+    def coordinator_error(self, group_id: str) -> int:
+        """0 when this broker coordinates the group, else the Kafka error code to answer."""
+        if self.cluster is None:
+            return 0
+        node = self.coordinator_node(group_id)
+        if node is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if node.node_id != self.node_id:
+            return ErrorCode.NOT_COORDINATOR
+        return 0
 
     @property
     def controller_id(self) -> int:
-        return self.node_id
+        return self.node_id if self.cluster is None else self.cluster.controller_id()
 
     def log_config(self, t: TopicInfo) -> LogConfig:
         values = {k: v for k, (v, _) in self.metadata.topic_config_values(t).items()}
@@ -278,20 +354,210 @@ class Broker:
             )
         self.partitions[t.name] = parts
 
+    # -- cluster: follow the quorum's state -------------------------------------------------
+    def _schedule_reconcile(self) -> None:
+        if not self._reconcile_due:
+            self._reconcile_due = True
+            asyncio.get_running_loop().call_soon(self._reconcile)
+
+    def _cluster_duties(self) -> None:
+        cs = self.cluster
+        assert cs is not None
+        if cs.replayed and not self._reconciled_once:
+            self._reconcile()
+        if cs.replayed and cs._isLeader():
+            from framework.coordinator.offsets_topic import TOPIC
+
+            live = cs.live_brokers()
+            if TOPIC not in self.metadata.topics and live and len(live) >= min(3, len(self.voters)):
+                self._ensure_offsets_topic()
+                for fut in self.metadata.take_pending():
+                    fut.add_done_callback(lambda f: f.exception())
+
+    def _reconcile(self) -> None:
+        """Open, close, lead and follow partitions as the quorum's state says."""
+        self._reconcile_due = False
+        cs = self.cluster
+        if cs is None or not cs.replayed:
+            return
+        md = self.metadata
+        if not self._reconciled_once:
+            self._reconciled_once = True
+            mine = {
+                (t.name, p)
+                for t in md.topics.values()
+                for p, replicas in enumerate(t.assignments)
+                if self.node_id in replicas
+            }
+            for topic, part, path in self.logs.partition_dirs():
+                if (topic, part) not in mine:
+                    self.logs.quarantine(path)
+        for name in list(self.partitions):
+            t = md.topics.get(name)
+            if t is None or self._topic_ids.get(name) != t.topic_id:
+                self._drop_topic(name)
+        for t in list(md.topics.values()):
+            states = cs.pstates.get(t.name, [])
+            parts = self.partitions.setdefault(t.name, [])
+            self._topic_ids[t.name] = t.topic_id
+            lc: LogConfig | None = None
+            for i, replicas in enumerate(t.assignments):
+                if i >= len(parts):
+                    parts.append(None)
+                p = parts[i]
+                if i >= len(states):
+                    continue
+                ps = states[i]
+                if p is None:
+                    if self.node_id not in replicas:
+                        continue
+                    lc = lc or self.log_config(t)
+                    p = parts[i] = Partition(
+                        topic=t.name,
+                        index=i,
+                        topic_id=t.id_bytes,
+                        log=self.logs.open_log(t.name, i, lc),
+                        replicas=list(replicas),
+                        leader_id=-2,
+                        leader_epoch=-1,
+                        node_id=self.node_id,
+                        alter_isr=self._alter_isr,
+                    )
+                role = p.apply_state(ps.leader, ps.leader_epoch, ps.isr, ps.partition_epoch, list(replicas))
+                if role:
+                    self._unfollow(p)
+                    if role == "follower" and ps.leader >= 0:
+                        self._follow(p, ps.leader)
+                    self._offsets_role(p, role == "leader")
+                    log.info(
+                        "%s-%d: %s at epoch %d (isr %s)",
+                        t.name,
+                        i,
+                        "leader" if role == "leader" else f"follower of broker {ps.leader}",
+                        ps.leader_epoch,
+                        ps.isr,
+                    )
+
+    def _drop_topic(self, name: str) -> None:
+        from framework.errors import UnknownTopicOrPartition as Gone
+
+        for p in self.partitions.pop(name, []):
+            if p is not None:
+                self._unfollow(p)
+                p.close(Gone(f"topic {name!r} was deleted"))
+                self.logs.remove_log(p.topic, p.index)
+        self._topic_ids.pop(name, None)
+
+    def _follow(self, p: Partition, leader: int) -> None:
+        from framework.replication.fetcher import ReplicaFetcher
+
+        f = self._fetchers.get(leader)
+        if f is None:
+            f = self._fetchers[leader] = ReplicaFetcher(self, leader)
+        f.add(p)
+
+    def _unfollow(self, p: Partition) -> None:
+        for f in self._fetchers.values():
+            f.remove(p)
+
+    def _offsets_role(self, p: Partition, leading: bool) -> None:
+        from framework.coordinator.offsets_topic import TOPIC
+
+        if p.topic != TOPIC or not hasattr(self, "groups"):
+            return
+        if leading:
+            n_groups, n_offsets = self.offsets_store.load_partition(self.groups, p.index)
+            log.info(
+                "coordinator for __consumer_offsets-%d: loaded %d group(s), %d offset(s)",
+                p.index,
+                n_groups,
+                n_offsets,
+            )
+        else:
+            self.offsets_store.unload_partition(self.groups, p.index)
+
+    def _alter_isr(self, p: Partition, isr: list[int]) -> None:
+        cs = self.cluster
+        assert cs is not None
+        epoch = p.partition_epoch
+        log.info("%s-%d: proposing ISR %s (was %s)", p.topic, p.index, isr, p.isr)
+        fut = cs.propose("alter_isr", p.topic, p.index, self.node_id, p.leader_epoch, epoch, isr)
+
+        def done(f: asyncio.Future[Any]) -> None:
+            err = f.exception() if not f.cancelled() else None
+            code = f.result() if err is None and not f.cancelled() else -1
+            if code != 0:
+                log.info("%s-%d: ISR change to %s not applied (%s)", p.topic, p.index, isr, err or code)
+                if p.partition_epoch == epoch:
+                    p.pending_isr = None
+
+        fut.add_done_callback(done)
+
+    def _shrink_isrs(self) -> None:
+        now = int(time.time() * 1000)
+        lag = int(self.config["replica.lag.time.max.ms"])
+        for parts in self.partitions.values():
+            for p in parts:
+                if p is not None and p.replicated:
+                    p.shrink_isr(now, lag)
+
+    # -- metadata changes proposed by handlers ----------------------------------------------
+    def bind_pending(self, result: Any) -> None:
+        """Tie the metadata changes just proposed to ``result`` (an object with error_code)."""
+        for fut in self.metadata.take_pending():
+            self._bound.append((fut, result))
+
+    def committed(self, resp: Any) -> Any:
+        """``resp`` at once (single node), or once the quorum applied this request's changes."""
+        self.bind_pending(None)
+        bound, self._bound = self._bound, []
+        if not bound:
+            return resp
+        return self._await_committed(bound, resp)
+
+    async def _await_committed(self, bound: list[tuple[asyncio.Future[Any], Any]], resp: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 15
+        for fut, result in bound:
+            problem: StoreError | None
+            try:
+                problem = await asyncio.wait_for(asyncio.shield(fut), max(deadline - loop.time(), 0.01))
+            except TimeoutError:
+                problem = StoreError(
+                    "the metadata quorum did not commit the change within 15 s; is a majority of "
+                    "controller.quorum.voters running?",
+                    ErrorCode.REQUEST_TIMED_OUT,
+                )
+            except StoreError as exc:
+                problem = exc
+            if problem is not None and result is not None and hasattr(result, "error_code"):
+                result.error_code = problem.code
+                if hasattr(result, "error_message"):
+                    result.error_message = problem.message
+        return resp
+
     def _on_metadata(self, event: str, name: str) -> None:
+        if self.cluster is not None:
+            if event == "topic_altered":
+                self._reconfigure(name)
+            elif event == "stream_changed":
+                self._on_stream_changed(name)
+            else:
+                self._schedule_reconcile()
+            return
         if event in ("topic_created", "partitions_created"):
             self._open_topic(self.metadata.topics[name])
         elif event == "topic_deleted":
-            for p in self.partitions.pop(name, []):
-                p.deleted = True
-                p.wake()
-                self.logs.remove_log(p.topic, p.index)
+            self._drop_topic(name)
         elif event == "topic_altered":
             self._reconfigure(name)
         elif event == "stream_changed":
-            for t in self.metadata.topics.values():
-                if t.stream == name:
-                    self._reconfigure(t.name)
+            self._on_stream_changed(name)
+
+    def _on_stream_changed(self, name: str) -> None:
+        for t in self.metadata.topics.values():
+            if t.stream == name:
+                self._reconfigure(t.name)
 
     def _reconfigure(self, topic: str) -> None:
         t = self.metadata.topics.get(topic)
@@ -299,15 +565,20 @@ class Broker:
             return
         lc = self.log_config(t)
         for p in self.partitions.get(topic, []):
-            p.log.config = lc
+            if p is not None:
+                p.log.config = lc
 
     def partition(self, topic: str, index: int) -> Partition:
+        """The local replica of a partition; raises when unknown or not hosted here."""
         parts = self.partitions.get(topic)
         if parts is None:
             raise UnknownTopicOrPartition(f"topic {topic!r} does not exist")
         if not 0 <= index < len(parts):
             raise UnknownTopicOrPartition(f"topic {topic!r} has no partition {index}")
-        return parts[index]
+        p = parts[index]
+        if p is None:
+            raise NotLeader(f"broker {self.node_id} holds no replica of {topic}-{index}")
+        return p
 
     # -- admin operations (single node: applied directly) -----------------------------------
     def create_topic(

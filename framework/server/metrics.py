@@ -98,12 +98,14 @@ class PartitionCollector:
         under = 0
         for topic, parts in list(self.broker.partitions.items()):
             for p in parts:
+                if p is None:
+                    continue
                 labels = [topic, str(p.index)]
                 leo.add_metric(labels, p.log_end_offset)
                 lso.add_metric(labels, p.log_start_offset)
                 hw.add_metric(labels, p.high_watermark)
                 size.add_metric(labels, p.log.size_bytes)
-                if len(p.isr) < len(p.replicas):
+                if p.is_leader and len(p.isr) < len(p.replicas):
                     under += 1
         urp.add_metric([], under)
         conns = GaugeMetricFamily("sftraffic_connections", "Open client connections.")

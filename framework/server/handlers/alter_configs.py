@@ -20,7 +20,7 @@ BROKER_STATIC = (
 )
 
 
-def handle(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
+def handle(ctx: RequestContext, req: AlterConfigsRequest) -> object:
     out = []
     for res in req.resources:
         r = AlterConfigsResourceResponse(
@@ -33,6 +33,7 @@ def handle(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsRespons
                 ctx.broker.metadata.alter_topic(
                     res.resource_name, values, replace=True, validate_only=req.validate_only
                 )
+                ctx.broker.bind_pending(r)
             elif res.resource_type == BROKER:
                 raise StoreError(BROKER_STATIC, ErrorCode.INVALID_REQUEST)
             else:
@@ -42,7 +43,7 @@ def handle(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsRespons
         except StoreError as exc:
             r.error_code = exc.code
             r.error_message = exc.message
-    return AlterConfigsResponse(responses=out)
+    return ctx.broker.committed(AlterConfigsResponse(responses=out))
 
 
 def error_response(req: AlterConfigsRequest, code: int, message: str) -> AlterConfigsResponse:

@@ -13,7 +13,7 @@ from framework.server.context import RequestContext
 API_KEY = 37
 
 
-def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
+def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> object:
     b = ctx.broker
     out = []
     for t in req.topics:
@@ -22,10 +22,11 @@ def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePartition
         try:
             assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
             b.metadata.create_partitions(t.name, t.count, assignments, b.broker_ids(), req.validate_only)
+            b.bind_pending(r)
         except StoreError as exc:
             r.error_code = exc.code
             r.error_message = exc.message
-    return CreatePartitionsResponse(results=out)
+    return b.committed(CreatePartitionsResponse(results=out))
 
 
 def error_response(req: CreatePartitionsRequest, code: int, message: str) -> CreatePartitionsResponse:

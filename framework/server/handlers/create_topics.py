@@ -20,7 +20,7 @@ API_KEY = 19
 log = logging.getLogger("sftraffic.server")
 
 
-def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
+def handle(ctx: RequestContext, req: CreateTopicsRequest) -> object:
     broker = ctx.broker
     results = []
     seen: set[str] = set()
@@ -53,6 +53,7 @@ def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsRespons
                 assignments,
                 validate_only=req.validate_only,
             )
+            broker.bind_pending(r)
             if not req.validate_only:
                 log.info(
                     "created topic %s (%d partitions, rf %d) for %s",
@@ -79,7 +80,7 @@ def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsRespons
             )
             for k, (v, src) in sorted(values.items())
         ]
-    return CreateTopicsResponse(topics=results)
+    return broker.committed(CreateTopicsResponse(topics=results))
 
 
 def error_response(req: CreateTopicsRequest, code: int, message: str) -> CreateTopicsResponse:

@@ -29,8 +29,12 @@ def handle(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsRespo
             if parts is None or not 0 <= p.partition_index < len(parts):
                 r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
+            part = parts[p.partition_index]
+            if part is None or not part.is_leader:
+                r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                continue
             try:
-                r.low_watermark = parts[p.partition_index].log.delete_records_before(p.offset)
+                r.low_watermark = part.log.delete_records_before(p.offset)
             except StoreError as exc:
                 r.error_code = exc.code
         topics.append(DeleteRecordsTopicResult(name=t.name, partitions=out))

@@ -18,7 +18,7 @@ API_KEY = 20
 log = logging.getLogger("sftraffic.server")
 
 
-def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
+def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> object:
     broker = ctx.broker
     wanted: list[tuple[str | None, bytes]] = []
     if ctx.version >= 6:
@@ -38,12 +38,13 @@ def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsRespons
             r.name = name
         try:
             t = broker.delete_topic(name)
+            broker.bind_pending(r)
             r.topic_id = t.id_bytes
             log.info("deleted topic %s for %s", name, ctx.peer)
         except StoreError as exc:
             r.error_code = exc.code
             r.error_message = exc.message
-    return DeleteTopicsResponse(responses=out)
+    return broker.committed(DeleteTopicsResponse(responses=out))
 
 
 def error_response(req: DeleteTopicsRequest, code: int, message: str) -> DeleteTopicsResponse:

@@ -21,6 +21,14 @@ def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsRes
     for gid in req.groups:
         g = coord.groups.get(gid)
         ops = GROUP_OPERATIONS if req.include_authorized_operations else NOT_REQUESTED
+        code = ctx.broker.coordinator_error(gid)
+        if code:
+            out.append(
+                DescribedGroup(
+                    error_code=code, group_id=gid, group_state="", protocol_type="", protocol_data=""
+                )
+            )
+            continue
         if g is None:
             out.append(
                 DescribedGroup(

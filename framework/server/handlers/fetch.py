@@ -10,6 +10,7 @@ requests, as Kafka allows.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Coroutine
 from typing import Any
 
@@ -52,8 +53,13 @@ def _resolve(ctx: RequestContext, req: FetchRequest) -> tuple[list[FetchableTopi
             elif not 0 <= fp.partition < len(parts):
                 targets.append((slot, fp, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             else:
-                targets.append((slot, fp, parts[fp.partition], 0))
+                p = parts[fp.partition]
+                targets.append((slot, fp, p, 0 if p is not None else ErrorCode.NOT_LEADER_OR_FOLLOWER))
     return topics, targets
+
+
+def _replica_id(req: FetchRequest, v: int) -> int:
+    return req.replica_state.replica_id if v >= 15 else req.replica_id
 
 
 def _read(
@@ -63,6 +69,8 @@ def _read(
     total = 0
     error = False
     committed = req.isolation_level == 1
+    replica = _replica_id(req, v)
+    now = int(time.time() * 1000) if replica >= 0 else 0
     for t in topics:
         t.partitions = []
     for slot, fp, part, code in targets:
@@ -80,15 +88,24 @@ def _read(
             error = True
             continue
         lg = part.log
-        hw = lg.high_watermark
-        pd.high_watermark = hw
-        pd.last_stable_offset = hw
-        pd.log_start_offset = lg.log_start_offset
         try:
+            if not part.is_leader:
+                part.check_leader()  # no fetching from followers (KIP-392) yet
             if v >= 9:
                 part.check_epoch(fp.current_leader_epoch)
+            if replica >= 0:
+                # a follower: what it asks for is what it has; it may read past the high
+                # watermark, up to the log end
+                part.follower_fetched(replica, fp.fetch_offset, now)
+                upper = lg.log_end_offset
+            else:
+                upper = lg.high_watermark
+            hw = lg.high_watermark
+            pd.high_watermark = hw
+            pd.last_stable_offset = hw
+            pd.log_start_offset = lg.log_start_offset
             if budget > 0 and fp.partition_max_bytes > 0:
-                data = lg.read(fp.fetch_offset, min(fp.partition_max_bytes, budget), hw, total == 0)
+                data = lg.read(fp.fetch_offset, min(fp.partition_max_bytes, budget), upper, total == 0)
                 if data:
                     pd.records = data
                     n = len(data)

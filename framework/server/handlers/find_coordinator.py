@@ -34,6 +34,15 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
             error_message="empty group id",
         )
     node = ctx.broker.coordinator_node(key)
+    if node is None:  # cluster: __consumer_offsets not created yet, or its partition has no leader
+        return Coordinator(
+            key=key,
+            node_id=-1,
+            host="",
+            port=-1,
+            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            error_message="the group's coordinator is being elected; retry",
+        )
     return Coordinator(key=key, node_id=node.node_id, host=node.host, port=node.port, error_code=0)
 
 

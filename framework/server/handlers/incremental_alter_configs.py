@@ -20,7 +20,7 @@ TOPIC, BROKER = 2, 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> object:
     md = ctx.broker.metadata
     out = []
     for res in req.resources:
@@ -62,10 +62,11 @@ def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> Incremen
                         f"unknown config operation {c.config_operation}", ErrorCode.INVALID_REQUEST
                     )
             md.alter_topic(res.resource_name, set_, delete, validate_only=req.validate_only)
+            ctx.broker.bind_pending(r)
         except StoreError as exc:
             r.error_code = exc.code
             r.error_message = exc.message
-    return IncrementalAlterConfigsResponse(responses=out)
+    return ctx.broker.committed(IncrementalAlterConfigsResponse(responses=out))
 
 
 def error_response(

@@ -44,6 +44,9 @@ async def _join(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse
 
 
 def handle(ctx: RequestContext, req: JoinGroupRequest) -> object:
+    code = ctx.broker.coordinator_error(req.group_id)
+    if code:  # cluster: another broker coordinates this group (or none does right now)
+        return error_response(req, code, "not this group's coordinator")
     return _join(ctx, req)
 
 

@@ -13,6 +13,9 @@ API_KEY = 13
 
 
 def handle(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
+    code = ctx.broker.coordinator_error(req.group_id)
+    if code:  # cluster: another broker coordinates this group (or none does right now)
+        return error_response(req, code, "not this group's coordinator")
     if ctx.version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in req.members]
     else:

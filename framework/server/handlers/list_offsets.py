@@ -52,6 +52,9 @@ def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
                 r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             part = parts[p.partition_index]
+            if part is None or not part.is_leader:
+                r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                continue
             try:
                 if v >= 4:
                     part.check_epoch(p.current_leader_epoch)

@@ -27,20 +27,40 @@ NOT_REQUESTED = -2147483648
 
 
 def topic_metadata(ctx: RequestContext, t: TopicInfo, include_ops: bool) -> MetadataResponseTopic:
-    parts = ctx.broker.partitions.get(t.name, [])
+    broker = ctx.broker
     out = []
-    for p in parts:
-        out.append(
-            MetadataResponsePartition(
-                error_code=0,
-                partition_index=p.index,
-                leader_id=p.leader_id,
-                leader_epoch=p.leader_epoch,
-                replica_nodes=list(p.replicas),
-                isr_nodes=list(p.isr),
-                offline_replicas=[],
+    cs = broker.cluster
+    if cs is None:
+        for p in broker.partitions.get(t.name, []):
+            if p is not None:
+                out.append(
+                    MetadataResponsePartition(
+                        error_code=0,
+                        partition_index=p.index,
+                        leader_id=p.leader_id,
+                        leader_epoch=p.leader_epoch,
+                        replica_nodes=list(p.replicas),
+                        isr_nodes=list(p.isr),
+                        offline_replicas=[],
+                    )
+                )
+    else:
+        states = cs.pstates.get(t.name, [])
+        for i, replicas in enumerate(t.assignments):
+            if i >= len(states):
+                break
+            ps = states[i]
+            out.append(
+                MetadataResponsePartition(
+                    error_code=0 if ps.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                    partition_index=i,
+                    leader_id=ps.leader,
+                    leader_epoch=ps.leader_epoch,
+                    replica_nodes=list(replicas),
+                    isr_nodes=list(ps.isr),
+                    offline_replicas=[r for r in replicas if not cs.unfenced(r)],
+                )
             )
-        )
     return MetadataResponseTopic(
         error_code=0,
         name=t.name,
@@ -84,6 +104,19 @@ def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
                 try:
                     t = broker.create_topic(name)
                     log.info("auto-created topic %s for %s", name, ctx.peer)
+                    if broker.cluster is not None:
+                        # proposed to the quorum: the client asks again, as with Kafka
+                        for fut in md.take_pending():
+                            fut.add_done_callback(lambda f: f.exception())
+                        topics.append(
+                            MetadataResponseTopic(
+                                error_code=ErrorCode.LEADER_NOT_AVAILABLE,
+                                name=name,
+                                topic_id=ZERO_UUID,
+                                topic_authorized_operations=NOT_REQUESTED,
+                            )
+                        )
+                        continue
                 except StoreError as exc:
                     topics.append(
                         MetadataResponseTopic(

@@ -49,6 +49,9 @@ async def _commit(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommit
 
 
 def handle(ctx: RequestContext, req: OffsetCommitRequest) -> object:
+    code = ctx.broker.coordinator_error(req.group_id)
+    if code:  # cluster: another broker coordinates this group (or none does right now)
+        return error_response(req, code, "not this group's coordinator")
     return _commit(ctx, req)
 
 

@@ -37,6 +37,9 @@ async def _delete(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDelete
 
 
 def handle(ctx: RequestContext, req: OffsetDeleteRequest) -> object:
+    code = ctx.broker.coordinator_error(req.group_id)
+    if code:  # cluster: another broker coordinates this group (or none does right now)
+        return error_response(req, code, "not this group's coordinator")
     return _delete(ctx, req)
 
 

@@ -37,6 +37,10 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     if v >= 8:
         groups = []
         for g in req.groups:
+            code = ctx.broker.coordinator_error(g.group_id)
+            if code:
+                groups.append(OffsetFetchResponseGroup(group_id=g.group_id, error_code=code, topics=[]))
+                continue
             wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
             res = _lookup(ctx, g.group_id, wanted)
             groups.append(
@@ -62,6 +66,9 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
                 )
             )
         return OffsetFetchResponse(groups=groups)
+    code = ctx.broker.coordinator_error(req.group_id)
+    if code:
+        return error_response(req, code, "not this group's coordinator")
     wanted = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
     res = _lookup(ctx, req.group_id, wanted)
     return OffsetFetchResponse(

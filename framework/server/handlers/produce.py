@@ -6,7 +6,10 @@ written as-is). acks=0 gets no response, as in Kafka.
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Coroutine
+from typing import Any
 
 from framework.errors import StoreError
 from framework.protocol.errors import ErrorCode
@@ -26,12 +29,15 @@ _MSGS_IN = metrics.MESSAGES_IN
 _child = metrics.child
 
 
-def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | None:
+def handle(
+    ctx: RequestContext, req: ProduceRequest
+) -> ProduceResponse | Coroutine[Any, Any, ProduceResponse] | None:
     partitions = ctx.broker.partitions
     acks = req.acks
     now = int(time.time() * 1000)
     bad_acks = acks not in (0, 1, -1)
     responses = []
+    waits: list[tuple[PartitionProduceResponse, asyncio.Future[None]]] = []
     for td in req.topic_data:
         name = td.name
         parts = partitions.get(name)
@@ -55,12 +61,20 @@ def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | None:
                 r.error_message = "empty record set"
                 continue
             part = parts[idx]
+            if part is None:
+                r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                r.error_message = f"this broker holds no replica of {name}-{idx}"
+                continue
             try:
                 info = part.append_records(records, acks, now)  # type: ignore[arg-type]
             except StoreError as exc:
                 r.error_code = exc.code
                 r.error_message = exc.message
                 continue
+            if acks == -1 and part.replicated:
+                fut = part.wait_replicated(info.last_offset + 1)
+                if fut is not None:
+                    waits.append((r, fut))
             r.base_offset = info.first_offset
             r.log_append_time_ms = info.log_append_time
             r.log_start_offset = part.log.log_start_offset
@@ -72,7 +86,29 @@ def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | None:
         responses.append(TopicProduceResponse(name=name, partition_responses=out))
     if acks == 0:
         return None
-    return ProduceResponse(responses=responses)
+    resp = ProduceResponse(responses=responses)
+    if waits:
+        return _replicated(resp, waits, req.timeout_ms)
+    return resp
+
+
+async def _replicated(
+    resp: ProduceResponse,
+    waits: list[tuple[PartitionProduceResponse, asyncio.Future[None]]],
+    timeout_ms: int,
+) -> ProduceResponse:
+    """acks=all: answer once every in-sync replica has the batches (or time runs out)."""
+    await asyncio.wait([f for _, f in waits], timeout=max(timeout_ms, 1) / 1000)
+    for r, fut in waits:
+        if not fut.done():
+            fut.cancel()
+            r.error_code = ErrorCode.REQUEST_TIMED_OUT
+            r.error_message = "not on every in-sync replica before the request timed out"
+        elif fut.exception() is not None:
+            exc = fut.exception()
+            r.error_code = exc.code if isinstance(exc, StoreError) else ErrorCode.UNKNOWN_SERVER_ERROR
+            r.error_message = str(exc)
+    return resp
 
 
 def error_response(req: ProduceRequest, code: int, message: str) -> ProduceResponse | None:

@@ -54,7 +54,7 @@ def describe(ctx: RequestContext, s: StreamInfo) -> StreamResult:
     )
 
 
-def handle(ctx: RequestContext, req: StreamAdminRequest) -> StreamAdminResponse:
+def handle(ctx: RequestContext, req: StreamAdminRequest) -> object:
     md = ctx.broker.metadata
     out = []
     if req.operation == DESCRIBE:
@@ -71,7 +71,7 @@ def handle(ctx: RequestContext, req: StreamAdminRequest) -> StreamAdminResponse:
                 )
             else:
                 out.append(describe(ctx, s))
-        return StreamAdminResponse(streams=out)
+        return ctx.broker.committed(StreamAdminResponse(streams=out))
     set_ = {c.name: c.value for c in req.configs if c.value is not None}
     delete = [c.name for c in req.configs if c.value is None]
     for n in req.names:
@@ -88,11 +88,12 @@ def handle(ctx: RequestContext, req: StreamAdminRequest) -> StreamAdminResponse:
             else:
                 raise StoreError(f"unknown stream operation {req.operation}", ErrorCode.INVALID_REQUEST)
             out.append(describe(ctx, s) if req.operation != DELETE else StreamResult(name=n))
+            ctx.broker.bind_pending(out[-1])
         except UnknownStream as exc:
             out.append(StreamResult(name=n, error_code=exc.code, error_message=exc.message))
         except StoreError as exc:
             out.append(StreamResult(name=n, error_code=exc.code, error_message=exc.message))
-    return StreamAdminResponse(streams=out)
+    return ctx.broker.committed(StreamAdminResponse(streams=out))
 
 
 def error_response(req: StreamAdminRequest, code: int, message: str) -> StreamAdminResponse:

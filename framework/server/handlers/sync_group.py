@@ -28,6 +28,9 @@ async def _sync(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse
 
 
 def handle(ctx: RequestContext, req: SyncGroupRequest) -> object:
+    code = ctx.broker.coordinator_error(req.group_id)
+    if code:  # cluster: another broker coordinates this group (or none does right now)
+        return error_response(req, code, "not this group's coordinator")
     return _sync(ctx, req)
 
 

@@ -1,0 +1,349 @@
+"""The cluster's metadata quorum: topics, streams, brokers and partition leadership.
+
+Every broker of a cluster is a voter of one Raft group (pysyncobj), listed in
+``controller.quorum.voters``. Changes are proposed by any broker and applied, in log order, on
+every broker by the ``@replicated`` methods below; the Raft leader is the *controller*.
+
+Replicated state (rebuilt on start by replaying ``<data dir>/__cluster/raft.journal``; nothing
+else is persisted for it)::
+
+    cluster_id
+    md        the MetadataStore's streams and topics (the same changes a single node applies)
+    brokers   node id -> {"host", "port", "rack", "fenced"}
+    pstates   topic -> [PartitionState(leader, leader_epoch, isr, partition_epoch)] per partition
+
+Invariants kept by the apply functions (deterministic: they read only replicated state):
+
+* a leader is chosen from the partition's ISR only (``unclean.leader.election`` is not
+  offered), so a write acknowledged with acks=all, which is on every ISR member, survives;
+* ``leader_epoch`` grows by one at every leader change, and when the leader re-registers after
+  a restart (its log may have lost unflushed data, so followers must not truncate to it);
+* the ISR never becomes empty, changes only through the partition's current leader at the
+  current ``partition_epoch`` (Kafka's AlterPartition check) or when the controller fences a
+  broker, and grows only by unfenced brokers.
+
+The controller fences a broker it has not heard from (Raft append-entries responses) for
+``broker.session.timeout.ms``: it leaves every ISR it is not the last member of and its
+partitions get new leaders. A restarted broker registers again before it leads anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pysyncobj import (  # type: ignore[import-untyped]
+    FAIL_REASON,
+    SyncObj,
+    SyncObjConf,
+    SyncObjException,
+    replicated,
+)
+
+from framework.coordinator.metadata import MetadataStore
+from framework.errors import StoreError
+from framework.protocol.errors import ErrorCode
+
+log = logging.getLogger("sftraffic.cluster")
+
+_FAIL_NAMES = {v: k for k, v in vars(FAIL_REASON).items() if isinstance(v, int)}
+
+
+@dataclass(slots=True)
+class PartitionState:
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    partition_epoch: int = 0
+
+
+def parse_voters(items: list[str]) -> dict[int, str]:
+    """``["1@127.0.0.1:19092", ...]`` → {1: "127.0.0.1:19092", ...}, with a clear error."""
+    voters: dict[int, str] = {}
+    for item in items:
+        nid, sep, addr = item.strip().partition("@")
+        host, colon, port = addr.rpartition(":")
+        if not sep or not nid.strip().isdigit() or not colon or not host or not port.isdigit():
+            raise StoreError(
+                f"controller.quorum.voters entry {item!r} must look like ID@HOST:PORT, e.g. 1@127.0.0.1:19092"
+            )
+        if int(nid) in voters:
+            raise StoreError(f"controller.quorum.voters lists node {nid} twice")
+        voters[int(nid)] = f"{host}:{port}"
+    return voters
+
+
+class QuorumError(StoreError):
+    code = ErrorCode.REQUEST_TIMED_OUT
+
+
+class ClusterState(SyncObj):  # type: ignore[misc]
+    def __init__(
+        self,
+        node_id: int,
+        voters: dict[int, str],
+        directory: Path,
+        md: MetadataStore,
+        session_timeout_ms: int,
+        on_change: Callable[[], None],
+    ) -> None:
+        if node_id not in voters:
+            raise StoreError(
+                f"node.id {node_id} is not in controller.quorum.voters ({', '.join(map(str, voters))})"
+            )
+        directory.mkdir(parents=True, exist_ok=True)
+        self.node_id = node_id
+        self.md = md
+        self.on_change = on_change
+        self.voters = voters
+        self.session_timeout = session_timeout_ms / 1000
+        self.addr_to_id = {a: i for i, a in voters.items()}
+        self._controller_since: float | None = None
+        self._fencing: set[int] = set()
+        self._registering = False
+        self._registered_once = False
+        self._next_control = 0.0
+        conf = SyncObjConf(
+            autoTick=False,
+            journalFile=str(directory / "raft.journal"),
+            # the metadata log is small (topic and leadership changes): it is replayed whole
+            logCompactionMinEntries=2**62,
+            logCompactionMinTime=2**62,
+            useFork=False,
+            dynamicMembershipChange=False,
+            commandsWaitLeader=True,
+            connectionRetryTime=0.5,
+            connectionTimeout=2.0,
+            raftMinTimeout=0.5,
+            raftMaxTimeout=1.5,
+            maxBindRetries=3,
+            bindRetryTime=0.5,
+        )
+        # replicated state (attributes set before SyncObj.__init__ are not part of snapshots,
+        # which are disabled: the journal is the state)
+        self.cluster_id = ""
+        self.brokers: dict[int, dict[str, Any]] = {}
+        self.pstates: dict[str, list[PartitionState]] = {}
+        self.version = 0
+        self._start_commit = 1 << 62  # set once the journal is open
+        try:
+            super().__init__(voters[node_id], [a for i, a in voters.items() if i != node_id], conf)
+        except SyncObjException as exc:  # 'BindError' after maxBindRetries
+            raise StoreError(
+                f"cannot bind the controller endpoint {voters[node_id]} of node {node_id}: {exc}; "
+                "is another broker using it?"
+            ) from None
+        self._start_commit = self.raftCommitIndex
+
+    # -- queries ---------------------------------------------------------------------------
+    @property
+    def replayed(self) -> bool:
+        """True once the journal found on disk has been applied and the quorum answered."""
+        return bool(self.raftLastApplied >= self._start_commit and self.isReady())
+
+    def unfenced(self, node_id: int) -> bool:
+        b = self.brokers.get(node_id)
+        return b is not None and not b["fenced"]
+
+    def live_brokers(self) -> list[int]:
+        return sorted(i for i, b in self.brokers.items() if not b["fenced"])
+
+    def controller_id(self) -> int:
+        leader = self._getLeader()
+        if leader is None:
+            return -1
+        return self.addr_to_id.get(getattr(leader, "id", str(leader)), -1)
+
+    def partition_state(self, topic: str, index: int) -> PartitionState | None:
+        parts = self.pstates.get(topic)
+        if parts is None or not 0 <= index < len(parts):
+            return None
+        return parts[index]
+
+    # -- proposing from the event loop ------------------------------------------------------
+    def propose(self, method: str, *args: Any) -> asyncio.Future[Any]:
+        """Propose a change; the future resolves once it is applied on this node."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def done(result: Any, err: int) -> None:
+            if fut.done():
+                return
+            if err == FAIL_REASON.SUCCESS:
+                fut.set_result(result)
+            else:
+                fut.set_exception(
+                    QuorumError(f"metadata quorum did not apply {method}: {_FAIL_NAMES.get(err, err)}")
+                )
+
+        getattr(self, method)(*args, callback=done)
+        return fut
+
+    def submit_metadata(self, op: str, arg: dict[str, Any]) -> asyncio.Future[Any]:
+        return self.propose("change_metadata", op, arg)
+
+    async def run(self, interval: float = 0.01) -> None:
+        """Drive Raft from the event loop (no thread: applies run on the loop)."""
+        while True:
+            try:
+                self.doTick(0.0)
+                now = time.monotonic()
+                if now >= self._next_control:
+                    self._next_control = now + 0.2
+                    self._duties(now)
+            except Exception:
+                log.exception("metadata quorum tick failed")
+            await asyncio.sleep(interval)
+
+    def _duties(self, now: float) -> None:
+        if not self.replayed:
+            return
+        me = self.brokers.get(self.node_id)
+        if not self._registering and (not self._registered_once or me is None or me["fenced"]):
+            self._register()
+        if not self._isLeader():
+            self._controller_since = None
+            return
+        if self._controller_since is None:
+            self._controller_since = now
+            log.info("node %d is the controller", self.node_id)
+        if not self.cluster_id:
+            self.init_cluster(
+                self.md.broker["cluster.id"]
+                or base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            )
+        heard: dict[Any, float] = getattr(self, "_SyncObj__lastResponseTime", {})
+        for node in self.otherNodes:
+            nid = self.addr_to_id.get(node.id)
+            if nid is None or not self.unfenced(nid) or nid in self._fencing:
+                continue
+            last = max(heard.get(node, 0.0), self._controller_since)
+            if now - last > self.session_timeout:
+                log.warning(
+                    "fencing broker %d: not heard from for %.1f s (broker.session.timeout.ms)",
+                    nid,
+                    now - last,
+                )
+                self._fencing.add(nid)
+                self.fence_broker(nid, callback=lambda _r, _e, n=nid: self._fencing.discard(n))
+
+    def _register(self) -> None:
+        host, port, rack = self.endpoint
+
+        def done(_result: Any, err: int) -> None:
+            self._registering = False
+            if err == FAIL_REASON.SUCCESS:
+                self._registered_once = True
+                log.info("broker %d registered with the controller", self.node_id)
+
+        self._registering = True
+        self.register_broker(self.node_id, host, port, rack, callback=done)
+
+    endpoint: tuple[str, int, str | None] = ("", 0, None)
+
+    # -- replicated changes (applied on every node, in log order) ---------------------------
+    def _changed(self) -> None:
+        self.version += 1
+        self.on_change()
+
+    @replicated  # type: ignore[untyped-decorator]
+    def init_cluster(self, cluster_id: str) -> None:
+        if not self.cluster_id:
+            self.cluster_id = cluster_id
+            self.md.cluster_id = cluster_id
+            self._changed()
+
+    @replicated  # type: ignore[untyped-decorator]
+    def change_metadata(self, op: str, arg: dict[str, Any]) -> StoreError | None:
+        problem = self.md.apply(op, arg)
+        if problem is None:
+            name = str(arg["name"])
+            if op == "create_topic":
+                self.pstates[name] = [self._initial(a) for a in arg["assignments"]]
+            elif op == "create_partitions":
+                self.pstates.setdefault(name, []).extend(self._initial(a) for a in arg["new"])
+            elif op == "delete_topic":
+                self.pstates.pop(name, None)
+            self._changed()
+        return problem
+
+    def _initial(self, replicas: list[int]) -> PartitionState:
+        live = [r for r in replicas if self.unfenced(r)]
+        if not live:
+            return PartitionState(-1, 0, list(replicas[:1]))
+        return PartitionState(live[0], 0, live)
+
+    @replicated  # type: ignore[untyped-decorator]
+    def register_broker(self, node_id: int, host: str, port: int, rack: str | None) -> None:
+        self.brokers[node_id] = {"host": host, "port": port, "rack": rack, "fenced": False}
+        # a (re)started broker may have lost unflushed data: it leads nothing and rejoins the
+        # ISRs through their leaders once it has caught up
+        self._leave(node_id)
+        self._elect_offline()
+        self._changed()
+
+    @replicated  # type: ignore[untyped-decorator]
+    def fence_broker(self, node_id: int) -> None:
+        b = self.brokers.get(node_id)
+        if b is None or b["fenced"]:
+            return
+        b["fenced"] = True
+        self._leave(node_id)
+        self._changed()
+
+    @replicated  # type: ignore[untyped-decorator]
+    def alter_isr(
+        self, topic: str, index: int, leader: int, leader_epoch: int, partition_epoch: int, isr: list[int]
+    ) -> int:
+        ps = self.partition_state(topic, index)
+        if ps is None:
+            return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if ps.leader != leader or ps.leader_epoch != leader_epoch:
+            return int(ErrorCode.FENCED_LEADER_EPOCH)
+        if ps.partition_epoch != partition_epoch:
+            return int(ErrorCode.INVALID_UPDATE_VERSION)
+        if leader not in isr or any(r not in ps.isr and not self.unfenced(r) for r in isr):
+            return int(ErrorCode.INELIGIBLE_REPLICA)
+        ps.isr = list(isr)
+        ps.partition_epoch += 1
+        self._changed()
+        return 0
+
+    def _replicas(self, topic: str, index: int) -> list[int]:
+        t = self.md.topics.get(topic)
+        return list(t.assignments[index]) if t is not None and index < t.partitions else []
+
+    def _leave(self, node_id: int) -> None:
+        for topic, parts in self.pstates.items():
+            for i, ps in enumerate(parts):
+                if node_id in ps.isr and len(ps.isr) > 1:
+                    ps.isr = [r for r in ps.isr if r != node_id]
+                    ps.partition_epoch += 1
+                if ps.leader == node_id:
+                    ps.leader = next(
+                        (
+                            r
+                            for r in self._replicas(topic, i)
+                            if r != node_id and r in ps.isr and self.unfenced(r)
+                        ),
+                        -1,
+                    )
+                    ps.leader_epoch += 1
+                    ps.partition_epoch += 1
+
+    def _elect_offline(self) -> None:
+        for topic, parts in self.pstates.items():
+            for i, ps in enumerate(parts):
+                if ps.leader != -1:
+                    continue
+                new = next((r for r in self._replicas(topic, i) if r in ps.isr and self.unfenced(r)), -1)
+                if new != -1:
+                    ps.leader = new
+                    ps.leader_epoch += 1
+                    ps.partition_epoch += 1

@@ -1,0 +1,264 @@
+"""Followers: copy the leaders' logs with Kafka's own replica fetch protocol.
+
+A broker runs one :class:`ReplicaFetcher` per leader broker it follows partitions of: one TCP
+connection to the leader's Kafka listener, over which it sends
+
+* ``OffsetForLeaderEpoch`` (v4, replica_id = this node) for partitions that just became
+  followers: the leader answers where the follower's latest epoch ends in the leader's log,
+  and the follower truncates everything past it (KIP-101/KIP-279), so a follower that had
+  records a deposed leader never got acknowledged drops them instead of diverging;
+* ``Fetch`` (v12, replica_id = this node, long-polling ``replica.fetch.wait.max.ms``) at its
+  log end offset: the leader learns the follower's log end from the fetch offset, and answers
+  the stored batches, which the follower appends unchanged (same offsets, same bytes) and the
+  leader's high watermark, which the follower adopts (bounded by its own log end).
+
+Errors that mean "the quorum has moved on" (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH)
+make the follower wait for the metadata change that will reassign it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+import time
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from framework.client.wire import decode_response
+from framework.errors import StoreError
+from framework.protocol.errors import ErrorCode
+from framework.protocol.frames import encode_request
+from framework.protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
+from framework.protocol.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
+from framework.replication.partition import Partition
+
+if TYPE_CHECKING:
+    from framework.server.broker import Broker
+
+log = logging.getLogger("sftraffic.replication")
+T = TypeVar("T")
+Key = tuple[str, int]
+
+FETCH_VERSION = 12
+EPOCH_VERSION = 4
+_WAIT_FOR_METADATA = (
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.LEADER_NOT_AVAILABLE,
+)
+
+
+class ReplicaFetcher:
+    def __init__(self, broker: Broker, leader_id: int) -> None:
+        self.broker = broker
+        self.leader_id = leader_id
+        self.parts: dict[Key, Partition] = {}
+        self.truncate: set[Key] = set()
+        self.changed = asyncio.Event()
+        self.corr = 0
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        c = broker.config
+        self.wait_ms = int(c["replica.fetch.wait.max.ms"])
+        self.part_bytes = int(c["replica.fetch.max.bytes"])
+        self.max_bytes = int(c["replica.fetch.response.max.bytes"])
+        self.backoff = int(c["replica.fetch.backoff.ms"]) / 1000
+        self.task = asyncio.get_running_loop().create_task(self.run())
+
+    def add(self, p: Partition) -> None:
+        key = (p.topic, p.index)
+        self.parts[key] = p
+        self.truncate.add(key)
+        self.changed.set()
+
+    def remove(self, p: Partition) -> None:
+        key = (p.topic, p.index)
+        if self.parts.get(key) is p:
+            del self.parts[key]
+            self.truncate.discard(key)
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+        self._close()
+
+    # -- the loop --------------------------------------------------------------------------
+    async def run(self) -> None:
+        while True:
+            if not self.parts:
+                self.changed.clear()
+                await self.changed.wait()
+                continue
+            b = self.broker.cluster_brokers().get(self.leader_id)
+            if b is None:
+                await asyncio.sleep(self.backoff)
+                continue
+            try:
+                self.reader, self.writer = await asyncio.wait_for(
+                    asyncio.open_connection(b["host"], b["port"]), 5
+                )
+                while self.parts:
+                    if self.truncate:
+                        await self._truncate()
+                    if not await self._fetch():
+                        await asyncio.sleep(0.1)  # every partition waits for the quorum
+            except (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError, StoreError) as exc:
+                log.info(
+                    "replica fetcher for leader %d (%s:%s): %s; retrying in %.1f s",
+                    self.leader_id,
+                    b["host"],
+                    b["port"],
+                    exc or type(exc).__name__,
+                    self.backoff,
+                )
+                self._close()
+                await asyncio.sleep(self.backoff)
+            finally:
+                self._close()
+
+    def _close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+            self.reader = None
+
+    async def _call(self, req: Any, version: int, response_cls: type[T], timeout: float) -> T:
+        assert self.writer is not None and self.reader is not None
+        self.corr += 1
+        client_id = f"replica-{self.broker.node_id}"
+        self.writer.write(encode_request(req.API_KEY, version, self.corr, client_id, req))
+        head = await asyncio.wait_for(self.reader.readexactly(4), timeout)
+        (size,) = struct.unpack(">i", head)
+        data = await asyncio.wait_for(self.reader.readexactly(size), timeout)
+        return decode_response(data, self.corr, req.API_KEY, version, response_cls)
+
+    # -- truncation (KIP-101 / KIP-279) ------------------------------------------------------
+    async def _truncate(self) -> None:
+        keys = [k for k in self.truncate if k in self.parts]
+        by_topic: dict[str, list[OffsetForLeaderPartition]] = {}
+        asked: dict[Key, tuple[Partition | None, int]] = {}
+        for key in keys:
+            p = self.parts[key]
+            latest = p.log.epochs.latest_epoch()
+            if latest < 0:  # nothing written under any epoch: nothing to take back
+                self.truncate.discard(key)
+                continue
+            asked[key] = (p, p.leader_epoch)
+            by_topic.setdefault(key[0], []).append(
+                OffsetForLeaderPartition(
+                    partition=key[1], current_leader_epoch=p.leader_epoch, leader_epoch=latest
+                )
+            )
+        if not by_topic:
+            return
+        req = OffsetForLeaderEpochRequest(
+            replica_id=self.broker.node_id,
+            topics=[OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+        )
+        resp = await self._call(req, EPOCH_VERSION, OffsetForLeaderEpochResponse, 10)
+        for tr in resp.topics:
+            for r in tr.partitions:
+                key = (tr.topic, r.partition)
+                q, epoch = asked.get(key, (None, -1))
+                if q is None or self.parts.get(key) is not q or q.leader_epoch != epoch:
+                    continue  # reassigned meanwhile: asked again under the new epoch
+                if r.error_code:
+                    continue
+                lg = q.log
+                if r.leader_epoch < 0 or r.end_offset < 0:
+                    target = min(lg.high_watermark, lg.log_end_offset)
+                elif r.leader_epoch < lg.epochs.latest_epoch():
+                    target = min(r.end_offset, lg.end_offset_for_epoch(r.leader_epoch)[1])
+                else:
+                    target = min(r.end_offset, lg.log_end_offset)
+                if target < lg.log_end_offset:
+                    log.warning(
+                        "%s: truncating %d record offset(s) the leader (broker %d, epoch %d) does not have: "
+                        "log end %d -> %d",
+                        lg.name,
+                        lg.log_end_offset - target,
+                        self.leader_id,
+                        q.leader_epoch,
+                        lg.log_end_offset,
+                        target,
+                    )
+                    lg.truncate_to(max(target, lg.log_start_offset))
+                self.truncate.discard(key)
+
+    # -- fetching ----------------------------------------------------------------------------
+    async def _fetch(self) -> bool:
+        """One fetch round; False when no partition could fetch (all wait for metadata)."""
+        topics: dict[str, list[FetchPartition]] = {}
+        sent: dict[Key, tuple[Partition | None, int, int]] = {}
+        for key, p in self.parts.items():
+            if key in self.truncate:
+                continue
+            lg = p.log
+            sent[key] = (p, p.leader_epoch, lg.log_end_offset)
+            topics.setdefault(key[0], []).append(
+                FetchPartition(
+                    partition=key[1],
+                    current_leader_epoch=p.leader_epoch,
+                    fetch_offset=lg.log_end_offset,
+                    last_fetched_epoch=-1,
+                    log_start_offset=lg.log_start_offset,
+                    partition_max_bytes=self.part_bytes,
+                )
+            )
+        if not topics:
+            return False
+        req = FetchRequest(
+            replica_id=self.broker.node_id,
+            max_wait_ms=self.wait_ms,
+            min_bytes=1,
+            max_bytes=self.max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+        )
+        resp = await self._call(req, FETCH_VERSION, FetchResponse, self.wait_ms / 1000 + 10)
+        if resp.error_code:
+            raise StoreError(f"leader answered fetch with error {resp.error_code}")
+        progressed = False
+        now = int(time.time() * 1000)
+        for tr in resp.responses:
+            for pd in tr.partitions:
+                key = (tr.topic, pd.partition_index)
+                q, epoch, offset = sent.get(key, (None, -1, -1))
+                if q is None or self.parts.get(key) is not q or q.leader_epoch != epoch:
+                    continue
+                lg = q.log
+                if pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    if offset < pd.log_start_offset:
+                        log.info("%s: behind the leader's log start %d", lg.name, pd.log_start_offset)
+                        lg.truncate_fully_and_start_at(pd.log_start_offset)
+                    else:
+                        self.truncate.add(key)
+                    progressed = True
+                    continue
+                if pd.error_code:
+                    if pd.error_code not in _WAIT_FOR_METADATA:
+                        log.warning(
+                            "%s: fetch from broker %d failed: error %d",
+                            lg.name,
+                            self.leader_id,
+                            pd.error_code,
+                        )
+                    continue
+                progressed = True
+                if pd.records and lg.log_end_offset == offset:
+                    lg.append_as_follower(memoryview(pd.records), now)
+                hw = min(pd.high_watermark, lg.log_end_offset)
+                if hw > lg.high_watermark:
+                    q.advance_high_watermark(hw)
+        return progressed
