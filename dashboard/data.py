@@ -245,11 +245,19 @@ class DashboardData:
                         h.under_replicated += sum(
                             1 for p in tm.partitions.values() if len(p.isrs) < len(p.replicas)
                         )
-                        if name.startswith(STREAM + "."):
-                            end = sum(
-                                c.get_watermark_offsets(TopicPartition(name, p), timeout=3, cached=False)[1]
-                                for p in tm.partitions
-                            )
+                        if name.startswith(STREAM + ".") and all(
+                            p.leader >= 0 for p in tm.partitions.values()
+                        ):
+                            try:
+                                end = sum(
+                                    c.get_watermark_offsets(TopicPartition(name, p), timeout=3, cached=False)[
+                                        1
+                                    ]
+                                    for p in tm.partitions
+                                )
+                            except Exception:  # a leader moving (cluster failover): skip a round
+                                prev.pop(name, None)
+                                continue
                             if name in prev and now > prev[name][0]:
                                 h.throughput[name] = max(0.0, (end - prev[name][1]) / (now - prev[name][0]))
                             prev[name] = (now, end)

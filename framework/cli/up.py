@@ -3,7 +3,9 @@
 Starts, in order, each as a child process in its own process group with its log in
 ``<data-dir>/logs/<part>.log``:
 
-1. the event store (127.0.0.1:9092, metrics on :9644, data in ``<data-dir>/store-1``)
+1. the event store (127.0.0.1:9092, metrics on :9644, data in ``<data-dir>/store-1``); with
+   ``--cluster N`` N brokers on 9092.. 9092+N-1 (metrics 9644.., controller endpoints
+   19092..), data in ``store-1`` .. ``store-N``, topics replicated min(N, 3) times
 2. Mosquitto (127.0.0.1:1883) and the stream layout (stream + topics, created if missing)
 3. an MQTT edge gateway
 4. the sensor fleet: 10,000 sensors producing directly, plus 500 MQTT devices through the gateway
@@ -53,7 +55,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--speed", type=float, default=1.0, help="simulated seconds per second (1 = live)")
     p.add_argument("--no-spark", action="store_true", help="skip the Spark jobs (quicker start, less CPU)")
     p.add_argument(
-        "--cluster", type=int, default=1, help="store nodes (replication: not available yet; only 1)"
+        "--cluster",
+        type=int,
+        default=1,
+        help="store brokers: 1 (default) or a replicated cluster of 3-9 (topics get min(N, 3) replicas)",
     )
     p.set_defaults(func=run)
 
@@ -66,6 +71,7 @@ class Part:
     log: Path
     env: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
+    survivable: bool = False  # a cluster broker: the demo goes on without it
 
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
@@ -118,6 +124,35 @@ def store_part(py: list[str], root: Path, bootstrap: str, metrics_port: int, env
     if metrics_port:
         cmd += ["--metrics", f"127.0.0.1:{metrics_port}"]
     return Part("store", cmd, " listening on ", root / "logs" / "store.log", env)
+
+
+def cluster_parts(
+    py: list[str], root: Path, size: int, port: int, metrics_port: int, env: dict[str, str]
+) -> list[Part]:
+    """``size`` brokers of one cluster: Kafka on port.., controller (Raft) on port+10000.."""
+    voters = ",".join(f"{i}@127.0.0.1:{port + 10_000 + i - 1}" for i in range(1, size + 1))
+    parts = []
+    for i in range(1, size + 1):
+        cmd = [
+            *py,
+            "broker",
+            "--node-id",
+            str(i),
+            "--listen",
+            f"127.0.0.1:{port + i - 1}",
+            "--data-dir",
+            str(root / f"store-{i}"),
+            "--voters",
+            voters,
+        ]
+        if metrics_port:
+            cmd += ["--metrics", f"127.0.0.1:{metrics_port + i - 1}"]
+        part = Part(
+            f"store-{i}", cmd, "registered with the controller", root / "logs" / f"store-{i}.log", env
+        )
+        part.survivable = True
+        parts.append(part)
+    return parts
 
 
 def mosquitto_part(root: Path, port: int) -> Part:
@@ -174,29 +209,40 @@ class Supervisor:
             json.dumps({p.name: p.proc.pid for p in self.parts if p.proc is not None}, indent=1)
         )
 
-    def launch(self, part: Part, timeout: float, what: str) -> None:
-        part.start()
-        self.parts.append(part)
+    def launch(self, part: Part | list[Part], timeout: float, what: str) -> None:
+        """Start a part (or several that need each other, e.g. a cluster) and wait until ready."""
+        group = part if isinstance(part, list) else [part]
+        for p in group:
+            p.start()
+            self.parts.append(p)
         self.record()
         t0 = time.monotonic()
         with console.status(f"starting {what} ...") as status:
-            while not part.is_ready():
+            while not all(p.is_ready() for p in group):
                 if self.stopping.is_set():
                     raise KeyboardInterrupt
-                if not part.alive():
-                    raise StoreError(
-                        f"{part.name} exited while starting; its log ({part.log}):\n{part.tail()}"
-                    )
+                for p in group:
+                    if not p.alive():
+                        raise StoreError(f"{p.name} exited while starting; its log ({p.log}):\n{p.tail()}")
                 if time.monotonic() - t0 > timeout:
-                    raise StoreError(f"{part.name} not ready after {timeout:.0f}s; see {part.log}")
+                    late = ", ".join(p.name for p in group if not p.is_ready())
+                    raise StoreError(f"{late} not ready after {timeout:.0f}s; see {root_logs(group)}")
                 status.update(f"starting {what} ... {time.monotonic() - t0:.0f}s")
                 self.stopping.wait(0.2)
         console.print(f"[green]✓[/green] {what} ({time.monotonic() - t0:.1f}s)")
 
     def watch(self) -> None:
+        lost: set[str] = set()
         while not self.stopping.is_set():
             for p in self.parts:
-                if not p.alive():
+                if p.survivable and not p.alive() and p.name not in lost:
+                    lost.add(p.name)
+                    console.print(
+                        f"[yellow]{p.name} exited[/yellow] (code {p.proc.returncode if p.proc else '?'}); "
+                        f"the cluster carries on without it (restart: sftraffic {' '.join(p.cmd[3:])})"
+                    )
+                    continue
+                if not p.survivable and not p.alive():
                     console.print(
                         f"[red]{p.name} exited[/red] (code {p.proc.returncode if p.proc else '?'}); "
                         f"last lines of {p.log}:\n{p.tail()}"
@@ -213,27 +259,45 @@ class Supervisor:
         (self.root / "up.json").unlink(missing_ok=True)
 
 
+def root_logs(group: list[Part]) -> str:
+    return ", ".join(str(p.log) for p in group)
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.cluster != 1:
+    if not (args.cluster == 1 or 3 <= args.cluster <= 9):
         raise StoreError(
-            "--cluster needs the replication work, which has not landed yet; run with --cluster 1"
+            f"--cluster {args.cluster}: use 1 (a single node) or 3 to 9 brokers "
+            "(a 2-broker quorum cannot survive the loss of either)"
         )
     root = Path(args.data_dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
     logs = root / "logs"
     py = [sys.executable, "-m", "framework.cli.main"]
-    bootstrap = f"127.0.0.1:{args.port}"
+    bootstrap = ",".join(f"127.0.0.1:{args.port + i}" for i in range(args.cluster))
     mqtt = f"127.0.0.1:{args.mqtt_port}"
     env = {"SFTRAFFIC_BOOTSTRAP": bootstrap, "PYTHONUNBUFFERED": "1"}
     sup = Supervisor(root)
     sup.install_signals()
     try:
-        sup.launch(store_part(py, root, bootstrap, args.metrics_port, env), 60, f"event store on {bootstrap}")
+        if args.cluster == 1:
+            sup.launch(
+                store_part(py, root, bootstrap, args.metrics_port, env), 60, f"event store on {bootstrap}"
+            )
+        else:
+            sup.launch(
+                cluster_parts(py, root, args.cluster, args.port, args.metrics_port, env),
+                90,
+                f"{args.cluster}-broker event store cluster on {bootstrap}",
+            )
         sup.launch(mosquitto_part(root, args.mqtt_port), 30, f"Mosquitto on {mqtt}")
         from pipelines.jobs import RESULT_TOPICS, t
         from sensors.layout import ensure_layout
 
-        ensure_layout(bootstrap, extra_topics={t(n): {} for n in RESULT_TOPICS if n != "dead_letter"})
+        ensure_layout(
+            bootstrap,
+            replication_factor=min(args.cluster, 3),
+            extra_topics={t(n): {} for n in RESULT_TOPICS if n != "dead_letter"},
+        )
         console.print("[green]✓[/green] stream traffic_monitoring and its topics")
         sup.launch(gateway_part(py, root, bootstrap, mqtt, env), 60, "MQTT gateway")
         common = ["-b", bootstrap, "--speed", str(args.speed), "--quiet"]

@@ -396,6 +396,7 @@ class Broker:
             t = md.topics.get(name)
             if t is None or self._topic_ids.get(name) != t.topic_id:
                 self._drop_topic(name)
+        changes: dict[str, int] = {}
         for t in list(md.topics.values()):
             states = cs.pstates.get(t.name, [])
             parts = self.partitions.setdefault(t.name, [])
@@ -429,7 +430,8 @@ class Broker:
                     if role == "follower" and ps.leader >= 0:
                         self._follow(p, ps.leader)
                     self._offsets_role(p, role == "leader")
-                    log.info(
+                    changes[role] = changes.get(role, 0) + 1
+                    log.debug(
                         "%s-%d: %s at epoch %d (isr %s)",
                         t.name,
                         i,
@@ -437,6 +439,17 @@ class Broker:
                         ps.leader_epoch,
                         ps.isr,
                     )
+
+        if changes:
+            leading = sum(1 for ps in self.partitions.values() for p in ps if p is not None and p.is_leader)
+            log.info(
+                "broker %d now leads %d partition(s) (%d new) and follows %d (%d new)",
+                self.node_id,
+                leading,
+                changes.get("leader", 0),
+                sum(1 for ps in self.partitions.values() for p in ps if p is not None and not p.is_leader),
+                changes.get("follower", 0),
+            )
 
     def _drop_topic(self, name: str) -> None:
         from framework.errors import UnknownTopicOrPartition as Gone
