@@ -9,7 +9,11 @@ log keeps these invariants:
   ``log_start_offset`` is gone (retention, DeleteRecords) and reads below it fail with
   OFFSET_OUT_OF_RANGE;
 * a write either appends whole, CRC-checked batches with broker-assigned offsets or changes
-  nothing (check in :meth:`validate`, then apply in :meth:`append`).
+  nothing (check in :meth:`validate`, then apply in :meth:`append`);
+* the leader epoch cache (``leader-epoch-checkpoint``, see leader_epoch.py) has an entry for
+  the epoch of every batch in the log stamped with one (>= 0), each starting at or before the
+  first batch of its epoch, and no entry starting past the log end or (after deletions)
+  before the log start. Entries are assigned before the data they describe is written.
 
 The log knows nothing of sockets, requests or replicas; the partition layer decides the high
 watermark. Not thread-safe: used from the broker's event loop.
@@ -36,6 +40,7 @@ from framework.errors import (
 )
 from framework.protocol import records as rb
 from framework.protocol.errors import ErrorCode
+from framework.storage.leader_epoch import LeaderEpochCache
 from framework.storage.log_config import LogConfig
 from framework.storage.producer_state import Duplicate, ProducerStateManager
 from framework.storage.segment import LogSegment
@@ -54,6 +59,20 @@ class AppendInfo:
     bytes: int
     batches: list[rb.BatchHeader] = field(default_factory=list)
     duplicate: bool = False
+
+
+class UnexpectedAppendOffset(InvalidRequest):
+    """A replicated batch straddles the log end (Kafka's UnexpectedAppendOffsetException).
+
+    ``first_offset`` is the batch's base offset. Our batches and the leader's should share
+    boundaries, so this means the fetch asked for the wrong offset or the logs diverged: the
+    replica fetcher should ask OffsetForLeaderEpoch and truncate. (The one legitimate case, an
+    empty log starting inside the leader's first batch, is handled by ``append_as_follower``.)
+    """
+
+    def __init__(self, message: str, first_offset: int) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
 
 
 @dataclass(slots=True)
@@ -81,8 +100,9 @@ class Log:
         self.recovery_point = 0
         self.unflushed_messages = 0
         self.last_flush_ms = int(time.time() * 1000)
-        self.leader_epoch = 0
+        self.leader_epoch = 0  # stamped into batches appended as leader (see become_leader)
         self.producer_state = ProducerStateManager(directory, f"{topic}-{partition}")
+        self.epochs = LeaderEpochCache(directory, f"{topic}-{partition}")
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -153,8 +173,57 @@ class Log:
         report.segments = len(self.segments)
         for seg in self.segments:
             seg.created_ms = seg.rolling_base_ms()
+        self._load_leader_epochs(recover_from if report.recovered_segments else None)
         self._load_producer_state()
         return self, report
+
+    def _load_leader_epochs(self, recovered_from: int | None) -> None:
+        """Load the epoch cache; rebuild it from the batch headers when missing or damaged.
+
+        After recovery the recovered segments' batches are replayed into it too (Kafka's
+        ``LogSegment.recover`` does the same), then entries past the log end or before the
+        log start are dropped.
+        """
+        cache = self.epochs
+        if not cache.load():
+            changed = cache.assign_all(self._epoch_starts())
+            if len(cache) or self.log_end_offset > self.log_start_offset:
+                log.info("%s: rebuilt leader epoch cache from the log: %s", self.name, cache.entries())
+            if not changed:
+                cache.flush()  # a valid (possibly empty) file from now on
+        elif recovered_from is not None:
+            cache.assign_all(
+                (h.partition_leader_epoch, h.base_offset)
+                for h in self.iter_headers(recovered_from)
+                if h.partition_leader_epoch > cache.latest
+            )
+        cache.truncate_from_end(self.log_end_offset)
+        cache.truncate_from_start(self.log_start_offset)
+
+    def _epoch_starts(self) -> Iterator[tuple[int, int]]:
+        """(epoch, base offset) of each batch that starts a new, larger leader epoch.
+
+        Epochs never decrease along a log, so a segment whose first and last batches carry
+        the same epoch holds only that epoch: only segments where it changes are scanned.
+        """
+        latest = -1
+        for seg in self.segments:
+            if seg.size == 0:
+                continue
+            first_hdr = seg.read_at(0, rb.HEADER_SIZE)
+            last_hdr = seg.read_at(seg.position_of(seg.next_offset - 1), rb.HEADER_SIZE)
+            headers: Iterator[rb.BatchHeader]
+            if len(first_hdr) == len(last_hdr) == rb.HEADER_SIZE and (
+                (first := rb.read_header(first_hdr)).partition_leader_epoch
+                == rb.read_header(last_hdr).partition_leader_epoch
+            ):
+                headers = iter((first,))
+            else:
+                headers = seg.iter_headers(seg.base_offset)
+            for h in headers:
+                if h.partition_leader_epoch > latest:
+                    latest = h.partition_leader_epoch
+                    yield latest, h.base_offset
 
     def _load_producer_state(self) -> None:
         ps = self.producer_state
@@ -210,14 +279,18 @@ class Log:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- writes ----------------------------------------------------------------------------
-    def validate(self, payload: memoryview, now_ms: int) -> list[rb.BatchHeader]:
-        """Check a producer's record set without side effects; raise a StoreError if bad."""
+    def _check_batches(self, payload: memoryview) -> list[rb.BatchHeader]:
+        """Framing, magic, CRC and record counts of every batch (no policy); no side effects."""
         try:
-            batches = rb.validate_batches(payload)
+            return rb.validate_batches(payload)
         except rb.InvalidBatch as exc:
             if exc.corrupt:
                 raise CorruptRecord(f"{self.name}: {exc}") from None
             raise StoreError(f"{self.name}: {exc}", ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT) from None
+
+    def validate(self, payload: memoryview, now_ms: int) -> list[rb.BatchHeader]:
+        """Check a producer's record set without side effects; raise a StoreError if bad."""
+        batches = self._check_batches(payload)
         cfg = self.config
         pos = 0
         for h in batches:
@@ -276,6 +349,8 @@ class Log:
         nxt = leo
         records = 0
         if assign_offsets:
+            if self.epochs.latest < self.leader_epoch:
+                self.epochs.assign(self.leader_epoch, leo)
             for h in batches:
                 rb.set_base_offset(payload, pos, nxt)
                 if h.partition_leader_epoch != self.leader_epoch:
@@ -296,6 +371,10 @@ class Log:
                 )
             patched = batches
             records = sum(h.records_count for h in batches)
+            epochs = self.epochs
+            for h in batches:  # the epochs the leader stamped (assigned before the data is written)
+                if h.partition_leader_epoch > epochs.latest:
+                    epochs.assign(h.partition_leader_epoch, h.base_offset)
         last = patched[-1].last_offset
         seg = self.active
         if seg.size > 0 and (
@@ -328,6 +407,89 @@ class Log:
         if pending is not None:
             self.producer_state.apply(pending, info.batches, now_ms)
         return info
+
+    def append_as_follower(self, payload: memoryview, now_ms: int) -> AppendInfo:
+        """Append record batches fetched from the leader, keeping their offsets and epochs.
+
+        ``payload`` is the records field of a fetch response for this partition:
+
+        * a partial batch at its end (the leader cut the response at max bytes) is dropped;
+        * leading batches wholly below our log end (overlapping data) are skipped;
+        * the rest must be whole, CRC-valid v2 batches with increasing offsets, the first at or
+          after the log end (offsets may jump forward: a compacted leader log has gaps).
+          A batch straddling the log end, or offsets going backwards, raise
+          :class:`UnexpectedAppendOffset` / :class:`CorruptRecord`; nothing is written then.
+          One exception, as in Kafka: an empty log (log start == log end, no data) whose start
+          falls inside the first batch (the leader's log start after DeleteRecords) restarts
+          its files at that batch's base offset and keeps its log start offset.
+
+        Nothing is re-stamped (leader epoch, timestamps, offsets stay as the leader wrote them)
+        and no producer sequence is checked (the leader decided); policy checks of produce
+        (max.message.bytes, timestamp window, keys of compacted topics) are not repeated either.
+        The batches' epochs go into the epoch cache (before the data is written) and their
+        producer ids and sequences into the producer state, so a retry of one of them reaching
+        this replica after it became leader is answered as a duplicate.
+
+        Returns what was appended; when nothing was (empty payload, only overlapping or partial
+        data), an AppendInfo with ``records == 0``, ``bytes == 0``, no batches and first/last
+        offset -1.
+        """
+        leo = self.log_end_offset
+        n = len(payload)
+        pos = 0
+        start = 0
+        while n - pos >= rb.HEADER_SIZE:
+            length = rb.read_prefix(payload, pos)[1]
+            if length < rb.MIN_BATCH_LENGTH:
+                raise CorruptRecord(f"{self.name}: replicated batch length {length} at byte {pos}")
+            size = length + rb.LOG_OVERHEAD
+            if pos + size > n:
+                break  # partial trailing batch
+            if start == pos and rb.read_header(payload, pos).next_offset <= leo:
+                start = pos + size  # already in our log
+            pos += size
+        if start == pos:
+            return AppendInfo(-1, -1, -1, 0, 0, [])
+        view = payload[start:pos]
+        batches = self._check_batches(view)
+        first = batches[0].base_offset
+        nxt = first
+        for h in batches:
+            if h.base_offset < nxt:
+                raise CorruptRecord(f"{self.name}: replicated offsets go backwards at {h.base_offset}")
+            nxt = h.next_offset
+        start_inside = first < leo and leo == self.log_start_offset and self.size_bytes == 0
+        if first < leo and not start_inside:
+            raise UnexpectedAppendOffset(
+                f"{self.name}: replicated batch {first}..{batches[0].last_offset} straddles log end {leo}",
+                first,
+            )
+        if start_inside:
+            # An empty log starting inside the leader's first batch (DeleteRecords moved the
+            # leader's log start there): restart the files at the batch, keep the log start
+            # (Kafka's Partition does the same on UnexpectedAppendOffsetException).
+            log.info("%s: log start %d is inside the leader's batch at %d", self.name, leo, first)
+            self.truncate_fully_and_start_at(first)
+        info = self.append(view, batches, now_ms, assign_offsets=False)
+        if start_inside:
+            self.log_start_offset = self.high_watermark = leo
+            self.epochs.truncate_from_start(leo)
+        self.producer_state.replay(info.batches, now_ms)
+        return info
+
+    def become_leader(self, epoch: int) -> None:
+        """This replica leads from now on in ``epoch``: stamp it on appends, record its start.
+
+        Kafka's ``maybeAssignEpochStartOffset(epoch, logEndOffset)`` on becoming leader, so
+        OffsetForLeaderEpoch answers the new epoch (from the log end) before any write in it.
+        ``epoch`` must not be older than the cache's latest epoch.
+        """
+        self.leader_epoch = epoch
+        self.epochs.assign(epoch, self.log_end_offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(largest epoch <= ``epoch``, its end offset) or (-1, -1): see LeaderEpochCache."""
+        return self.epochs.end_offset_for(epoch, self.log_end_offset)
 
     def roll(self, base_offset: int | None = None) -> LogSegment:
         """Start a new active segment at the log end (Kafka's ``roll``)."""
@@ -363,8 +525,14 @@ class Log:
         self.last_flush_ms = int(time.time() * 1000)
 
     def truncate_to(self, offset: int) -> None:
-        """Remove every offset >= ``offset`` (a follower diverging from its leader)."""
+        """Remove every offset >= ``offset`` (a follower diverging from its leader).
+
+        A batch straddling ``offset`` goes whole. The epoch cache loses the entries starting
+        at or after the new log end, even when no data goes (an epoch assigned on becoming
+        leader but never written to; Kafka does the same).
+        """
         if offset >= self.log_end_offset:
+            self.epochs.truncate_from_end(self.log_end_offset)
             return
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
             self.segments.pop().delete()
@@ -377,6 +545,7 @@ class Log:
         else:
             seg.truncate_to(offset)
         self.producer_state.truncate_to(offset)
+        self.epochs.truncate_from_end(self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
@@ -388,6 +557,7 @@ class Log:
         self._bases = [offset]
         self.log_start_offset = self.high_watermark = self.recovery_point = offset
         self.producer_state.reset()  # its batches are gone: no retry may match them
+        self.epochs.clear()
 
     # -- reads -----------------------------------------------------------------------------
     def _segment_for(self, offset: int) -> int:
@@ -471,7 +641,9 @@ class Log:
                 break
             total -= seg.size
             victims = i + 1
-        return self._delete_first(victims, "retention")
+        freed = self._delete_first(victims, "retention")
+        self.epochs.truncate_from_start(self.log_start_offset)
+        return freed
 
     def _delete_first(self, count: int, reason: str) -> int:
         if count == 0:
@@ -515,6 +687,7 @@ class Log:
                 break
         self._delete_first(count, "DeleteRecords")
         self.log_start_offset = max(self.log_start_offset, offset)
+        self.epochs.truncate_from_start(self.log_start_offset)
         return self.log_start_offset
 
 
