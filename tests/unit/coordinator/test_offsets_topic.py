@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import struct
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -297,6 +298,9 @@ class FakeBroker:
             ]
         }
 
+        # the broker's metadata: the store reads the topic's partition count from it
+        self.metadata = SimpleNamespace(topics={TOPIC: SimpleNamespace(partitions=count)})
+
     def partition(self, topic: str, index: int) -> Partition:
         return self.partitions[topic][index]
 
@@ -354,7 +358,7 @@ async def test_load_into_restores_offsets_and_groups_and_applies_tombstones(tmp_
         part.log.high_watermark = hw
 
         c, sched = coordinator()
-        assert OffsetsTopicStore(broker, 5).load_into(c) == (1, 2)  # type: ignore[arg-type]
+        assert OffsetsTopicStore(broker).load_into(c) == (1, 2)  # type: ignore[arg-type]
         assert set(c.groups) == {"payments", "standalone"}
         assert c.fetch_offsets("payments", None) == {("orders", 0): newer}
         assert c.fetch_offsets("standalone", None) == {("orders", 2): o3}
@@ -385,7 +389,7 @@ async def test_load_into_restores_offsets_and_groups_and_applies_tombstones(tmp_
 async def test_state_written_through_the_store_survives_a_restart(tmp_path: Path) -> None:
     broker = FakeBroker(tmp_path, 4)
     try:
-        store = OffsetsTopicStore(broker, 4)  # type: ignore[arg-type]
+        store = OffsetsTopicStore(broker)  # type: ignore[arg-type]
         c, _ = coordinator(store)
         first = asyncio.ensure_future(
             c.join("app", "", None, "cli", "/h", 10_000, 30_000, "consumer", [("range", b"S")], True)
