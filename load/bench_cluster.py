@@ -1,0 +1,208 @@
+"""Replication benchmark: a 3-broker cluster of ours on 127.0.0.1 (``ClusterProcesses``).
+
+**(a) Throughput.** A 6-partition topic with replication factor 3 and min.insync.replicas 2;
+one confluent-kafka producer writes N 100-byte values (200k; 50k with ``--quick``) with
+acks=1, then N with acks=all and idempotence (linger 5 ms, 1 MB batches), timed from the
+first produce call to the last acknowledgement; the same on a single broker for reference.
+Every broker, the follower fetchers and the client share the machine's cores.
+
+**(b) Failover.** A producer writes at a fixed rate (2,000 msgs/s, acks=all, idempotent) to a
+3-partition topic; the broker leading partition 0 is SIGKILLed. Figures: the longest gap
+between two acknowledgements of partition 0 (the unavailability a producer sees: fencing
+after ``broker.session.timeout.ms`` + a new leader + the client's metadata refresh), and an
+audit: every acknowledged message is then read back exactly once (lost and duplicated counts,
+both must be 0). Runs with the default session timeout (9 s) and a short one (2 s).
+
+Usage::
+
+    python -m load.bench_cluster [--quick] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from framework.server.process import BrokerProcess, ClusterProcesses, wait_for
+
+
+def _quiet() -> logging.Logger:
+    lg = logging.getLogger("bench.librdkafka")
+    lg.addHandler(logging.NullHandler())
+    lg.propagate = False
+    return lg
+
+
+def _create(bootstrap: str, name: str, partitions: int, rf: int, conf: dict[str, str]) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    a = AdminClient({"bootstrap.servers": bootstrap, "logger": _quiet()})
+    a.create_topics([NewTopic(name, partitions, rf, config=conf)])[name].result(30)
+
+
+def _produce(bootstrap: str, topic: str, n: int, acks: str) -> float:
+    from confluent_kafka import Producer
+
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "enable.idempotence": acks == "all",
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "logger": _quiet(),
+        }
+    )
+    done = [0]
+
+    def cb(err: Any, _msg: Any) -> None:
+        if err is None:
+            done[0] += 1
+
+    value = b"x" * 100
+    t0 = time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, value=value, key=str(i % 1000).encode(), on_delivery=cb)
+                break
+            except BufferError:
+                p.poll(0.01)
+    p.flush(120)
+    dt = time.perf_counter() - t0
+    if done[0] != n:
+        raise RuntimeError(f"only {done[0]} of {n} acknowledged")
+    return n / dt
+
+
+def throughput(root: Path, n: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"messages": n, "value_bytes": 100}
+    with ClusterProcesses(root / "tp", 3) as c:
+        _create(c.bootstrap, "tp", 6, 3, {"min.insync.replicas": "2"})
+        _produce(c.bootstrap, "tp", 20_000, "1")  # warm up connections and metadata
+        out["cluster_rf3_acks1_msgs_s"] = round(_produce(c.bootstrap, "tp", n, "1"))
+        out["cluster_rf3_acks_all_msgs_s"] = round(_produce(c.bootstrap, "tp", n, "all"))
+    with BrokerProcess(root / "single") as b:
+        _create(b.bootstrap, "tp", 6, 1, {})
+        _produce(b.bootstrap, "tp", 20_000, "1")
+        out["single_acks1_msgs_s"] = round(_produce(b.bootstrap, "tp", n, "1"))
+        out["single_acks_all_msgs_s"] = round(_produce(b.bootstrap, "tp", n, "all"))
+    return out
+
+
+def failover(root: Path, session_ms: int, rate: int = 2000, seconds: float = 12.0) -> dict[str, Any]:
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient
+
+    with ClusterProcesses(root / f"fo-{session_ms}", 3, {"broker.session.timeout.ms": session_ms}) as c:
+        _create(c.bootstrap, "fo", 3, 3, {"min.insync.replicas": "2"})
+        admin = AdminClient({"bootstrap.servers": c.bootstrap, "logger": _quiet()})
+        leader = admin.list_topics("fo", timeout=10).topics["fo"].partitions[0].leader
+        p = Producer(
+            {
+                "bootstrap.servers": c.bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 1,
+                "message.timeout.ms": 120_000,
+                "logger": _quiet(),
+            }
+        )
+        acked: dict[bytes, int] = {}
+        acks_p0: list[float] = []
+        errors: list[str] = []
+
+        def cb(err: Any, msg: Any) -> None:
+            if err is not None:
+                errors.append(str(err))
+                return
+            acked[msg.key()] = msg.partition()
+            if msg.partition() == 0:
+                acks_p0.append(time.monotonic())
+
+        t0 = time.monotonic()
+        kill_at = t0 + seconds / 3
+        killed_t = 0.0
+        i = 0
+        while time.monotonic() - t0 < seconds or (
+            killed_t and time.monotonic() - killed_t < session_ms / 1000 + 6
+        ):
+            now = time.monotonic()
+            if not killed_t and now >= kill_at:
+                next(b for b in c.brokers if b.node_id == leader).kill()
+                killed_t = now
+            while i < (now - t0) * rate:
+                p.produce("fo", key=str(i).encode(), value=b"v" * 100, partition=i % 3, on_delivery=cb)
+                i += 1
+            p.poll(0.005)
+        p.flush(120)
+        after = [t for t in acks_p0 if t >= killed_t]
+        before = [t for t in acks_p0 if t < killed_t]
+        gap = (after[0] - before[-1]) if after and before else float("nan")
+        new_leader = admin.list_topics("fo", timeout=10).topics["fo"].partitions[0].leader
+        consumer = Consumer(
+            {
+                "bootstrap.servers": c.bootstrap,
+                "group.id": f"audit-{session_ms}",
+                "auto.offset.reset": "earliest",
+                "logger": _quiet(),
+            }
+        )
+        consumer.subscribe(["fo"])
+        seen: dict[bytes, int] = {}
+        dup = 0
+
+        def all_seen() -> bool:
+            nonlocal dup
+            for m in consumer.consume(5000, 0.5):
+                if m.error() is None:
+                    if m.key() in seen:
+                        dup += 1
+                    seen[m.key()] = 1
+            return all(k in seen for k in acked)
+
+        wait_for(all_seen, 60, 0, "every acknowledged message to be read back")
+        consumer.close()
+        return {
+            "broker_session_timeout_ms": session_ms,
+            "rate_msgs_s": rate,
+            "produced": i,
+            "acknowledged": len(acked),
+            "delivery_errors": len(errors),
+            "killed_leader": leader,
+            "new_leader": new_leader,
+            "partition0_unavailable_s": round(gap, 2),
+            "lost": sum(1 for k in acked if k not in seen),
+            "duplicates": dup,
+        }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m load.bench_cluster", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="50k messages instead of 200k")
+    ap.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
+        root = Path(tmp)
+        res: dict[str, Any] = {
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "host": platform.node()},
+            "command": "python -m load.bench_cluster" + (" --quick" if args.quick else ""),
+            "throughput": throughput(root, 50_000 if args.quick else 200_000),
+            "failover": [failover(root, 9000), failover(root, 2000)],
+        }
+    print(json.dumps(res, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
