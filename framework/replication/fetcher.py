@@ -257,7 +257,12 @@ class ReplicaFetcher:
                     continue
                 progressed = True
                 if pd.records and lg.log_end_offset == offset:
-                    lg.append_as_follower(memoryview(pd.records), now)
+                    try:
+                        lg.append_as_follower(memoryview(pd.records), now)
+                    except StoreError as exc:  # diverged from the leader: find where, truncate
+                        log.warning("%s: cannot append the leader's batches (%s); truncating", lg.name, exc)
+                        self.truncate.add(key)
+                        continue
                 hw = min(pd.high_watermark, lg.log_end_offset)
                 if hw > lg.high_watermark:
                     q.advance_high_watermark(hw)

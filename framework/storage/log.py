@@ -186,11 +186,12 @@ class Log:
         """
         cache = self.epochs
         if not cache.load():
-            changed = cache.assign_all(self._epoch_starts())
-            if len(cache) or self.log_end_offset > self.log_start_offset:
+            if self.size_bytes:
+                if not cache.assign_all(self._epoch_starts()):
+                    cache.flush()  # no batch carries an epoch: a valid empty file from now on
                 log.info("%s: rebuilt leader epoch cache from the log: %s", self.name, cache.entries())
-            if not changed:
-                cache.flush()  # a valid (possibly empty) file from now on
+            # an empty log needs no file until its first epoch is assigned (no fsync per new
+            # partition when topics are created)
         elif recovered_from is not None:
             cache.assign_all(
                 (h.partition_leader_epoch, h.base_offset)

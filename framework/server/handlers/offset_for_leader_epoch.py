@@ -1,0 +1,86 @@
+"""OffsetForLeaderEpoch (23): where a leader epoch ends in this leader's log (KIP-101, KIP-279).
+
+For each partition the answer is the largest epoch <= the requested one and the offset where
+it ends (the start of the next epoch, or the log end for the current one), from the log's
+leader epoch cache (framework/storage/leader_epoch.py); -1/-1 when the epoch is unknown.
+Followers (``replica_id`` = their node id, v3+) truncate a divergent log there; consumers
+(``replica_id`` -1/-2) validate their position after a leader change (KIP-320). Both are
+answered the same way, only by the leader, and after the fencing check of
+``current_leader_epoch`` (Kafka checks the epoch first, then leadership).
+"""
+
+from __future__ import annotations
+
+from framework.errors import StoreError
+from framework.protocol.errors import ErrorCode
+from framework.protocol.messages.offset_for_leader_epoch import (
+    EpochEndOffset,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderTopicResult,
+)
+from framework.replication.partition import Partition
+from framework.server.context import RequestContext
+
+API_KEY = 23
+
+
+def end_offset(part: Partition, leader_epoch: int) -> tuple[int, int]:
+    """(epoch, end offset) the leader answers for ``leader_epoch``.
+
+    A leader whose cache does not have its current epoch yet (no write in it so far) first
+    records that the epoch starts at the log end, as Kafka does when a replica becomes
+    leader, so the current epoch is answered with the log end even on an empty log.
+    """
+    lg = part.log
+    if lg.epochs.latest < part.leader_epoch:
+        lg.become_leader(part.leader_epoch)
+    return lg.end_offset_for_epoch(leader_epoch)
+
+
+def handle(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
+    broker = ctx.broker
+    topics = []
+    for t in req.topics:
+        parts = broker.partitions.get(t.topic)
+        out = []
+        for p in t.partitions:
+            r = EpochEndOffset(partition=p.partition, leader_epoch=-1, end_offset=-1)
+            out.append(r)
+            if parts is None or not 0 <= p.partition < len(parts):
+                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            part = parts[p.partition]
+            if part is None:  # a partition of which this broker holds no replica
+                r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                continue
+            if part.deleted:
+                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            try:
+                part.check_epoch(p.current_leader_epoch)
+                if part.leader_id != broker.node_id:
+                    r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    continue
+                r.leader_epoch, r.end_offset = end_offset(part, p.leader_epoch)
+            except StoreError as exc:
+                r.error_code = exc.code
+            except OSError:
+                r.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+        topics.append(OffsetForLeaderTopicResult(topic=t.topic, partitions=out))
+    return OffsetForLeaderEpochResponse(topics=topics)
+
+
+def error_response(req: OffsetForLeaderEpochRequest, code: int, message: str) -> OffsetForLeaderEpochResponse:
+    return OffsetForLeaderEpochResponse(
+        topics=[
+            OffsetForLeaderTopicResult(
+                topic=t.topic,
+                partitions=[
+                    EpochEndOffset(error_code=code, partition=p.partition, leader_epoch=-1, end_offset=-1)
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ]
+    )
