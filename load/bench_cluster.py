@@ -46,6 +46,20 @@ def _create(bootstrap: str, name: str, partitions: int, rf: int, conf: dict[str,
     a = AdminClient({"bootstrap.servers": bootstrap, "logger": _quiet()})
     a.create_topics([NewTopic(name, partitions, rf, config=conf)])[name].result(30)
 
+    # brokers apply a committed change a moment apart: wait until every one has the leaders
+    for one in bootstrap.split(","):
+        b = AdminClient({"bootstrap.servers": one, "logger": _quiet()})
+
+        def led(b: Any = b) -> bool:
+            t = b.list_topics(name, timeout=10).topics.get(name)
+            return (
+                t is not None
+                and len(t.partitions) == partitions
+                and all(p.leader >= 0 for p in t.partitions.values())
+            )
+
+        wait_for(led, 30, 0.1, f"leaders of {name} on {one}")
+
 
 def _produce(bootstrap: str, topic: str, n: int, acks: str) -> float:
     from confluent_kafka import Producer

@@ -120,9 +120,9 @@ class ClusterState(SyncObj):  # type: ignore[misc]
             dynamicMembershipChange=False,
             commandsWaitLeader=True,
             connectionRetryTime=0.5,
-            connectionTimeout=2.0,
-            raftMinTimeout=0.5,
-            raftMaxTimeout=1.5,
+            connectionTimeout=3.0,
+            raftMinTimeout=1.0,
+            raftMaxTimeout=2.5,
             maxBindRetries=3,
             bindRetryTime=0.5,
         )
@@ -147,6 +147,11 @@ class ClusterState(SyncObj):  # type: ignore[misc]
     def replayed(self) -> bool:
         """True once the journal found on disk has been applied and the quorum answered."""
         return bool(self.raftLastApplied >= self._start_commit and self.isReady())
+
+    @property
+    def registered(self) -> bool:
+        """This broker registered during this run, and the quorum has it as unfenced."""
+        return self._registered_once and self.unfenced(self.node_id)
 
     def unfenced(self, node_id: int) -> bool:
         b = self.brokers.get(node_id)

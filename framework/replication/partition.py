@@ -19,6 +19,7 @@ With one replica the high watermark follows the log end at once.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -242,7 +243,14 @@ class Partition:
         self.leader_id = leader
         self.leader_epoch = leader_epoch
         if leader == self.node_id:
-            self.followers = {r: FollowerState() for r in replicas if r != self.node_id}
+            # as Kafka: in-sync followers count as caught up at the election, so none is
+            # dropped from the ISR before it could fetch once
+            now_ms = int(time.time() * 1000)
+            self.followers = {
+                r: FollowerState(last_caught_up_ms=now_ms if r in isr else 0)
+                for r in replicas
+                if r != self.node_id
+            }
             self.log.become_leader(leader_epoch)
             self.epoch_start_offset = self.log.log_end_offset
             self.pending_isr = None

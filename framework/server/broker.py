@@ -171,6 +171,8 @@ class Broker:
 
         self.cleaner = LogCleaner(self.config.data_dir)
         self.started_ms = int(time.time() * 1000)
+        if self.cluster is not None:
+            await self._join_cluster(loop)
         try:
             self.server = await loop.create_server(
                 lambda: KafkaConnection(self),
@@ -199,8 +201,7 @@ class Broker:
             loop.create_task(self._every(self.config["log.cleaner.backoff.ms"], self._clean)),
         ]
         if self.cluster is not None:
-            self.cluster.endpoint = (self.advertised_host, self.advertised_port, None)
-            self._tasks.append(loop.create_task(self.cluster.run()))
+            self._tasks.append(self._ticker)
             self._tasks.append(loop.create_task(self._every(500, self._cluster_duties)))
             lag = int(self.config["replica.lag.time.max.ms"])
             self._tasks.append(loop.create_task(self._every(max(lag // 2, 50), self._shrink_isrs)))
@@ -216,6 +217,37 @@ class Broker:
             self.config.data_dir,
             len(self.metadata.topics),
         )
+
+    async def _join_cluster(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Catch up with the metadata quorum and register before serving clients.
+
+        Like a KRaft broker, this one accepts no Kafka connections until it has applied the
+        quorum's log and registered: answering from a half-replayed journal would send clients
+        to partitions it no longer leads. Needs a majority of the voters up.
+        """
+        cs = self.cluster
+        assert cs is not None
+        if self.advertised_port == 0:
+            raise StoreError("a cluster broker needs a fixed port: --listen HOST:PORT (not port 0)")
+        cs.endpoint = (self.advertised_host, self.advertised_port, None)
+        self._ticker = loop.create_task(cs.run())
+        t0 = loop.time()
+        next_note = t0 + 5
+        while not (cs.replayed and cs.registered):
+            if self._ticker.done():
+                self._ticker.result()  # raises what stopped it
+            if loop.time() >= next_note:
+                next_note += 10
+                log.info(
+                    "broker %d waiting for the metadata quorum (%d of %d voters must be up: %s)",
+                    self.node_id,
+                    len(self.voters) // 2 + 1,
+                    len(self.voters),
+                    ", ".join(f"{i}@{a}" for i, a in sorted(self.voters.items())),
+                )
+            await asyncio.sleep(0.02)
+        self._reconcile()
+        log.info("broker %d caught up with the metadata quorum in %.1f s", self.node_id, loop.time() - t0)
 
     async def stop(self) -> None:
         self.stopping = True

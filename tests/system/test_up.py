@@ -18,7 +18,7 @@ import pytest
 
 from framework.server.process import free_port, wait_for
 
-pytestmark = [pytest.mark.system, pytest.mark.spark]
+pytestmark = pytest.mark.system
 
 
 def _get(url: str) -> tuple[int, Any]:
@@ -43,9 +43,79 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_up_traces_an_mqtt_reading_to_the_dashboard_and_stops_cleanly(tmp_path: Path) -> None:
+def _trace_mqtt_reading(mqtt_port: int, dash: str, timeout: float = 60) -> None:
+    """Publish one reading from a device that exists only for this call; wait to see it shown."""
     import paho.mqtt.client as mqtt
 
+    sensor = f"probe-{uuid.uuid4().hex[:8]}"
+    speed = 12.345
+    ev = {
+        "type": "traffic",
+        "sensor_id": sensor,
+        "seq": 0,
+        "event_time": int(time.time() * 1000),
+        "segment_id": "market-st-03",
+        "speed_kmh": speed,
+        "vehicle_class": "bus",
+        "lat": 37.78,
+        "lon": -122.41,
+    }
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=sensor, protocol=mqtt.MQTTv5)
+    c.connect("127.0.0.1", mqtt_port)
+    c.loop_start()
+    c.publish(f"sf/traffic_monitoring/traffic/{sensor}", json.dumps(ev), qos=1).wait_for_publish(10)
+    c.loop_stop()
+    c.disconnect()
+    wait_for(
+        lambda: _get(f"{dash}/api/sensor/{sensor}")[0] == 200,
+        timeout=timeout,
+        interval=0.3,
+        what=f"the MQTT reading of {sensor} on the dashboard",
+    )
+    _status, shown = _get(f"{dash}/api/sensor/{sensor}")
+    assert shown["speed_kmh"] == speed and shown["vehicle_class"] == "bus"
+
+
+def _stop_and_check_nothing_left(
+    proc: subprocess.Popen[bytes], log: Path, pids: dict[str, int], data: Path
+) -> None:
+    proc.send_signal(signal.SIGINT)
+    rc = proc.wait(120)
+    assert rc == 0, log.read_text()[-3000:]
+    assert "all parts stopped" in log.read_text()
+    left = {name: pid for name, pid in pids.items() if _alive(pid)}
+    assert not left, f"still running after Ctrl-C: {left}"
+    orphans = subprocess.run(
+        ["pgrep", "-f", str(data)], check=False, capture_output=True, text=True
+    ).stdout.split()
+    assert not orphans, f"processes still using the demo's data dir: {orphans}"
+
+
+def _free_block(n: int, raft_offset: int = 10_000) -> int:
+    """A base port with base..base+n-1 and the same + raft_offset free (up --cluster's layout)."""
+    import socket
+
+    for _ in range(200):
+        base = free_port()
+        if base + raft_offset + n >= 65535:
+            continue
+        socks = []
+        try:
+            for port in [*range(base, base + n), *range(base + raft_offset, base + raft_offset + n)]:
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free block of ports")
+
+
+@pytest.mark.spark
+def test_up_traces_an_mqtt_reading_to_the_dashboard_and_stops_cleanly(tmp_path: Path) -> None:
     ports = {k: free_port() for k in ("store", "metrics", "mqtt", "dash")}
     cmd = [
         sys.executable,
@@ -71,49 +141,72 @@ def test_up_traces_an_mqtt_reading_to_the_dashboard_and_stops_cleanly(tmp_path: 
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     dash = f"http://127.0.0.1:{ports['dash']}"
+    pids: dict[str, int] = {}
     try:
         wait_for(
             lambda: "press Ctrl-C" in log.read_text(), timeout=240, interval=0.5, what="every part ready"
         )
-        pids: dict[str, int] = json.loads((tmp_path / "up" / "up.json").read_text())
+        pids = json.loads((tmp_path / "up" / "up.json").read_text())
         assert set(pids) == {"store", "mosquitto", "gateway", "sensors", "devices", "dashboard", "spark"}
-        # one traceable reading from a device that exists only for this test
-        sensor = f"probe-{uuid.uuid4().hex[:8]}"
-        speed = 12.345
-        ev = {
-            "type": "traffic",
-            "sensor_id": sensor,
-            "seq": 0,
-            "event_time": int(time.time() * 1000),
-            "segment_id": "market-st-03",
-            "speed_kmh": speed,
-            "vehicle_class": "bus",
-            "lat": 37.78,
-            "lon": -122.41,
-        }
-        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=sensor, protocol=mqtt.MQTTv5)
-        c.connect("127.0.0.1", ports["mqtt"])
-        c.loop_start()
-        c.publish(f"sf/traffic_monitoring/traffic/{sensor}", json.dumps(ev), qos=1).wait_for_publish(10)
-        c.loop_stop()
-        c.disconnect()
-        wait_for(
-            lambda: _get(f"{dash}/api/sensor/{sensor}")[0] == 200,
-            timeout=60,
-            interval=0.3,
-            what="the MQTT reading on the dashboard",
-        )
-        _status, shown = _get(f"{dash}/api/sensor/{sensor}")
-        assert shown["speed_kmh"] == speed and shown["vehicle_class"] == "bus"
+        _trace_mqtt_reading(ports["mqtt"], dash)
         assert _get(f"{dash}/api/health")[1]["store_ok"] is True
     finally:
-        proc.send_signal(signal.SIGINT)
-        rc = proc.wait(120)
-    assert rc == 0, log.read_text()[-3000:]
-    assert "all parts stopped" in log.read_text()
-    left = {name: pid for name, pid in pids.items() if _alive(pid)}
-    assert not left, f"still running after Ctrl-C: {left}"
-    orphans = subprocess.run(
-        ["pgrep", "-f", str(tmp_path / "up")], check=False, capture_output=True, text=True
-    ).stdout.split()
-    assert not orphans, f"processes still using the demo's data dir: {orphans}"
+        _stop_and_check_nothing_left(proc, log, pids, tmp_path / "up")
+
+
+def test_up_cluster_carries_on_when_a_broker_dies(tmp_path: Path) -> None:
+    """`up --cluster 3`: a reading gets through before and after SIGKILL of one broker."""
+    base = _free_block(3)
+    ports = {k: free_port() for k in ("metrics", "mqtt", "dash")}
+    cmd = [
+        sys.executable,
+        "-m",
+        "framework.cli.main",
+        "up",
+        "--cluster",
+        "3",
+        "--no-spark",
+        "--data-dir",
+        str(tmp_path / "up"),
+        "--port",
+        str(base),
+        "--metrics-port",
+        str(ports["metrics"]),
+        "--mqtt-port",
+        str(ports["mqtt"]),
+        "--dashboard-port",
+        str(ports["dash"]),
+        "--sensors",
+        "300",
+        "--mqtt-devices",
+        "20",
+    ]
+    log = tmp_path / "up.out"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    dash = f"http://127.0.0.1:{ports['dash']}"
+    pids: dict[str, int] = {}
+    try:
+        wait_for(
+            lambda: "press Ctrl-C" in log.read_text(), timeout=180, interval=0.5, what="every part ready"
+        )
+        pids = json.loads((tmp_path / "up" / "up.json").read_text())
+        assert {"store-1", "store-2", "store-3"} <= set(pids)
+        _trace_mqtt_reading(ports["mqtt"], dash)
+        health = _get(f"{dash}/api/health")[1]
+        assert len(health["brokers"]) == 3 and health["store_ok"] is True
+        os.kill(pids["store-2"], signal.SIGKILL)
+        wait_for(
+            lambda: "store-2 exited" in log.read_text(), timeout=30, interval=0.3, what="the loss reported"
+        )
+        # the gateway, the store's clients and the dashboard go on through the failover
+        _trace_mqtt_reading(ports["mqtt"], dash, timeout=90)
+        wait_for(
+            lambda: (_get(f"{dash}/api/health")[1] or {}).get("brokers", [None] * 3).__len__() == 2,
+            timeout=60,
+            interval=0.5,
+            what="the dashboard listing the 2 live brokers",
+        )
+        assert proc.poll() is None, "up stopped after losing one broker"
+    finally:
+        _stop_and_check_nothing_left(proc, log, pids, tmp_path / "up")
