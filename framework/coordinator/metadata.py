@@ -397,6 +397,8 @@ class MetadataStore:
         with self._lock:
             if op == "create_topic":
                 if name in self.topics:
+                    if self.topics[name].topic_id == arg["topic_id"]:
+                        return None  # the same change again (a retried proposal): done already
                     return TopicAlreadyExists(f"topic {name!r} already exists")
                 t = TopicInfo(**arg)
                 self.topics[name] = t

@@ -160,7 +160,7 @@ class ClusterState(SyncObj):  # type: ignore[misc]
     def live_brokers(self) -> list[int]:
         return sorted(i for i, b in self.brokers.items() if not b["fenced"])
 
-    def controller_id(self) -> int:
+    def raft_leader_id(self) -> int:
         leader = self._getLeader()
         if leader is None:
             return -1
@@ -191,7 +191,21 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         return fut
 
     def submit_metadata(self, op: str, arg: dict[str, Any]) -> asyncio.Future[Any]:
-        return self.propose("change_metadata", op, arg)
+        """Propose a metadata change, again while the quorum elects a new leader (up to 15 s)."""
+        return asyncio.ensure_future(self._submit_retrying(op, arg))
+
+    async def _submit_retrying(self, op: str, arg: dict[str, Any]) -> Any:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 15
+        while True:
+            try:
+                return await self.propose("change_metadata", op, arg)
+            except QuorumError:
+                # the leader changed before committing it: the change may or may not be in the
+                # log; applying it twice is harmless (a topic's creation is idempotent by id)
+                if loop.time() + 0.2 >= deadline:
+                    raise
+                await asyncio.sleep(0.2)
 
     async def run(self, interval: float = 0.01) -> None:
         """Drive Raft from the event loop (no thread: applies run on the loop)."""
@@ -269,7 +283,7 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         problem = self.md.apply(op, arg)
         if problem is None:
             name = str(arg["name"])
-            if op == "create_topic":
+            if op == "create_topic" and name not in self.pstates:
                 self.pstates[name] = [self._initial(a) for a in arg["assignments"]]
             elif op == "create_partitions":
                 self.pstates.setdefault(name, []).extend(self._initial(a) for a in arg["new"])

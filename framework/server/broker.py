@@ -361,7 +361,14 @@ class Broker:
 
     @property
     def controller_id(self) -> int:
-        return self.node_id if self.cluster is None else self.cluster.controller_id()
+        """What Metadata calls the controller: this broker.
+
+        Any broker of a cluster takes admin requests and proposes them to the quorum, and
+        clients (librdkafka) send admin requests to the "controller" they were told about and
+        cache it; naming the Raft leader would send them to a broker that may have just died.
+        (KRaft brokers name a random live broker, for the same reason.)
+        """
+        return self.node_id
 
     def log_config(self, t: TopicInfo) -> LogConfig:
         values = {k: v for k, (v, _) in self.metadata.topic_config_values(t).items()}
