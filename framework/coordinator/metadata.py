@@ -14,7 +14,6 @@ Stream names use ``[A-Za-z0-9_-]`` (no dot), so the first dot of a topic name se
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 import time
@@ -37,6 +36,7 @@ from framework.errors import (
     UnknownTopicOrPartition,
 )
 from framework.protocol.errors import ErrorCode
+from framework.storage.files import write_durably
 
 TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 STREAM_NAME = re.compile(r"^[A-Za-z0-9_-]{1,200}$")
@@ -148,20 +148,7 @@ class MetadataStore:
             "streams": [asdict(s) for s in self.streams.values()],
             "topics": [asdict(t) for t in self.topics.values()],
         }
-        tmp = self.path.with_suffix(".json.tmp")
-        data = json.dumps(doc, indent=1, sort_keys=True).encode()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dfd = os.open(self.dir, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        write_durably(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
 
     def _notify(self, event: str, name: str) -> None:
         for fn in list(self.listeners):

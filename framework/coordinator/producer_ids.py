@@ -10,11 +10,11 @@ ids are unique across brokers without a round trip to the controller.
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 
 from framework.errors import StoreError
+from framework.storage.files import write_durably
 
 
 class ProducerIdManager:
@@ -42,18 +42,8 @@ class ProducerIdManager:
         if start < 0:  # -1 means "no producer id" to clients: never hand out negatives
             raise StoreError(f"{self.path} is damaged; producer ids cannot be allocated safely")
         end = start + self.block_size
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as fh:
-            fh.write(str(end))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
-        # make the rename durable too: otherwise a power loss could bring back the old block
-        dfd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        # the rename is made durable too: otherwise a power loss could bring back the old block
+        write_durably(self.path, str(end).encode())
         self._next, self._end = start, end
 
     def next_id(self) -> int:

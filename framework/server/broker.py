@@ -410,8 +410,7 @@ class Broker:
             live = cs.live_brokers()
             if TOPIC not in self.metadata.topics and live and len(live) >= min(3, len(self.voters)):
                 self._ensure_offsets_topic()
-                for fut in self.metadata.take_pending():
-                    fut.add_done_callback(lambda f: f.exception())
+                self.detach_pending()
 
     def _reconcile(self) -> None:
         """Open, close, lead and follow partitions as the quorum's state says."""
@@ -558,6 +557,11 @@ class Broker:
         """Tie the metadata changes just proposed to ``result`` (an object with error_code)."""
         for fut in self.metadata.take_pending():
             self._bound.append((fut, result))
+
+    def detach_pending(self) -> None:
+        """Let the changes just proposed complete on their own: nobody waits for the answer."""
+        for fut in self.metadata.take_pending():
+            fut.add_done_callback(lambda f: f.cancelled() or f.exception())
 
     def committed(self, resp: Any) -> Any:
         """``resp`` at once (single node), or once the quorum applied this request's changes."""

@@ -31,11 +31,12 @@ Not thread-safe: owned by one :class:`~framework.storage.log.Log`, used from the
 from __future__ import annotations
 
 import logging
-import os
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
+
+from framework.storage.files import write_durably
 
 log = logging.getLogger("sftraffic.storage")
 
@@ -228,19 +229,7 @@ class LeaderEpochCache:
     def flush(self) -> None:
         """Write the checkpoint file atomically: temp file, fsync, rename, fsync directory."""
         text = format_checkpoint(self.entries())
-        tmp = self.path.with_name(CHECKPOINT_FILE + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, text.encode("ascii"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dfd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        write_durably(self.path, text.encode("ascii"))
 
     def __repr__(self) -> str:
         return f"LeaderEpochCache({self.name}, {self.entries()})"

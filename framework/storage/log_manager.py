@@ -25,6 +25,7 @@ import uuid
 from pathlib import Path
 
 from framework.errors import StoreError
+from framework.storage.files import write_durably
 from framework.storage.log import LoadReport, Log, partition_dir_name
 from framework.storage.log_config import LogConfig
 
@@ -57,12 +58,7 @@ def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
 def write_checkpoint(path: Path, entries: dict[tuple[str, int], int]) -> None:
     body = [f"{t} {p} {o}" for (t, p), o in sorted(entries.items())]
     text = "\n".join(["0", str(len(body)), *body]) + "\n"
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_durably(path, text.encode())
 
 
 class LogManager:

@@ -91,6 +91,14 @@ def _stop_and_check_nothing_left(
     assert not orphans, f"processes still using the demo's data dir: {orphans}"
 
 
+def _up_cmd(tmp_path: Path, store_port: int, ports: dict[str, int], *extra: str) -> list[str]:
+    """``sftraffic up`` on free ports with a small fleet (300 direct sensors, 30 MQTT devices)."""
+    cmd = [sys.executable, "-m", "framework.cli.main", "up", "--data-dir", str(tmp_path / "up")]
+    cmd += ["--port", str(store_port), "--metrics-port", str(ports["metrics"])]
+    cmd += ["--mqtt-port", str(ports["mqtt"]), "--dashboard-port", str(ports["dash"])]
+    return [*cmd, "--sensors", "300", "--mqtt-devices", "30", *extra]
+
+
 def _free_block(n: int, raft_offset: int = 10_000) -> int:
     """A base port with base..base+n-1 and the same + raft_offset free (up --cluster's layout)."""
     import socket
@@ -117,26 +125,7 @@ def _free_block(n: int, raft_offset: int = 10_000) -> int:
 @pytest.mark.spark
 def test_up_traces_an_mqtt_reading_to_the_dashboard_and_stops_cleanly(tmp_path: Path) -> None:
     ports = {k: free_port() for k in ("store", "metrics", "mqtt", "dash")}
-    cmd = [
-        sys.executable,
-        "-m",
-        "framework.cli.main",
-        "up",
-        "--data-dir",
-        str(tmp_path / "up"),
-        "--port",
-        str(ports["store"]),
-        "--metrics-port",
-        str(ports["metrics"]),
-        "--mqtt-port",
-        str(ports["mqtt"]),
-        "--dashboard-port",
-        str(ports["dash"]),
-        "--sensors",
-        "300",
-        "--mqtt-devices",
-        "30",
-    ]
+    cmd = _up_cmd(tmp_path, ports["store"], ports)
     log = tmp_path / "up.out"
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
@@ -158,29 +147,7 @@ def test_up_cluster_carries_on_when_a_broker_dies(tmp_path: Path) -> None:
     """`up --cluster 3`: a reading gets through before and after SIGKILL of one broker."""
     base = _free_block(3)
     ports = {k: free_port() for k in ("metrics", "mqtt", "dash")}
-    cmd = [
-        sys.executable,
-        "-m",
-        "framework.cli.main",
-        "up",
-        "--cluster",
-        "3",
-        "--no-spark",
-        "--data-dir",
-        str(tmp_path / "up"),
-        "--port",
-        str(base),
-        "--metrics-port",
-        str(ports["metrics"]),
-        "--mqtt-port",
-        str(ports["mqtt"]),
-        "--dashboard-port",
-        str(ports["dash"]),
-        "--sensors",
-        "300",
-        "--mqtt-devices",
-        "20",
-    ]
+    cmd = _up_cmd(tmp_path, base, ports, "--cluster", "3", "--no-spark", "--mqtt-devices", "20")
     log = tmp_path / "up.out"
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)

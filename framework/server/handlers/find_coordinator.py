@@ -14,34 +14,19 @@ API_KEY = 10
 GROUP, TRANSACTION = 0, 1
 
 
+def _none(key: str, code: int, message: str) -> Coordinator:
+    return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code, error_message=message)
+
+
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
     if key_type != GROUP:
-        return Coordinator(
-            key=key,
-            node_id=-1,
-            host="",
-            port=-1,
-            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            error_message="transactions are not supported by sftraffic",
-        )
+        return _none(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported by sftraffic")
     if not key:
-        return Coordinator(
-            key=key,
-            node_id=-1,
-            host="",
-            port=-1,
-            error_code=ErrorCode.INVALID_REQUEST,
-            error_message="empty group id",
-        )
+        return _none(key, ErrorCode.INVALID_REQUEST, "empty group id")
     node = ctx.broker.coordinator_node(key)
     if node is None:  # cluster: __consumer_offsets not created yet, or its partition has no leader
-        return Coordinator(
-            key=key,
-            node_id=-1,
-            host="",
-            port=-1,
-            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            error_message="the group's coordinator is being elected; retry",
+        return _none(
+            key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's coordinator is being elected; retry"
         )
     return Coordinator(key=key, node_id=node.node_id, host=node.host, port=node.port, error_code=0)
 
@@ -68,8 +53,5 @@ def error_response(req: FindCoordinatorRequest, code: int, message: str) -> Find
         node_id=-1,
         host="",
         port=-1,
-        coordinators=[
-            Coordinator(key=k, node_id=-1, host="", port=-1, error_code=code, error_message=message)
-            for k in req.coordinator_keys
-        ],
+        coordinators=[_none(k, code, message) for k in req.coordinator_keys],
     )

@@ -71,6 +71,12 @@ def topic_metadata(ctx: RequestContext, t: TopicInfo, include_ops: bool) -> Meta
     )
 
 
+def _missing(name: str | None, code: int) -> MetadataResponseTopic:
+    return MetadataResponseTopic(
+        error_code=code, name=name, topic_id=ZERO_UUID, topic_authorized_operations=NOT_REQUESTED
+    )
+
+
 def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
     md = broker.metadata
@@ -106,36 +112,14 @@ def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
                     log.info("auto-created topic %s for %s", name, ctx.peer)
                     if broker.cluster is not None:
                         # proposed to the quorum: the client asks again, as with Kafka
-                        for fut in md.take_pending():
-                            fut.add_done_callback(lambda f: f.exception())
-                        topics.append(
-                            MetadataResponseTopic(
-                                error_code=ErrorCode.LEADER_NOT_AVAILABLE,
-                                name=name,
-                                topic_id=ZERO_UUID,
-                                topic_authorized_operations=NOT_REQUESTED,
-                            )
-                        )
+                        broker.detach_pending()
+                        topics.append(_missing(name, ErrorCode.LEADER_NOT_AVAILABLE))
                         continue
                 except StoreError as exc:
-                    topics.append(
-                        MetadataResponseTopic(
-                            error_code=exc.code,
-                            name=name,
-                            topic_id=ZERO_UUID,
-                            topic_authorized_operations=NOT_REQUESTED,
-                        )
-                    )
+                    topics.append(_missing(name, exc.code))
                     continue
             if t is None:
-                topics.append(
-                    MetadataResponseTopic(
-                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                        name=name,
-                        topic_id=ZERO_UUID,
-                        topic_authorized_operations=NOT_REQUESTED,
-                    )
-                )
+                topics.append(_missing(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             topics.append(topic_metadata(ctx, t, include_ops))
     brokers = [
