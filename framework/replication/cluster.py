@@ -110,6 +110,7 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         self._registering = False
         self._registered_once = False
         self._next_control = 0.0
+        self.endpoint: tuple[str, int, str | None] = ("", 0, None)  # set by the broker
         conf = SyncObjConf(
             autoTick=False,
             journalFile=str(directory / "raft.journal"),
@@ -152,6 +153,11 @@ class ClusterState(SyncObj):  # type: ignore[misc]
     def registered(self) -> bool:
         """This broker registered during this run, and the quorum has it as unfenced."""
         return self._registered_once and self.unfenced(self.node_id)
+
+    @property
+    def is_controller(self) -> bool:
+        """This broker is the Raft leader."""
+        return bool(self._isLeader())
 
     def unfenced(self, node_id: int) -> bool:
         b = self.brokers.get(node_id)
@@ -226,7 +232,7 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         me = self.brokers.get(self.node_id)
         if not self._registering and (not self._registered_once or me is None or me["fenced"]):
             self._register()
-        if not self._isLeader():
+        if not self.is_controller:
             self._controller_since = None
             return
         if self._controller_since is None:
@@ -263,8 +269,6 @@ class ClusterState(SyncObj):  # type: ignore[misc]
 
         self._registering = True
         self.register_broker(self.node_id, host, port, rack, callback=done)
-
-    endpoint: tuple[str, int, str | None] = ("", 0, None)
 
     # -- replicated changes (applied on every node, in log order) ---------------------------
     def _changed(self) -> None:

@@ -78,7 +78,6 @@ class Broker:
         self._fetchers: dict[int, Any] = {}
         self._bound: list[tuple[asyncio.Future[Any], Any]] = []
         self._reconcile_due = False
-        self._reconciled_once = False
         self.server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.started_ms = 0
@@ -246,6 +245,16 @@ class Broker:
                     ", ".join(f"{i}@{a}" for i, a in sorted(self.voters.items())),
                 )
             await asyncio.sleep(0.02)
+        # partitions this broker holds no replica of any more (deleted while it was down)
+        mine = {
+            (t.name, p)
+            for t in self.metadata.topics.values()
+            for p, r in enumerate(t.assignments)
+            if self.node_id in r
+        }
+        for topic, part, path in self.logs.partition_dirs():
+            if (topic, part) not in mine:
+                self.logs.quarantine(path)
         self._reconcile()
         log.info("broker %d caught up with the metadata quorum in %.1f s", self.node_id, loop.time() - t0)
 
@@ -402,9 +411,7 @@ class Broker:
     def _cluster_duties(self) -> None:
         cs = self.cluster
         assert cs is not None
-        if cs.replayed and not self._reconciled_once:
-            self._reconcile()
-        if cs.replayed and cs._isLeader():
+        if cs.replayed and cs.is_controller:
             from framework.coordinator.offsets_topic import TOPIC
 
             live = cs.live_brokers()
@@ -419,17 +426,6 @@ class Broker:
         if cs is None or not cs.replayed:
             return
         md = self.metadata
-        if not self._reconciled_once:
-            self._reconciled_once = True
-            mine = {
-                (t.name, p)
-                for t in md.topics.values()
-                for p, replicas in enumerate(t.assignments)
-                if self.node_id in replicas
-            }
-            for topic, part, path in self.logs.partition_dirs():
-                if (topic, part) not in mine:
-                    self.logs.quarantine(path)
         for name in list(self.partitions):
             t = md.topics.get(name)
             if t is None or self._topic_ids.get(name) != t.topic_id:
