@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from framework.server.process import BrokerProcess, ClusterProcesses, wait_for
+from deploy.local.process import BrokerProcess, ClusterProcesses, wait_for
 
 
 def _quiet() -> logging.Logger:

@@ -61,7 +61,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dashboard.demo_data import iso, seed_results
-from framework.server.process import free_port
+from deploy.local.process import free_port
 from load.bench_groups import (
     Profiler,
     bench_main,

@@ -61,7 +61,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from framework.server.process import BrokerProcess
+from deploy.local.process import BrokerProcess
 from load.bench_broker import create_topic, machine_info
 from load.peers import proc_cpu_seconds, quiet_logger
 

@@ -1073,7 +1073,7 @@ def live_phase(spark: Any, bootstrap: str, cfg: PipelineBenchConfig, work: Path)
 
 # -- phase 3: batch over N events -------------------------------------------------------------
 def batch_phase(spark: Any, cfg: PipelineBenchConfig, work: Path) -> dict[str, Any]:
-    from framework.server.process import BrokerProcess
+    from deploy.local.process import BrokerProcess
     from pipelines import jobs
 
     out: dict[str, Any] = {"jobs": {}}
@@ -1174,7 +1174,7 @@ def _goals(doc: dict[str, Any], cfg: PipelineBenchConfig) -> list[dict[str, Any]
 
 
 def run(cfg: PipelineBenchConfig, argv: list[str]) -> dict[str, Any]:
-    from framework.server.process import BrokerProcess
+    from deploy.local.process import BrokerProcess
     from load.bench_broker import machine_info
     from pipelines.spark import session
 

@@ -73,8 +73,8 @@ class Services:
         self.sup = Supervisor(root)
 
     def start(self) -> dict[str, str]:
+        from deploy.local.process import free_port
         from framework.cli.up import dashboard_part, gateway_part, mosquitto_part, store_part
-        from framework.server.process import free_port
         from sensors.layout import ensure_layout
 
         py = [sys.executable, "-m", "framework.cli.main"]

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from framework.server.process import BrokerProcess, free_port
+from deploy.local.process import BrokerProcess, free_port
 
 LOOPBACK = "127.0.0.1"
 

@@ -13,7 +13,7 @@ import threading
 from collections import deque
 from pathlib import Path
 
-from framework.server.process import free_port
+from deploy.local.process import free_port
 
 CONF = """\
 listener {port} 127.0.0.1

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from framework.server.process import BrokerProcess
+from deploy.local.process import BrokerProcess
 
 ARTIFACTS = Path(os.environ.get("SFTRAFFIC_ARTIFACTS", Path(__file__).resolve().parent.parent / "artifacts"))
 

@@ -14,7 +14,8 @@ from typing import Any, TypeVar
 from framework.errors import StoreError
 from framework.protocol import codec
 from framework.protocol.api import API_TABLE
-from framework.protocol.frames import encode_request
+from framework.protocol.errors import ErrorCode
+from framework.protocol.frames import decode_response, encode_request
 from framework.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 
 T = TypeVar("T")
@@ -22,23 +23,6 @@ T = TypeVar("T")
 
 class BrokerUnavailable(StoreError):
     pass
-
-
-def decode_response(data: bytes, corr: int, api_key: int, version: int, response_cls: type[T]) -> T:
-    """Decode a response frame's body (after its size) for request ``corr`` of ``api_key``."""
-    (got,) = struct.unpack_from(">i", data, 0)
-    if got != corr:
-        raise StoreError(f"correlation id {got} != {corr}")
-    pos = 4
-    flexible = version >= response_cls.FLEXIBLE  # type: ignore[attr-defined]
-    if flexible and api_key != 18:  # ApiVersions responses keep the v0 header
-        ntags, pos = codec.read_uvarint(data, pos)
-        for _ in range(ntags):
-            _, pos = codec.read_uvarint(data, pos)
-            size, pos = codec.read_uvarint(data, pos)
-            pos += size
-    obj, _ = codec.decode(response_cls, version, memoryview(data), pos)
-    return obj
 
 
 class WireClient:
@@ -60,7 +44,7 @@ class WireClient:
                 "is it running? start one with `sftraffic broker` or `sftraffic up`"
             ) from None
         resp = self._call(ApiVersionsRequest(), 3, ApiVersionsResponse)
-        if resp.error_code == 35:
+        if resp.error_code == ErrorCode.UNSUPPORTED_VERSION:
             resp = self._call(ApiVersionsRequest(), 0, ApiVersionsResponse)
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
         return self
@@ -97,7 +81,10 @@ class WireClient:
             data = self._read_frame()
         except (OSError, EOFError) as exc:
             raise BrokerUnavailable(f"connection to {self.addr[0]}:{self.addr[1]} failed: {exc}") from None
-        return decode_response(data, self.corr, req.API_KEY, version, response_cls)
+        try:
+            return decode_response(data, self.corr, req.API_KEY, version, response_cls)
+        except codec.DecodeError as exc:
+            raise StoreError(f"unreadable {API_TABLE[req.API_KEY].name} response: {exc}") from None
 
     def _read_frame(self) -> bytes:
         head = self._recv_exact(4)

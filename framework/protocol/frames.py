@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from framework.protocol.api import API_TABLE
-from framework.protocol.codec import DecodeError, encode_into, read_uvarint
+from framework.protocol.codec import DecodeError, decode, encode_into, read_uvarint
 
 _HDR = struct.Struct(">hhih")
 _I = struct.Struct(">i")
 API_VERSIONS_KEY = 18
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -105,3 +106,20 @@ def encode_request(
         data = out
     _I.pack_into(data, 0, len(data) - 4)
     return bytes(data)
+
+
+def decode_response(data: bytes, corr: int, api_key: int, version: int, response_cls: type[T]) -> T:
+    """Decode a response frame's body (after its size) for request ``corr`` of ``api_key``."""
+    (got,) = struct.unpack_from(">i", data, 0)
+    if got != corr:
+        raise DecodeError(f"response correlation id {got} does not match request {corr}")
+    pos = 4
+    flexible = version >= response_cls.FLEXIBLE  # type: ignore[attr-defined]
+    if flexible and api_key != API_VERSIONS_KEY:  # ApiVersions responses keep the v0 header
+        ntags, pos = read_uvarint(data, pos)
+        for _ in range(ntags):
+            _, pos = read_uvarint(data, pos)
+            size, pos = read_uvarint(data, pos)
+            pos += size
+    obj, _ = decode(response_cls, version, memoryview(data), pos)
+    return obj

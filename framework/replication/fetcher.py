@@ -25,10 +25,10 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from framework.client.wire import decode_response
 from framework.errors import StoreError
+from framework.protocol.codec import DecodeError
 from framework.protocol.errors import ErrorCode
-from framework.protocol.frames import encode_request
+from framework.protocol.frames import decode_response, encode_request
 from framework.protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
 from framework.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
@@ -111,7 +111,14 @@ class ReplicaFetcher:
                         await self._truncate()
                     if not await self._fetch():
                         await asyncio.sleep(0.1)  # every partition waits for the quorum
-            except (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError, StoreError) as exc:
+            except (
+                OSError,
+                EOFError,
+                asyncio.IncompleteReadError,
+                TimeoutError,
+                StoreError,
+                DecodeError,
+            ) as exc:
                 log.info(
                     "replica fetcher for leader %d (%s:%s): %s; retrying in %.1f s",
                     self.leader_id,

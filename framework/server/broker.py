@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from framework import config as cfg
-from framework.coordinator.metadata import MetadataStore, TopicInfo
 from framework.coordinator.producer_ids import ProducerIdManager
 from framework.errors import NotLeader, StoreError, UnknownTopicOrPartition
+from framework.metadata.quorum import ClusterState, parse_voters
+from framework.metadata.store import MetadataStore, TopicInfo
 from framework.protocol.errors import ErrorCode
-from framework.replication.cluster import ClusterState, parse_voters
 from framework.replication.partition import Partition
 from framework.server import metrics
 from framework.storage.log_config import LogConfig

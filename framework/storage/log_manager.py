@@ -7,7 +7,7 @@ Layout of the data directory::
     recovery-point-offset-checkpoint  per partition: offsets below are known fsynced
     log-start-offset-checkpoint       per partition: first offset still readable
     <topic>-<partition>/              one directory per partition log (see log.py)
-    __metadata/metadata.json          streams and topics (see coordinator/metadata.py)
+    __metadata/metadata.json          streams and topics (see metadata/store.py)
 
 Checkpoint files use Kafka's text format: a version line (0), a count line, then one
 ``<topic> <partition> <offset>`` line per partition, written to a temporary file and renamed.

@@ -10,7 +10,7 @@ import pytest
 
 from dashboard.app import create_app
 from dashboard.data import DashboardData
-from framework.server.process import wait_for
+from deploy.local.process import wait_for
 from pipelines import jobs
 from sensors.layout import ensure_layout
 from tests.conftest import ARTIFACTS, BrokerFactory

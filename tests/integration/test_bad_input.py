@@ -12,6 +12,7 @@ from confluent_kafka import Producer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from deploy.local.process import BrokerProcess
 from framework.client.wire import WireClient
 from framework.protocol import records as rb
 from framework.protocol.frames import encode_request
@@ -27,7 +28,6 @@ from framework.protocol.messages.produce import (
     ProduceResponse,
     TopicProduceData,
 )
-from framework.server.process import BrokerProcess
 from tests.conftest import create_topic, quiet_logger
 from tests.integration.test_clients import consume_all
 

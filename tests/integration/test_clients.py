@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from deploy.local.process import BrokerProcess
 from framework.client.producer import partition_for, producer_config
-from framework.server.process import BrokerProcess
 from tests.conftest import create_topic, quiet_logger
 
 pytestmark = pytest.mark.integration

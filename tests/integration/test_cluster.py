@@ -27,6 +27,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from deploy.local.process import BrokerProcess, ClusterProcesses, wait_for
 from framework.client.wire import WireClient
 from framework.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from framework.coordinator.offsets_topic import partition_for
@@ -49,7 +50,6 @@ from framework.protocol.messages.list_offsets import (
     ListOffsetsTopic,
 )
 from framework.protocol.messages.metadata import MetadataRequest, MetadataResponse
-from framework.server.process import BrokerProcess, ClusterProcesses, wait_for
 from tests.conftest import ARTIFACTS, quiet_logger
 
 pytestmark = pytest.mark.integration
@@ -708,7 +708,7 @@ def raft_leader(cluster: ClusterProcesses) -> int:
     """The running broker that most recently logged becoming the quorum's leader (controller)."""
     best = ("", -1)
     for b in running(cluster):
-        for line in b.log_lines:
+        for line in b.lines:
             if "is the controller" in line:
                 best = max(best, (line[:23], b.node_id))
     assert best[1] > 0, "no broker logged being the controller"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from framework.server.process import wait_for
+from deploy.local.process import wait_for
 from tests.conftest import BrokerFactory, create_topic, quiet_logger
 from tests.integration.test_clients import consume_all
 

@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from deploy.local.process import BrokerProcess, wait_for
 from framework.client.producer import partition_for
-from framework.server.process import BrokerProcess, wait_for
 from sensors.mosquitto import MosquittoProcess
 from sensors.publish import MqttSink
 from tests.conftest import BrokerFactory, quiet_logger

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from framework.server.process import BrokerProcess, wait_for
+from deploy.local.process import BrokerProcess, wait_for
 from tests.conftest import BrokerFactory, create_topic, quiet_logger
 
 pytestmark = pytest.mark.integration

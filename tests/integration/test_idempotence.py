@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from deploy.local.process import free_port
 from framework.client.producer import producer_config
-from framework.server.process import free_port
 from tests.conftest import BrokerFactory, create_topic, quiet_logger
 from tests.integration.test_clients import consume_all
 from tests.support.fault_proxy import FaultProxy

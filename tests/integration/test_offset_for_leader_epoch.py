@@ -10,6 +10,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from deploy.local.process import BrokerProcess
 from framework.client.wire import WireClient
 from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.offset_for_leader_epoch import (
@@ -18,7 +19,6 @@ from framework.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderPartition,
     OffsetForLeaderTopic,
 )
-from framework.server.process import BrokerProcess
 from tests.conftest import create_topic, quiet_logger
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from framework.server.process import wait_for
+from deploy.local.process import wait_for
 from pipelines.faust_app import apply_event
 from tests.conftest import BrokerFactory, create_topic, quiet_logger
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from framework.server.process import BrokerProcess, wait_for
+from deploy.local.process import BrokerProcess, wait_for
 from pipelines import jobs
 from sensors.layout import ensure_layout
 from tests.conftest import BrokerFactory, quiet_logger

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from framework.server.process import free_port, wait_for
+from deploy.local.process import free_port, wait_for
 
 pytestmark = pytest.mark.system
 

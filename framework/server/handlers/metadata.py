@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from framework.coordinator.metadata import TopicInfo
 from framework.errors import StoreError
+from framework.metadata.store import TopicInfo
 from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.metadata import (
     MetadataRequest,

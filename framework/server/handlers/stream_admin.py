@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 
 from framework import config as cfg
-from framework.coordinator.metadata import StreamInfo, UnknownStream
 from framework.errors import StoreError
+from framework.metadata.store import StreamInfo, UnknownStream
 from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.stream_admin import (
     ALTER,

@@ -47,8 +47,8 @@ from pysyncobj import (  # type: ignore[import-untyped]
     replicated,
 )
 
-from framework.coordinator.metadata import MetadataStore
 from framework.errors import StoreError
+from framework.metadata.store import MetadataStore
 from framework.protocol.errors import ErrorCode
 
 log = logging.getLogger("sftraffic.cluster")

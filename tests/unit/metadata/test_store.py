@@ -1,4 +1,4 @@
-"""Cluster metadata: topics, streams, configs and their persistence (coordinator/metadata.py)."""
+"""Cluster metadata: topics, streams, configs and their persistence (metadata/store.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,6 @@ from typing import Any
 import pytest
 
 from framework import config as cfg
-from framework.coordinator.metadata import (
-    MetadataStore,
-    StreamAlreadyExists,
-    TopicInfo,
-    UnknownStream,
-)
 from framework.errors import (
     ConfigError,
     ErrorCode,
@@ -27,6 +21,12 @@ from framework.errors import (
     StoreError,
     TopicAlreadyExists,
     UnknownTopicOrPartition,
+)
+from framework.metadata.store import (
+    MetadataStore,
+    StreamAlreadyExists,
+    TopicInfo,
+    UnknownStream,
 )
 
 DAY = 86_400_000

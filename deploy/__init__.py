@@ -1,0 +1,1 @@
+"""How the system runs: locally (``deploy.local``: ``sftraffic up`` and process supervision)."""

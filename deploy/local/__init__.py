@@ -1,0 +1,1 @@
+"""Running the system on this machine: managed child processes and ``sftraffic up``."""
