@@ -71,19 +71,16 @@ class Scheduler(Protocol):
 
 
 class LoopScheduler:
-    """The real scheduler: the running asyncio loop."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+    """The real scheduler: the running asyncio loop (looked up at each call)."""
 
     def time(self) -> float:
-        return self.loop.time()
+        return asyncio.get_running_loop().time()
 
     def call_later(self, delay: float, fn: Callable[[], None]) -> TimerHandle:
-        return self.loop.call_later(max(delay, 0.0), fn)
+        return asyncio.get_running_loop().call_later(max(delay, 0.0), fn)
 
     def create_future(self) -> asyncio.Future[Any]:
-        return self.loop.create_future()
+        return asyncio.get_running_loop().create_future()
 
 
 @dataclass(slots=True)
@@ -122,7 +119,6 @@ class Member:
     join_future: asyncio.Future[Any] | None = None
     sync_future: asyncio.Future[Any] | None = None
     session_timer: TimerHandle | None = None
-    is_new: bool = False
 
     def metadata_for(self, protocol: str) -> bytes:
         for name, meta in self.protocols:
@@ -156,7 +152,6 @@ class Group:
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
     state_ms: int = 0
     join_timer: TimerHandle | None = None
-    join_deadline: float = 0.0
     sync_timer: TimerHandle | None = None
     initial_delay_left: float = 0.0
     in_initial_delay: bool = False
@@ -357,7 +352,6 @@ class GroupCoordinator:
     def _arm_join_timer(self, g: Group, delay: float, initial: bool) -> None:
         if g.join_timer is not None:
             g.join_timer.cancel()
-        g.join_deadline = self.sched.time() + delay
         g.join_timer = self.sched.call_later(delay, lambda: self._join_timeout(g, initial))
 
     def _join_timeout(self, g: Group, initial: bool) -> None:
@@ -420,7 +414,6 @@ class GroupCoordinator:
             (m.member_id, m.group_instance_id, m.metadata_for(g.protocol_name)) for m in g.members.values()
         ]
         for m in g.members.values():
-            m.is_new = False
             res = JoinResult(
                 error=0,
                 generation=g.generation,
@@ -611,7 +604,6 @@ class GroupCoordinator:
             protocol_type,
             list(protocols),
             join_future=fut,
-            is_new=True,
         )
         if not g.members:
             g.protocol_type = protocol_type

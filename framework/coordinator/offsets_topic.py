@@ -26,18 +26,45 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from framework.coordinator.groups import CommittedOffset, Group, GroupCoordinator, Member
 from framework.protocol import records as rb
-
-if TYPE_CHECKING:
-    from framework.replication.partition import Partition
-    from framework.server.broker import Broker
+from framework.storage.log import AppendInfo, Log
 
 TOPIC = "__consumer_offsets"
+log = logging.getLogger("sftraffic.groups")
+
+
+class OffsetsPartition(Protocol):
+    """What the store needs of a ``__consumer_offsets`` partition (the replication layer's Partition)."""
+
+    @property
+    def log(self) -> Log: ...
+
+    @property
+    def replicated(self) -> bool: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    def append_records(self, payload: memoryview, acks: int, now_ms: int) -> AppendInfo: ...
+
+    def wait_replicated(self, end_offset: int) -> asyncio.Future[None] | None: ...
+
+
+class OffsetsPartitions(Protocol):
+    """Where the partitions are (the replica manager)."""
+
+    def replica(self, topic: str, index: int) -> OffsetsPartition: ...
+
+    def topic_partitions(self, topic: str) -> Sequence[OffsetsPartition | None] | None: ...
 
 
 def java_string_hash(s: str) -> int:
@@ -221,21 +248,19 @@ def parse(key: bytes, value: bytes | None) -> OffsetRecord | GroupRecord | None:
 class OffsetsTopicStore:
     """The coordinator's OffsetStore: appends to the group's ``__consumer_offsets`` partition."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, where: OffsetsPartitions, partition_count: Callable[[], int]) -> None:
+        self.where = where
+        self.partition_count = partition_count
 
     @property
     def partitions(self) -> int:
-        t = self.broker.metadata.topics.get(TOPIC)
-        return t.partitions if t is not None else int(self.broker.config["offsets.topic.num.partitions"])
+        return self.partition_count()
 
     async def _append(self, group_id: str, recs: list[tuple[bytes, bytes | None]]) -> None:
         """Append to the group's partition; with replicas, return once every ISR member has it."""
-        import time
-
         if not recs:
             return
-        part = self.broker.partition(TOPIC, partition_for(group_id, self.partitions))
+        part = self.where.replica(TOPIC, partition_for(group_id, self.partitions))
         now = int(time.time() * 1000)
         end = -1
         for i in range(0, len(recs), 500):
@@ -268,17 +293,17 @@ class OffsetsTopicStore:
 
     def load_partition(self, coordinator: GroupCoordinator, index: int) -> tuple[int, int]:
         """This broker now leads ``index``: replay it (to its log end) into the coordinator."""
-        p = self.broker.partition(TOPIC, index)
+        p = self.where.replica(TOPIC, index)
         return self.load_into(coordinator, [(p, p.log_end_offset)])
 
     def load_into(
-        self, coordinator: GroupCoordinator, parts: list[tuple[Partition, int]] | None = None
+        self, coordinator: GroupCoordinator, parts: list[tuple[OffsetsPartition, int]] | None = None
     ) -> tuple[int, int]:
         """Replay partitions of the topic (default: all) into the coordinator; (groups, offsets) restored."""
         groups: dict[str, GroupRecord] = {}
         offsets: dict[tuple[str, str, int], CommittedOffset | None] = {}
         if parts is None:
-            parts = [(p, p.high_watermark) for p in self.broker.partitions.get(TOPIC, []) if p is not None]
+            parts = [(p, p.high_watermark) for p in self.where.topic_partitions(TOPIC) or [] if p is not None]
         for p, upper in parts:
             for rec in _records(p.log, upper):
                 if isinstance(rec, OffsetRecord):
@@ -309,10 +334,7 @@ class OffsetsTopicStore:
         return n_groups, n_off
 
 
-def _records(lg: object, upper: int) -> Iterable[OffsetRecord | GroupRecord]:
-    from framework.storage.log import Log
-
-    assert isinstance(lg, Log)
+def _records(lg: Log, upper: int) -> Iterable[OffsetRecord | GroupRecord]:
     offset = lg.log_start_offset
     while offset < upper:
         data = lg.read(offset, 1 << 20, upper, True)
@@ -323,9 +345,7 @@ def _records(lg: object, upper: int) -> Iterable[OffsetRecord | GroupRecord]:
             try:
                 _, recs = rb.decode_batch(memoryview(data)[pos : pos + h.size])
             except rb.InvalidBatch as exc:
-                logging.getLogger("sftraffic.groups").error(
-                    "%s: skipping undecodable batch at %d: %s", lg.name, h.base_offset, exc
-                )
+                log.error("%s: skipping undecodable batch at %d: %s", lg.name, h.base_offset, exc)
                 recs = []
             for r in recs:
                 if r.offset >= offset and r.key is not None:

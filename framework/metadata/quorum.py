@@ -93,6 +93,7 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         md: MetadataStore,
         session_timeout_ms: int,
         on_change: Callable[[], None],
+        endpoint: tuple[str, int, str | None],
     ) -> None:
         if node_id not in voters:
             raise StoreError(
@@ -110,7 +111,7 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         self._registering = False
         self._registered_once = False
         self._next_control = 0.0
-        self.endpoint: tuple[str, int, str | None] = ("", 0, None)  # set by the broker
+        self.endpoint = endpoint  # (host, port, rack) this broker registers
         conf = SyncObjConf(
             autoTick=False,
             journalFile=str(directory / "raft.journal"),
@@ -165,12 +166,6 @@ class ClusterState(SyncObj):  # type: ignore[misc]
 
     def live_brokers(self) -> list[int]:
         return sorted(i for i, b in self.brokers.items() if not b["fenced"])
-
-    def raft_leader_id(self) -> int:
-        leader = self._getLeader()
-        if leader is None:
-            return -1
-        return self.addr_to_id.get(getattr(leader, "id", str(leader)), -1)
 
     def partition_state(self, topic: str, index: int) -> PartitionState | None:
         parts = self.pstates.get(topic)

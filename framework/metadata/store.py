@@ -6,7 +6,7 @@ JSON document (``<data dir>/__metadata/metadata.json``), written to a temporary 
 and renamed over the old one, so a crash leaves either the old or the new state, never a mix.
 
 Streams and the name mapping: a stream is a named group of topics carrying shared defaults.
-A topic named ``<stream>.<topic>`` (e.g. ``traffic_monitoring.traffic``) created while stream
+A topic named ``<stream>.<topic>`` (e.g. ``plant_a.temperatures``) created while stream
 ``<stream>`` exists belongs to it and inherits its configs unless the topic overrides them.
 Stream names use ``[A-Za-z0-9_-]`` (no dot), so the first dot of a topic name separates them.
 """
@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from framework import config as cfg
 from framework.errors import (
@@ -94,6 +94,21 @@ def validate_stream_name(name: str) -> None:
 
 
 Listener = Callable[[str, str], None]  # (event, topic or stream name)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Change(Generic[T]):
+    """A checked metadata command (Kafka's ControllerResult): what to apply, and its outcome.
+
+    ``op`` None means nothing to apply (``validate_only``). Planning has no side effects; the
+    change takes effect when :meth:`MetadataStore.apply` runs it, here (single node) or on
+    every node once the quorum commits it (cluster).
+    """
+
+    op: str | None
+    arg: dict[str, Any]
+    result: T
 
 
 class MetadataStore:
@@ -109,10 +124,8 @@ class MetadataStore:
         self.streams: dict[str, StreamInfo] = {}
         self.listeners: list[Listener] = []
         self._lock = threading.Lock()
-        # cluster mode: changes are proposed to the Raft quorum (``submit``) and applied when
-        # committed, on every node, by :meth:`apply`; nothing is written to metadata.json
-        self.submit: Callable[[str, dict[str, Any]], Any] | None = None
-        self.pending: list[Any] = []
+        # cluster mode: changes are applied by the Raft quorum, on every node, in log order,
+        # through :meth:`apply`; the journal is the state and nothing is written to metadata.json
         self.persist = True
 
     # -- persistence -----------------------------------------------------------------------
@@ -178,8 +191,8 @@ class MetadataStore:
             return stream.configs[name]
         return self.broker[name]
 
-    # -- commands --------------------------------------------------------------------------
-    def create_topic(
+    # -- plans: check a command against the current state, without side effects -------------
+    def plan_create_topic(
         self,
         name: str,
         num_partitions: int = -1,
@@ -190,7 +203,7 @@ class MetadataStore:
         brokers: list[int] | None = None,
         validate_only: bool = False,
         internal: bool = False,
-    ) -> TopicInfo:
+    ) -> Change[TopicInfo]:
         validate_topic_name(name)
         if name in self.topics:
             raise TopicAlreadyExists(f"topic {name!r} already exists")
@@ -243,23 +256,21 @@ class MetadataStore:
             internal=internal,
         )
         if validate_only:
-            return t
-        self._commit("create_topic", asdict(t))
-        return self.topics.get(name, t)
+            return Change(None, {}, t)
+        return Change("create_topic", asdict(t), t)
 
-    def delete_topic(self, name: str) -> TopicInfo:
+    def plan_delete_topic(self, name: str) -> Change[TopicInfo]:
         t = self.topic(name)
-        self._commit("delete_topic", {"name": name, "topic_id": t.topic_id})
-        return t
+        return Change("delete_topic", {"name": name, "topic_id": t.topic_id}, t)
 
-    def create_partitions(
+    def plan_create_partitions(
         self,
         name: str,
         count: int,
         assignments: list[list[int]] | None,
         brokers: list[int],
         validate_only: bool = False,
-    ) -> TopicInfo:
+    ) -> Change[TopicInfo]:
         t = self.topic(name)
         max_parts = int(self.broker["max.partitions.per.topic"])
         if count <= t.partitions:
@@ -284,21 +295,21 @@ class MetadataStore:
         if len(new) != count - t.partitions:
             raise InvalidRequest("assignments must list exactly the new partitions")
         if validate_only:
-            return t
-        self._commit(
+            return Change(None, {}, t)
+        return Change(
             "create_partitions",
             {"name": name, "topic_id": t.topic_id, "from": t.partitions, "new": [list(a) for a in new]},
+            t,
         )
-        return t
 
-    def alter_topic(
+    def plan_alter_topic(
         self,
         name: str,
         set_: Mapping[str, Any],
         delete: list[str] | None = None,
         replace: bool = False,
         validate_only: bool = False,
-    ) -> TopicInfo:
+    ) -> Change[TopicInfo]:
         t = self.topic(name)
         parsed = cfg.validate(dict(set_), cfg.TOPIC, f"topic {name}")
         topic_keys = {k.name for k in cfg.keys(cfg.TOPIC)}
@@ -310,28 +321,28 @@ class MetadataStore:
         for k in delete or []:
             new.pop(k, None)
         if validate_only:
-            return t
-        self._commit("topic_configs", {"name": name, "topic_id": t.topic_id, "configs": new})
-        return t
+            return Change(None, {}, t)
+        return Change("topic_configs", {"name": name, "topic_id": t.topic_id, "configs": new}, t)
 
-    def create_stream(self, name: str, configs: Mapping[str, Any], validate_only: bool = False) -> StreamInfo:
+    def plan_create_stream(
+        self, name: str, configs: Mapping[str, Any], validate_only: bool = False
+    ) -> Change[StreamInfo]:
         validate_stream_name(name)
         if name in self.streams:
             raise StreamAlreadyExists(f"stream {name!r} already exists")
         parsed = cfg.validate(dict(configs), cfg.STREAM, f"stream {name}")
         s = StreamInfo(name, parsed, _now_ms())
         if validate_only:
-            return s
-        self._commit("create_stream", asdict(s))
-        return self.streams.get(name, s)
+            return Change(None, {}, s)
+        return Change("create_stream", asdict(s), s)
 
-    def alter_stream(
+    def plan_alter_stream(
         self,
         name: str,
         set_: Mapping[str, Any],
         delete: list[str] | None = None,
         validate_only: bool = False,
-    ) -> StreamInfo:
+    ) -> Change[StreamInfo]:
         s = self.streams.get(name)
         if s is None:
             raise UnknownStream(f"stream {name!r} does not exist")
@@ -341,11 +352,10 @@ class MetadataStore:
         for k in delete or []:
             new.pop(k, None)
         if validate_only:
-            return s
-        self._commit("stream_configs", {"name": name, "configs": new})
-        return s
+            return Change(None, {}, s)
+        return Change("stream_configs", {"name": name, "configs": new}, s)
 
-    def delete_stream(self, name: str) -> StreamInfo:
+    def plan_delete_stream(self, name: str) -> Change[StreamInfo]:
         s = self.streams.get(name)
         if s is None:
             raise UnknownStream(f"stream {name!r} does not exist")
@@ -355,23 +365,43 @@ class MetadataStore:
                 f"stream {name!r} still has {len(members)} topic(s) ({', '.join(members[:5])}); "
                 "delete them first"
             )
-        self._commit("delete_stream", {"name": name})
-        return s
+        return Change("delete_stream", {"name": name}, s)
 
-    # -- apply: check, then apply; the same on every node ------------------------------------
-    def _commit(self, op: str, arg: dict[str, Any]) -> None:
-        """Apply a checked change here (single node) or propose it to the quorum (cluster)."""
-        if self.submit is not None:
-            self.pending.append(self.submit(op, arg))
-            return
-        problem = self.apply(op, arg)
-        if problem is not None:  # checked just before on this thread: only a bug gets here
-            raise problem
+    # -- apply: the same on every node ---------------------------------------------------------
+    def commit_here(self, change: Change[T]) -> T:
+        """Apply a planned change on this node at once (a single node, tools and tests)."""
+        if change.op is not None:
+            problem = self.apply(change.op, change.arg)
+            if problem is not None:  # planned just before on this thread: only a bug gets here
+                raise problem
+            name = str(change.arg["name"])
+            if change.op == "create_topic":
+                return self.topics.get(name, change.result)  # type: ignore[return-value]
+            if change.op == "create_stream":
+                return self.streams.get(name, change.result)  # type: ignore[return-value]
+        return change.result
 
-    def take_pending(self) -> list[Any]:
-        """The proposals made since the last call (cluster mode), for a handler to await."""
-        out, self.pending = self.pending, []
-        return out
+    # one-step forms of the plans above, for a single node (plan, then apply here)
+    def create_topic(self, *args: Any, **kwargs: Any) -> TopicInfo:
+        return self.commit_here(self.plan_create_topic(*args, **kwargs))
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        return self.commit_here(self.plan_delete_topic(name))
+
+    def create_partitions(self, *args: Any, **kwargs: Any) -> TopicInfo:
+        return self.commit_here(self.plan_create_partitions(*args, **kwargs))
+
+    def alter_topic(self, *args: Any, **kwargs: Any) -> TopicInfo:
+        return self.commit_here(self.plan_alter_topic(*args, **kwargs))
+
+    def create_stream(self, *args: Any, **kwargs: Any) -> StreamInfo:
+        return self.commit_here(self.plan_create_stream(*args, **kwargs))
+
+    def alter_stream(self, *args: Any, **kwargs: Any) -> StreamInfo:
+        return self.commit_here(self.plan_alter_stream(*args, **kwargs))
+
+    def delete_stream(self, name: str) -> StreamInfo:
+        return self.commit_here(self.plan_delete_stream(name))
 
     def apply(self, op: str, arg: dict[str, Any]) -> StoreError | None:
         """Apply one committed change, deterministically; returns why it no longer applies.

@@ -23,8 +23,11 @@ import contextlib
 import logging
 import struct
 import time
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
+from framework import config as cfg
 from framework.errors import StoreError
 from framework.protocol.codec import DecodeError
 from framework.protocol.errors import ErrorCode
@@ -37,9 +40,6 @@ from framework.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderTopic,
 )
 from framework.replication.partition import Partition
-
-if TYPE_CHECKING:
-    from framework.server.broker import Broker
 
 log = logging.getLogger("sftraffic.replication")
 T = TypeVar("T")
@@ -56,9 +56,34 @@ _WAIT_FOR_METADATA = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class FetcherSettings:
+    node_id: int  # this broker: the replica_id of its fetches
+    wait_ms: int
+    partition_max_bytes: int
+    response_max_bytes: int
+    backoff_s: float
+
+    @classmethod
+    def from_config(cls, node_id: int, c: cfg.BrokerConfig) -> FetcherSettings:
+        return cls(
+            node_id,
+            int(c["replica.fetch.wait.max.ms"]),
+            int(c["replica.fetch.max.bytes"]),
+            int(c["replica.fetch.response.max.bytes"]),
+            int(c["replica.fetch.backoff.ms"]) / 1000,
+        )
+
+
+# leader id -> (host, port) of its Kafka listener, None while unknown
+Endpoints = Callable[[int], tuple[str, int] | None]
+
+
 class ReplicaFetcher:
-    def __init__(self, broker: Broker, leader_id: int) -> None:
-        self.broker = broker
+    def __init__(self, settings: FetcherSettings, leader_id: int, endpoints: Endpoints) -> None:
+        self.settings = settings
+        self.node_id = settings.node_id
+        self.endpoints = endpoints
         self.leader_id = leader_id
         self.parts: dict[Key, Partition] = {}
         self.truncate: set[Key] = set()
@@ -66,11 +91,10 @@ class ReplicaFetcher:
         self.corr = 0
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
-        c = broker.config
-        self.wait_ms = int(c["replica.fetch.wait.max.ms"])
-        self.part_bytes = int(c["replica.fetch.max.bytes"])
-        self.max_bytes = int(c["replica.fetch.response.max.bytes"])
-        self.backoff = int(c["replica.fetch.backoff.ms"]) / 1000
+        self.wait_ms = settings.wait_ms
+        self.part_bytes = settings.partition_max_bytes
+        self.max_bytes = settings.response_max_bytes
+        self.backoff = settings.backoff_s
         self.task = asyncio.get_running_loop().create_task(self.run())
 
     def add(self, p: Partition) -> None:
@@ -98,14 +122,12 @@ class ReplicaFetcher:
                 self.changed.clear()
                 await self.changed.wait()
                 continue
-            b = self.broker.cluster_brokers().get(self.leader_id)
-            if b is None:
+            addr = self.endpoints(self.leader_id)
+            if addr is None:
                 await asyncio.sleep(self.backoff)
                 continue
             try:
-                self.reader, self.writer = await asyncio.wait_for(
-                    asyncio.open_connection(b["host"], b["port"]), 5
-                )
+                self.reader, self.writer = await asyncio.wait_for(asyncio.open_connection(*addr), 5)
                 while self.parts:
                     if self.truncate:
                         await self._truncate()
@@ -122,8 +144,7 @@ class ReplicaFetcher:
                 log.info(
                     "replica fetcher for leader %d (%s:%s): %s; retrying in %.1f s",
                     self.leader_id,
-                    b["host"],
-                    b["port"],
+                    *addr,
                     exc or type(exc).__name__,
                     self.backoff,
                 )
@@ -141,7 +162,7 @@ class ReplicaFetcher:
     async def _call(self, req: Any, version: int, response_cls: type[T], timeout: float) -> T:
         assert self.writer is not None and self.reader is not None
         self.corr += 1
-        client_id = f"replica-{self.broker.node_id}"
+        client_id = f"replica-{self.node_id}"
         self.writer.write(encode_request(req.API_KEY, version, self.corr, client_id, req))
         head = await asyncio.wait_for(self.reader.readexactly(4), timeout)
         (size,) = struct.unpack(">i", head)
@@ -168,7 +189,7 @@ class ReplicaFetcher:
         if not by_topic:
             return
         req = OffsetForLeaderEpochRequest(
-            replica_id=self.broker.node_id,
+            replica_id=self.node_id,
             topics=[OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
         )
         resp = await self._call(req, EPOCH_VERSION, OffsetForLeaderEpochResponse, 10)
@@ -224,7 +245,7 @@ class ReplicaFetcher:
         if not topics:
             return False
         req = FetchRequest(
-            replica_id=self.broker.node_id,
+            replica_id=self.node_id,
             max_wait_ms=self.wait_ms,
             min_bytes=1,
             max_bytes=self.max_bytes,

@@ -1,22 +1,166 @@
-"""What a handler gets: the broker, the request header and the connection it came on."""
+"""What a handler sees: the request header, the peer, and the broker's parts as narrow interfaces.
+
+Handlers never see the broker. Each part is reached through a Protocol naming only what
+handlers use of it, so a handler test can hand in a small fake (see
+tests/unit/server/handlers/) and the parts can change behind it:
+
+* ``partitions``: the replica manager (partition look-ups that raise the StoreError whose
+  Kafka code answers a request: unknown topic or partition, not the leader);
+* ``cluster``: the metadata cache (brokers, controller, topics, partition states, configs);
+* ``admin``: metadata changes, each returning a :class:`Proposal` to await;
+* ``groups``: the group service (which broker coordinates a group; the coordinator itself);
+* ``producer_ids``: the producer-id allocator.
+"""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from framework import config as cfg
+from framework.coordinator.groups import GroupCoordinator
+from framework.metadata.admin import Proposal
+from framework.metadata.cache import Node
+from framework.metadata.quorum import PartitionState
+from framework.metadata.store import StreamInfo, TopicInfo
+from framework.protocol.errors import ErrorCode
 from framework.protocol.frames import RequestHeader
+from framework.replication.partition import Partition
 
-if TYPE_CHECKING:
-    from framework.server.broker import Broker
+
+class PartitionLookup(Protocol):
+    def topic_partitions(self, topic: str) -> list[Partition | None] | None: ...
+
+    def replica(self, topic: str, index: int) -> Partition: ...
+
+    def leader(self, topic: str, index: int) -> Partition: ...
+
+
+class NodeDirectory(Protocol):
+    node_id: int
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def controller_id(self) -> int: ...
+
+    @property
+    def topics(self) -> dict[str, TopicInfo]: ...
+
+    @property
+    def streams(self) -> dict[str, StreamInfo]: ...
+
+    def nodes(self) -> list[Node]: ...
+
+    def is_live(self, node_id: int) -> bool: ...
+
+    def topic_by_id(self, topic_id: bytes) -> TopicInfo | None: ...
+
+    def partition_states(self, t: TopicInfo) -> list[PartitionState]: ...
+
+    def topic_config_values(self, t: TopicInfo) -> dict[str, tuple[Any, str]]: ...
+
+    def stream_topics(self, name: str) -> list[str]: ...
+
+
+class TopicAdmin(Protocol):
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, Any] | None = None,
+        assignments: list[list[int]] | None = None,
+        validate_only: bool = False,
+        internal: bool = False,
+    ) -> Proposal[TopicInfo]: ...
+
+    def delete_topic(self, name: str) -> Proposal[TopicInfo]: ...
+
+    def create_partitions(
+        self, name: str, count: int, assignments: list[list[int]] | None, validate_only: bool = False
+    ) -> Proposal[TopicInfo]: ...
+
+    def alter_topic(
+        self,
+        name: str,
+        set_: Mapping[str, Any],
+        delete: list[str] | None = None,
+        replace: bool = False,
+        validate_only: bool = False,
+    ) -> Proposal[TopicInfo]: ...
+
+    def create_stream(
+        self, name: str, configs: Mapping[str, Any], validate_only: bool = False
+    ) -> Proposal[StreamInfo]: ...
+
+    def alter_stream(
+        self, name: str, set_: Mapping[str, Any], delete: list[str] | None = None, validate_only: bool = False
+    ) -> Proposal[StreamInfo]: ...
+
+    def delete_stream(self, name: str) -> Proposal[StreamInfo]: ...
+
+
+class GroupDirectory(Protocol):
+    coordinator: GroupCoordinator
+
+    def coordinator_node(self, group_id: str) -> Node | None: ...
+
+    def coordinator_error(self, group_id: str) -> ErrorCode: ...
+
+    def check_coordinator(self, group_id: str) -> None: ...
+
+
+class ProducerIdSource(Protocol):
+    def next_id(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerServices:
+    """The parts handlers may use, built once by the broker."""
+
+    config: cfg.BrokerConfig
+    partitions: PartitionLookup
+    cluster: NodeDirectory
+    admin: TopicAdmin
+    groups: GroupDirectory
+    producer_ids: ProducerIdSource
+    stopping: asyncio.Event
 
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: Broker
+    services: BrokerServices
     header: RequestHeader
     peer: str
 
     @property
     def version(self) -> int:
         return self.header.api_version
+
+    @property
+    def config(self) -> cfg.BrokerConfig:
+        return self.services.config
+
+    @property
+    def partitions(self) -> PartitionLookup:
+        return self.services.partitions
+
+    @property
+    def cluster(self) -> NodeDirectory:
+        return self.services.cluster
+
+    @property
+    def admin(self) -> TopicAdmin:
+        return self.services.admin
+
+    @property
+    def groups(self) -> GroupDirectory:
+        return self.services.groups
+
+    @property
+    def node_id(self) -> int:
+        return self.services.cluster.node_id

@@ -13,24 +13,24 @@ A malformed frame or an unknown API closes that connection only, with one log li
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import socket
 import struct
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from framework.errors import StoreError
 from framework.protocol import codec
 from framework.protocol.errors import ErrorCode
 from framework.protocol.frames import encode_response, parse_request_header, peek_header
 from framework.server import metrics
-from framework.server.context import RequestContext
+from framework.server.context import BrokerServices, RequestContext
+from framework.server.errors import kafka_error
+from framework.server.handlers import api_versions
 from framework.server.router import Route, routes
-
-if TYPE_CHECKING:
-    from framework.server.broker import Broker
 
 log = logging.getLogger("sftraffic.server")
 
@@ -40,10 +40,44 @@ _SIZE = struct.Struct(">i")
 API_VERSIONS = 18
 
 
+class KafkaListener:
+    """The Kafka listener socket and its open connections."""
+
+    def __init__(self, services: BrokerServices) -> None:
+        self.services = services
+        self.max_frame: int = services.config["socket.request.max.bytes"]
+        self.connections: set[KafkaConnection] = set()
+        self.server: asyncio.base_events.Server | None = None
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen on host:port; returns the port (the one chosen when ``port`` is 0)."""
+        loop = asyncio.get_running_loop()
+        try:
+            self.server = await loop.create_server(
+                lambda: KafkaConnection(self), host, port, reuse_address=True, backlog=1024
+            )
+        except OSError as exc:
+            raise StoreError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        return int(self.server.sockets[0].getsockname()[1])
+
+    def close(self) -> None:
+        """Stop accepting and close every connection (requests in flight are dropped)."""
+        if self.server is not None:
+            self.server.close()
+        for conn in list(self.connections):
+            conn.close()
+
+    async def wait_closed(self, timeout: float) -> None:
+        if self.server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.server.wait_closed(), timeout)
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.max_frame: int = broker.config["socket.request.max.bytes"]
+    def __init__(self, listener: KafkaListener) -> None:
+        self.listener = listener
+        self.services = listener.services
+        self.max_frame = listener.max_frame
         self.ring = bytearray(RING)
         self.ring_mv = memoryview(self.ring)
         self.rstart = 0
@@ -74,10 +108,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = f"{peer[0]}:{peer[1]}"
-        self.broker.connections.add(self)
+        self.listener.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.broker.connections.discard(self)
+        self.listener.connections.discard(self)
         self.queue.clear()
         if self.task is not None and not self.task.done():
             self.task.cancel()
@@ -201,14 +235,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except (codec.DecodeError, IndexError, ValueError, struct.error) as exc:
             self._bad(f"malformed {route.entry.name} v{version} request: {exc}")
             return
-        ctx = RequestContext(self.broker, header, self.peer)
+        ctx = RequestContext(self.services, header, self.peer)
         try:
             resp = route.handle(ctx, req)
-        except StoreError as exc:
-            resp = self._error(route, req, exc.code, exc.message)
-        except Exception:
-            log.exception("%s v%d from %s failed", route.entry.name, version, self.peer)
-            resp = self._error(route, req, ErrorCode.UNKNOWN_SERVER_ERROR, "internal error")
+        except Exception as exc:
+            resp = self._failed(route, req, version, exc)
         if resp is None:
             self._observe(route, t0)
             return
@@ -221,6 +252,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._send(route, version, corr, resp)
         self._observe(route, t0)
 
+    def _failed(self, route: Route, req: Any, version: int, exc: Exception) -> Any:
+        """The answer to a request whose handler raised: its Kafka error, or a logged bug."""
+        named = kafka_error(exc)
+        if named is None:
+            log.error("%s v%d from %s failed", route.entry.name, version, self.peer, exc_info=exc)
+            named = ErrorCode.UNKNOWN_SERVER_ERROR, "internal error"
+        return self._error(route, req, *named)
+
     def _error(self, route: Route, req: Any, code: int, message: str) -> Any:
         if route.error_response is None:
             self._bad(f"{route.entry.name} failed: {message}")
@@ -231,13 +270,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             try:
                 resp = await aw
-            except StoreError as exc:
-                resp = self._error(route, req, exc.code, exc.message)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("%s v%d from %s failed", route.entry.name, version, self.peer)
-                resp = self._error(route, req, ErrorCode.UNKNOWN_SERVER_ERROR, "internal error")
+            except Exception as exc:
+                resp = self._failed(route, req, version, exc)
             if resp is not None:
                 self._send(route, version, corr, resp)
             self._observe(route, t0)
@@ -263,8 +297,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         metrics.child(metrics.REQUEST_LATENCY, name).observe(time.perf_counter() - t0)
 
     def _unsupported_api_versions(self, version: int, corr: int) -> None:
-        from framework.server.handlers import api_versions
-
         resp = api_versions.unsupported_version_response()
         route = self.routes[API_VERSIONS]
         self._send(route, 0, corr, resp)

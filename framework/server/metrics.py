@@ -7,14 +7,13 @@ pays nothing for them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 
-if TYPE_CHECKING:
-    from framework.server.broker import Broker
+from framework.replication.partition import Partition
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -41,11 +40,10 @@ REQUEST_LATENCY = Histogram(
         5,
     ),
 )
-REQUESTS = Counter("sftraffic_requests", "Requests served, by API.", ["api"], registry=REGISTRY)
 REQUEST_ERRORS = Counter(
     "sftraffic_request_errors",
-    "Error codes returned, by API and error.",
-    ["api", "error"],
+    "Errors answered to clients (whole requests or single partitions, topics, resources), by Kafka error.",
+    ["error"],
     registry=REGISTRY,
 )
 BYTES_IN = Counter("sftraffic_bytes_in", "Record bytes appended, by topic.", ["topic"], registry=REGISTRY)
@@ -75,8 +73,9 @@ def child(metric: Any, label: str) -> Any:
 
 
 class PartitionCollector:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, partitions: Callable[[], list[Partition]], connections: Callable[[], int]) -> None:
+        self.partitions = partitions
+        self.connections = connections
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         leo = GaugeMetricFamily(
@@ -96,23 +95,22 @@ class PartitionCollector:
             "Partitions whose ISR is smaller than their replica set.",
         )
         under = 0
-        for topic, parts in list(self.broker.partitions.items()):
-            for p in parts:
-                if p is None:
-                    continue
-                labels = [topic, str(p.index)]
-                leo.add_metric(labels, p.log_end_offset)
-                lso.add_metric(labels, p.log_start_offset)
-                hw.add_metric(labels, p.high_watermark)
-                size.add_metric(labels, p.log.size_bytes)
-                if p.is_leader and len(p.isr) < len(p.replicas):
-                    under += 1
+        for p in self.partitions():
+            labels = [p.topic, str(p.index)]
+            leo.add_metric(labels, p.log_end_offset)
+            lso.add_metric(labels, p.log_start_offset)
+            hw.add_metric(labels, p.high_watermark)
+            size.add_metric(labels, p.log.size_bytes)
+            if p.is_leader and len(p.isr) < len(p.replicas):
+                under += 1
         urp.add_metric([], under)
         conns = GaugeMetricFamily("sftraffic_connections", "Open client connections.")
-        conns.add_metric([], len(self.broker.connections))
+        conns.add_metric([], self.connections())
         yield from (leo, lso, hw, size, urp, conns)
 
 
-def serve(host: str, port: int, broker: Broker) -> None:
-    REGISTRY.register(PartitionCollector(broker))
+def serve(
+    host: str, port: int, partitions: Callable[[], list[Partition]], connections: Callable[[], int]
+) -> None:
+    REGISTRY.register(PartitionCollector(partitions, connections))
     start_http_server(port, addr=host, registry=REGISTRY)

@@ -240,9 +240,6 @@ class LogSegment:
         self.index.flush(fsync=True)
         self.time_index.flush(fsync=True)
 
-    def flush_log_only(self) -> None:
-        os.fsync(self._fd)
-
     def rolling_base_ms(self) -> int:
         """When this segment's age for ``segment.ms`` starts: its first batch's max timestamp
         (Kafka's rule, so the age survives restarts), else the file's modification time."""

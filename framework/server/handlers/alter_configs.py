@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from framework.errors import StoreError
+from framework.metadata.admin import Committed
 from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.alter_configs import (
     AlterConfigsRequest,
@@ -10,6 +11,7 @@ from framework.protocol.messages.alter_configs import (
     AlterConfigsResponse,
 )
 from framework.server.context import RequestContext
+from framework.server.errors import answer_errors, when_committed
 
 API_KEY = 33
 TOPIC, BROKER = 2, 4
@@ -22,28 +24,26 @@ BROKER_STATIC = (
 
 def handle(ctx: RequestContext, req: AlterConfigsRequest) -> object:
     out = []
+    pending: list[tuple[AlterConfigsResourceResponse, Committed]] = []
     for res in req.resources:
         r = AlterConfigsResourceResponse(
             error_code=0, resource_type=res.resource_type, resource_name=res.resource_name
         )
         out.append(r)
-        try:
-            if res.resource_type == TOPIC:
-                values = {c.name: c.value for c in res.configs if c.value is not None}
-                ctx.broker.metadata.alter_topic(
-                    res.resource_name, values, replace=True, validate_only=req.validate_only
-                )
-                ctx.broker.bind_pending(r)
-            elif res.resource_type == BROKER:
+        with answer_errors(r):
+            if res.resource_type == BROKER:
                 raise StoreError(BROKER_STATIC, ErrorCode.INVALID_REQUEST)
-            else:
+            if res.resource_type != TOPIC:
                 raise StoreError(
                     f"resource type {res.resource_type} is not supported", ErrorCode.INVALID_REQUEST
                 )
-        except StoreError as exc:
-            r.error_code = exc.code
-            r.error_message = exc.message
-    return ctx.broker.committed(AlterConfigsResponse(responses=out))
+            values = {c.name: c.value for c in res.configs if c.value is not None}
+            prop = ctx.admin.alter_topic(
+                res.resource_name, values, replace=True, validate_only=req.validate_only
+            )
+            if prop.committed is not None:
+                pending.append((r, prop.committed))
+    return when_committed(AlterConfigsResponse(responses=out), pending)
 
 
 def error_response(req: AlterConfigsRequest, code: int, message: str) -> AlterConfigsResponse:

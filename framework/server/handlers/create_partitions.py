@@ -2,31 +2,30 @@
 
 from __future__ import annotations
 
-from framework.errors import StoreError
+from framework.metadata.admin import Committed
 from framework.protocol.messages.create_partitions import (
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreatePartitionsTopicResult,
 )
 from framework.server.context import RequestContext
+from framework.server.errors import answer_errors, when_committed
 
 API_KEY = 37
 
 
 def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> object:
-    b = ctx.broker
     out = []
+    pending: list[tuple[CreatePartitionsTopicResult, Committed]] = []
     for t in req.topics:
         r = CreatePartitionsTopicResult(name=t.name, error_code=0)
         out.append(r)
-        try:
+        with answer_errors(r):
             assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
-            b.metadata.create_partitions(t.name, t.count, assignments, b.broker_ids(), req.validate_only)
-            b.bind_pending(r)
-        except StoreError as exc:
-            r.error_code = exc.code
-            r.error_message = exc.message
-    return b.committed(CreatePartitionsResponse(results=out))
+            prop = ctx.admin.create_partitions(t.name, t.count, assignments, req.validate_only)
+            if prop.committed is not None:
+                pending.append((r, prop.committed))
+    return when_committed(CreatePartitionsResponse(results=out), pending)
 
 
 def error_response(req: CreatePartitionsRequest, code: int, message: str) -> CreatePartitionsResponse:

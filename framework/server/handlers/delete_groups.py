@@ -15,7 +15,7 @@ API_KEY = 42
 async def _delete(ctx: RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
     out = []
     for gid in req.groups_names:
-        code = ctx.broker.coordinator_error(gid) or await ctx.broker.groups.delete_group(gid)
+        code = ctx.groups.coordinator_error(gid) or await ctx.groups.coordinator.delete_group(gid)
         out.append(DeletableGroupResult(group_id=gid, error_code=code))
     return DeleteGroupsResponse(results=out)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from framework.errors import StoreError
+from framework.metadata.admin import Committed
 from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.delete_topics import (
     DeletableTopicResult,
@@ -13,38 +14,34 @@ from framework.protocol.messages.delete_topics import (
 )
 from framework.protocol.schema import ZERO_UUID
 from framework.server.context import RequestContext
+from framework.server.errors import answer_errors, when_committed
 
 API_KEY = 20
 log = logging.getLogger("sftraffic.server")
 
 
 def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> object:
-    broker = ctx.broker
-    wanted: list[tuple[str | None, bytes]] = []
     if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
         wanted = [(n, ZERO_UUID) for n in req.topic_names]
     out = []
+    pending: list[tuple[DeletableTopicResult, Committed]] = []
     for name, tid in wanted:
         r = DeletableTopicResult(name=name, topic_id=tid, error_code=0)
         out.append(r)
-        if name is None:
-            info = broker.metadata.topics_by_id.get(tid)
-            if info is None:
-                r.error_code = ErrorCode.UNKNOWN_TOPIC_ID
-                continue
-            name = info.name
-            r.name = name
-        try:
-            t = broker.delete_topic(name)
-            broker.bind_pending(r)
-            r.topic_id = t.id_bytes
+        with answer_errors(r):
+            if name is None:
+                info = ctx.cluster.topic_by_id(tid)
+                if info is None:
+                    raise StoreError(f"no topic has id {tid.hex()}", ErrorCode.UNKNOWN_TOPIC_ID)
+                name = r.name = info.name
+            prop = ctx.admin.delete_topic(name)
+            if prop.committed is not None:
+                pending.append((r, prop.committed))
+            r.topic_id = prop.result.id_bytes
             log.info("deleted topic %s for %s", name, ctx.peer)
-        except StoreError as exc:
-            r.error_code = exc.code
-            r.error_message = exc.message
-    return broker.committed(DeleteTopicsResponse(responses=out))
+    return when_committed(DeleteTopicsResponse(responses=out), pending)
 
 
 def error_response(req: DeleteTopicsRequest, code: int, message: str) -> DeleteTopicsResponse:

@@ -15,23 +15,23 @@ API_KEY = 60
 
 
 def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
-    b = ctx.broker
+    cluster = ctx.cluster
     if ctx.version >= 1 and req.endpoint_type not in (1,):
         return DescribeClusterResponse(
             error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
             error_message="only broker endpoints (1) are served",
             endpoint_type=req.endpoint_type,
-            cluster_id=b.metadata.cluster_id,
+            cluster_id=cluster.cluster_id,
             controller_id=-1,
         )
     return DescribeClusterResponse(
         error_code=0,
         endpoint_type=1,
-        cluster_id=b.metadata.cluster_id,
-        controller_id=b.controller_id,
+        cluster_id=cluster.cluster_id,
+        controller_id=cluster.controller_id,
         brokers=[
             DescribeClusterBroker(broker_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
-            for n in b.nodes()
+            for n in cluster.nodes()
         ],
         cluster_authorized_operations=CLUSTER_OPERATIONS
         if req.include_cluster_authorized_operations

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from framework import config as cfg
-from framework.errors import StoreError
+from framework.errors import StoreError, UnknownTopicOrPartition
 from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.describe_configs import (
     DescribeConfigsRequest,
@@ -20,6 +20,7 @@ from framework.protocol.messages.describe_configs import (
     DescribeConfigsSynonym,
 )
 from framework.server.context import RequestContext
+from framework.server.errors import answer_errors
 
 API_KEY = 32
 
@@ -68,21 +69,22 @@ def _entry(
 def describe_topic(
     ctx: RequestContext, name: str, keys: list[str] | None, synonyms: bool, docs: bool
 ) -> list[DescribeConfigsResourceResult]:
-    md = ctx.broker.metadata
-    t = md.topic(name)
-    values = md.topic_config_values(t)
+    t = ctx.cluster.topics.get(name)
+    if t is None:
+        raise UnknownTopicOrPartition(f"topic {name!r} does not exist")
+    values = ctx.cluster.topic_config_values(t)
     out = []
     for k, (v, src) in sorted(values.items()):
         if keys is not None and k not in keys:
             continue
-        out.append(_entry(k, v, src, False, t.stream, synonyms, docs, ctx.broker.config))
+        out.append(_entry(k, v, src, False, t.stream, synonyms, docs, ctx.config))
     return out
 
 
 def describe_broker(
     ctx: RequestContext, keys: list[str] | None, synonyms: bool, docs: bool
 ) -> list[DescribeConfigsResourceResult]:
-    bc = ctx.broker.config
+    bc = ctx.config
     out = []
     for k in cfg.keys(cfg.BROKER):
         if keys is not None and k.name not in keys:
@@ -108,11 +110,11 @@ def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsR
         )
         results.append(r)
         keys = list(res.configuration_keys) if res.configuration_keys is not None else None
-        try:
+        with answer_errors(r):
             if res.resource_type == TOPIC:
                 r.configs = describe_topic(ctx, res.resource_name, keys, req.include_synonyms, docs)
             elif res.resource_type == BROKER:
-                if res.resource_name not in ("", str(ctx.broker.node_id)):
+                if res.resource_name not in ("", str(ctx.node_id)):
                     raise StoreError(
                         f"broker {res.resource_name} is not this broker", ErrorCode.INVALID_REQUEST
                     )
@@ -123,9 +125,6 @@ def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsR
                 raise StoreError(
                     f"resource type {res.resource_type} is not supported", ErrorCode.INVALID_REQUEST
                 )
-        except StoreError as exc:
-            r.error_code = exc.code
-            r.error_message = exc.message
     return DescribeConfigsResponse(results=results)
 
 

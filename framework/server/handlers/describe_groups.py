@@ -16,12 +16,12 @@ NOT_REQUESTED = -2147483648
 
 
 def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
-    coord = ctx.broker.groups
+    coord = ctx.groups.coordinator
     out = []
     for gid in req.groups:
         g = coord.groups.get(gid)
         ops = GROUP_OPERATIONS if req.include_authorized_operations else NOT_REQUESTED
-        code = ctx.broker.coordinator_error(gid)
+        code = ctx.groups.coordinator_error(gid)
         if code:
             out.append(
                 DescribedGroup(

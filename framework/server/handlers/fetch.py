@@ -14,7 +14,7 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
-from framework.errors import OffsetOutOfRange, StoreError
+from framework.errors import OffsetOutOfRange
 from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.fetch import (
     FetchableTopicResponse,
@@ -25,6 +25,7 @@ from framework.protocol.messages.fetch import (
 from framework.replication.partition import Partition
 from framework.server import metrics
 from framework.server.context import RequestContext
+from framework.server.errors import answer_errors, resolve_replica
 
 API_KEY = 1
 
@@ -32,29 +33,21 @@ _Target = tuple[int, Any, Partition | None, int]  # (topic slot, FetchPartition,
 
 
 def _resolve(ctx: RequestContext, req: FetchRequest) -> tuple[list[FetchableTopicResponse], list[_Target]]:
-    broker = ctx.broker
     v = ctx.version
     topics: list[FetchableTopicResponse] = []
     targets: list[_Target] = []
     for ft in req.topics:
+        name: str | None = ft.topic
         if v >= 13:
-            info = broker.metadata.topics_by_id.get(ft.topic_id)
+            info = ctx.cluster.topic_by_id(ft.topic_id)
             name = info.name if info is not None else None
-            missing = ErrorCode.UNKNOWN_TOPIC_ID
-        else:
-            name = ft.topic
-            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        parts = broker.partitions.get(name) if name is not None else None
         slot = len(topics)
         topics.append(FetchableTopicResponse(topic_id=ft.topic_id, topic=ft.topic, partitions=[]))
         for fp in ft.partitions:
-            if parts is None:
-                targets.append((slot, fp, None, missing))
-            elif not 0 <= fp.partition < len(parts):
-                targets.append((slot, fp, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            if name is None:
+                targets.append((slot, fp, None, ErrorCode.UNKNOWN_TOPIC_ID))
             else:
-                p = parts[fp.partition]
-                targets.append((slot, fp, p, 0 if p is not None else ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                targets.append((slot, fp, *resolve_replica(ctx.partitions, name, fp.partition)))
     return topics, targets
 
 
@@ -88,7 +81,7 @@ def _read(
             error = True
             continue
         lg = part.log
-        try:
+        with answer_errors(pd):
             if not part.is_leader:
                 part.check_leader()  # no fetching from followers (KIP-392) yet
             if v >= 9:
@@ -114,11 +107,7 @@ def _read(
                     metrics.child(metrics.BYTES_OUT, part.topic).inc(n)
             elif fp.fetch_offset < lg.log_start_offset or fp.fetch_offset > lg.log_end_offset:
                 raise OffsetOutOfRange()
-        except StoreError as exc:
-            pd.error_code = exc.code
-            error = True
-        except OSError:
-            pd.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+        if pd.error_code:
             error = True
     return FetchResponse(session_id=0, responses=topics), total, error
 
@@ -145,7 +134,7 @@ async def _delayed(
     parts = {id(p): p for _, _, p, _ in targets if p is not None}
     while True:
         remaining = deadline - loop.time()
-        if remaining <= 0 or ctx.broker.stopping:
+        if remaining <= 0 or ctx.services.stopping.is_set():
             break
         fut: asyncio.Future[None] = loop.create_future()
         for p in parts.values():

@@ -9,10 +9,8 @@ API_KEY = 12
 
 
 def handle(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
-    code = ctx.broker.coordinator_error(req.group_id)
-    if code:  # cluster: another broker coordinates this group (or none does right now)
-        return error_response(req, code, "not this group's coordinator")
-    code = ctx.broker.groups.heartbeat(
+    ctx.groups.check_coordinator(req.group_id)
+    code = ctx.groups.coordinator.heartbeat(
         req.group_id,
         req.generation_id,
         req.member_id,

@@ -27,7 +27,7 @@ def handle(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdRes
             producer_id=-1,
             producer_epoch=-1,
         )
-    pid = ctx.broker.producer_ids.next_id()
+    pid = ctx.services.producer_ids.next_id()
     log.debug("producer id %d for %s (%s)", pid, ctx.peer, ctx.header.client_id)
     return InitProducerIdResponse(error_code=0, producer_id=pid, producer_epoch=0)
 

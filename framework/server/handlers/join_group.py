@@ -14,7 +14,7 @@ API_KEY = 11
 
 async def _join(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
     v = ctx.version
-    res = await ctx.broker.groups.join(
+    res = await ctx.groups.coordinator.join(
         req.group_id,
         req.member_id,
         req.group_instance_id if v >= 5 else None,
@@ -44,9 +44,7 @@ async def _join(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse
 
 
 def handle(ctx: RequestContext, req: JoinGroupRequest) -> object:
-    code = ctx.broker.coordinator_error(req.group_id)
-    if code:  # cluster: another broker coordinates this group (or none does right now)
-        return error_response(req, code, "not this group's coordinator")
+    ctx.groups.check_coordinator(req.group_id)
     return _join(ctx, req)
 
 

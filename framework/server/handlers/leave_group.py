@@ -13,14 +13,12 @@ API_KEY = 13
 
 
 def handle(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
-    code = ctx.broker.coordinator_error(req.group_id)
-    if code:  # cluster: another broker coordinates this group (or none does right now)
-        return error_response(req, code, "not this group's coordinator")
+    ctx.groups.check_coordinator(req.group_id)
     if ctx.version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in req.members]
     else:
         members = [(req.member_id, None)]
-    top, errors = ctx.broker.groups.leave(req.group_id, members)
+    top, errors = ctx.groups.coordinator.leave(req.group_id, members)
     return LeaveGroupResponse(
         error_code=top if ctx.version < 3 else 0,
         members=[

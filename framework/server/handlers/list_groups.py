@@ -16,7 +16,7 @@ def handle(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
     states = {s.lower() for s in req.states_filter}
     types = {t.lower() for t in req.types_filter}
     out = []
-    for g in ctx.broker.groups.list_groups():
+    for g in ctx.groups.coordinator.list_groups():
         if states and g.state.value.lower() not in states:
             continue
         if types and "classic" not in types:

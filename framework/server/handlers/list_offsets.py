@@ -12,6 +12,7 @@ from framework.protocol.messages.list_offsets import (
 )
 from framework.replication.partition import Partition
 from framework.server.context import RequestContext
+from framework.server.errors import answer_errors
 
 API_KEY = 2
 
@@ -37,33 +38,21 @@ def lookup(part: Partition, timestamp: int) -> tuple[int, int]:
 
 
 def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
-    broker = ctx.broker
     v = ctx.version
     topics = []
     for t in req.topics:
-        parts = broker.partitions.get(t.name)
         out = []
         for p in t.partitions:
             r = ListOffsetsPartitionResponse(
                 partition_index=p.partition_index, timestamp=-1, offset=-1, leader_epoch=-1
             )
             out.append(r)
-            if parts is None or not 0 <= p.partition_index < len(parts):
-                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            part = parts[p.partition_index]
-            if part is None or not part.is_leader:
-                r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                continue
-            try:
+            with answer_errors(r):
+                part = ctx.partitions.leader(t.name, p.partition_index)
                 if v >= 4:
                     part.check_epoch(p.current_leader_epoch)
                 r.offset, r.timestamp = lookup(part, p.timestamp)
                 r.leader_epoch = part.leader_epoch
-            except StoreError as exc:
-                r.error_code = exc.code
-            except OSError:
-                r.error_code = ErrorCode.KAFKA_STORAGE_ERROR
         topics.append(ListOffsetsTopicResponse(name=t.name, partitions=out))
     return ListOffsetsResponse(topics=topics)
 

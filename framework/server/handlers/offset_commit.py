@@ -24,7 +24,7 @@ async def _commit(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommit
         for t in req.topics
         for p in t.partitions
     }
-    res = await ctx.broker.groups.commit(
+    res = await ctx.groups.coordinator.commit(
         req.group_id,
         req.generation_id_or_member_epoch,
         req.member_id,
@@ -49,9 +49,7 @@ async def _commit(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommit
 
 
 def handle(ctx: RequestContext, req: OffsetCommitRequest) -> object:
-    code = ctx.broker.coordinator_error(req.group_id)
-    if code:  # cluster: another broker coordinates this group (or none does right now)
-        return error_response(req, code, "not this group's coordinator")
+    ctx.groups.check_coordinator(req.group_id)
     return _commit(ctx, req)
 
 

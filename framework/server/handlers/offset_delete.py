@@ -15,7 +15,7 @@ API_KEY = 47
 
 async def _delete(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
     tps = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
-    top, res = await ctx.broker.groups.delete_offsets(req.group_id, tps)
+    top, res = await ctx.groups.coordinator.delete_offsets(req.group_id, tps)
     if top:
         return OffsetDeleteResponse(error_code=top)
     return OffsetDeleteResponse(
@@ -37,9 +37,7 @@ async def _delete(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDelete
 
 
 def handle(ctx: RequestContext, req: OffsetDeleteRequest) -> object:
-    code = ctx.broker.coordinator_error(req.group_id)
-    if code:  # cluster: another broker coordinates this group (or none does right now)
-        return error_response(req, code, "not this group's coordinator")
+    ctx.groups.check_coordinator(req.group_id)
     return _delete(ctx, req)
 
 

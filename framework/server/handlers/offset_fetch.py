@@ -22,7 +22,7 @@ API_KEY = 9
 def _lookup(
     ctx: RequestContext, group: str, wanted: list[tuple[str, list[int]]] | None
 ) -> dict[str, list[tuple[int, CommittedOffset | None]]]:
-    coord = ctx.broker.groups
+    coord = ctx.groups.coordinator
     tps = None if wanted is None else [(t, p) for t, ps in wanted for p in ps]
     found = coord.fetch_offsets(group, tps)
     out: dict[str, list[tuple[int, CommittedOffset | None]]] = defaultdict(list)
@@ -37,7 +37,7 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     if v >= 8:
         groups = []
         for g in req.groups:
-            code = ctx.broker.coordinator_error(g.group_id)
+            code = ctx.groups.coordinator_error(g.group_id)
             if code:
                 groups.append(OffsetFetchResponseGroup(group_id=g.group_id, error_code=code, topics=[]))
                 continue
@@ -66,9 +66,7 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
                 )
             )
         return OffsetFetchResponse(groups=groups)
-    code = ctx.broker.coordinator_error(req.group_id)
-    if code:
-        return error_response(req, code, "not this group's coordinator")
+    ctx.groups.check_coordinator(req.group_id)
     wanted = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
     res = _lookup(ctx, req.group_id, wanted)
     return OffsetFetchResponse(

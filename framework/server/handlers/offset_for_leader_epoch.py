@@ -11,8 +11,7 @@ answered the same way, only by the leader, and after the fencing check of
 
 from __future__ import annotations
 
-from framework.errors import StoreError
-from framework.protocol.errors import ErrorCode
+from framework.errors import NotLeader, UnknownTopicOrPartition
 from framework.protocol.messages.offset_for_leader_epoch import (
     EpochEndOffset,
     OffsetForLeaderEpochRequest,
@@ -21,6 +20,7 @@ from framework.protocol.messages.offset_for_leader_epoch import (
 )
 from framework.replication.partition import Partition
 from framework.server.context import RequestContext
+from framework.server.errors import answer_errors
 
 API_KEY = 23
 
@@ -39,34 +39,20 @@ def end_offset(part: Partition, leader_epoch: int) -> tuple[int, int]:
 
 
 def handle(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
-    broker = ctx.broker
     topics = []
     for t in req.topics:
-        parts = broker.partitions.get(t.topic)
         out = []
         for p in t.partitions:
             r = EpochEndOffset(partition=p.partition, leader_epoch=-1, end_offset=-1)
             out.append(r)
-            if parts is None or not 0 <= p.partition < len(parts):
-                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            part = parts[p.partition]
-            if part is None:  # a partition of which this broker holds no replica
-                r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                continue
-            if part.deleted:
-                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            try:
+            with answer_errors(r):
+                part = ctx.partitions.replica(t.topic, p.partition)
+                if part.deleted:
+                    raise UnknownTopicOrPartition(f"{t.topic}-{p.partition} was deleted")
                 part.check_epoch(p.current_leader_epoch)
-                if part.leader_id != broker.node_id:
-                    r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                    continue
+                if part.leader_id != ctx.node_id:
+                    raise NotLeader(f"broker {ctx.node_id} does not lead {t.topic}-{p.partition}")
                 r.leader_epoch, r.end_offset = end_offset(part, p.leader_epoch)
-            except StoreError as exc:
-                r.error_code = exc.code
-            except OSError:
-                r.error_code = ErrorCode.KAFKA_STORAGE_ERROR
         topics.append(OffsetForLeaderTopicResult(topic=t.topic, partitions=out))
     return OffsetForLeaderEpochResponse(topics=topics)
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
-from framework.errors import StoreError
+from framework.errors import CorruptRecord, StoreError
 from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.produce import (
     PartitionProduceResponse,
@@ -21,6 +21,7 @@ from framework.protocol.messages.produce import (
 )
 from framework.server import metrics
 from framework.server.context import RequestContext
+from framework.server.errors import answer_errors, kafka_error, set_error
 
 API_KEY = 0
 
@@ -32,54 +33,36 @@ _child = metrics.child
 def handle(
     ctx: RequestContext, req: ProduceRequest
 ) -> ProduceResponse | Coroutine[Any, Any, ProduceResponse] | None:
-    partitions = ctx.broker.partitions
+    partitions = ctx.partitions
     acks = req.acks
+    if acks not in (0, 1, -1):
+        raise StoreError(f"acks must be 0, 1 or -1 (all), not {acks}", ErrorCode.INVALID_REQUIRED_ACKS)
     now = int(time.time() * 1000)
-    bad_acks = acks not in (0, 1, -1)
     responses = []
     waits: list[tuple[PartitionProduceResponse, asyncio.Future[None]]] = []
     for td in req.topic_data:
         name = td.name
-        parts = partitions.get(name)
         out = []
         nbytes = 0
         nmsgs = 0
         for pd in td.partition_data:
-            idx = pd.index
-            r = PartitionProduceResponse(index=idx, base_offset=-1)
+            r = PartitionProduceResponse(index=pd.index, base_offset=-1)
             out.append(r)
-            if parts is None or not 0 <= idx < len(parts):
-                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                r.error_message = f"topic {name!r} partition {idx} does not exist"
-                continue
-            if bad_acks:
-                r.error_code = ErrorCode.INVALID_REQUIRED_ACKS
-                continue
-            records = pd.records
-            if not records:
-                r.error_code = ErrorCode.CORRUPT_MESSAGE
-                r.error_message = "empty record set"
-                continue
-            part = parts[idx]
-            if part is None:
-                r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                r.error_message = f"this broker holds no replica of {name}-{idx}"
-                continue
-            try:
+            with answer_errors(r):
+                part = partitions.replica(name, pd.index)
+                records = pd.records
+                if not records:
+                    raise CorruptRecord("empty record set")
                 info = part.append_records(records, acks, now)  # type: ignore[arg-type]
-            except StoreError as exc:
-                r.error_code = exc.code
-                r.error_message = exc.message
-                continue
-            if acks == -1 and part.replicated:
-                fut = part.wait_replicated(info.last_offset + 1)
-                if fut is not None:
-                    waits.append((r, fut))
-            r.base_offset = info.first_offset
-            r.log_append_time_ms = info.log_append_time
-            r.log_start_offset = part.log.log_start_offset
-            nbytes += info.bytes
-            nmsgs += info.records
+                if acks == -1 and part.replicated:
+                    fut = part.wait_replicated(info.last_offset + 1)
+                    if fut is not None:
+                        waits.append((r, fut))
+                r.base_offset = info.first_offset
+                r.log_append_time_ms = info.log_append_time
+                r.log_start_offset = part.log.log_start_offset
+                nbytes += info.bytes
+                nmsgs += info.records
         if nbytes:
             _child(_BYTES_IN, name).inc(nbytes)
             _child(_MSGS_IN, name).inc(nmsgs)
@@ -102,12 +85,13 @@ async def _replicated(
     for r, fut in waits:
         if not fut.done():
             fut.cancel()
-            r.error_code = ErrorCode.REQUEST_TIMED_OUT
-            r.error_message = "not on every in-sync replica before the request timed out"
-        elif fut.exception() is not None:
-            exc = fut.exception()
-            r.error_code = exc.code if isinstance(exc, StoreError) else ErrorCode.UNKNOWN_SERVER_ERROR
-            r.error_message = str(exc)
+            set_error(
+                r, ErrorCode.REQUEST_TIMED_OUT, "not on every in-sync replica before the request timed out"
+            )
+            continue
+        exc = fut.exception()
+        if exc is not None:
+            set_error(r, *(kafka_error(exc) or (ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))))
     return resp
 
 

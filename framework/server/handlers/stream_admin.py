@@ -6,7 +6,8 @@ import logging
 
 from framework import config as cfg
 from framework.errors import StoreError
-from framework.metadata.store import StreamInfo, UnknownStream
+from framework.metadata.admin import Committed
+from framework.metadata.store import StreamInfo
 from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.stream_admin import (
     ALTER,
@@ -22,13 +23,14 @@ from framework.protocol.messages.stream_admin import (
     StreamResult,
 )
 from framework.server.context import RequestContext
+from framework.server.errors import answer_errors, when_committed
 
 API_KEY = 10000
 log = logging.getLogger("sftraffic.server")
 
 
 def describe(ctx: RequestContext, s: StreamInfo) -> StreamResult:
-    bc = ctx.broker.config
+    bc = ctx.config
     entries = []
     for k in cfg.keys(cfg.STREAM):
         if k.name in s.configs:
@@ -50,50 +52,60 @@ def describe(ctx: RequestContext, s: StreamInfo) -> StreamResult:
         error_code=0,
         created_ms=s.created_ms,
         configs=entries,
-        topics=ctx.broker.metadata.stream_topics(s.name),
+        topics=ctx.cluster.stream_topics(s.name),
     )
 
 
-def handle(ctx: RequestContext, req: StreamAdminRequest) -> object:
-    md = ctx.broker.metadata
+def _describe_all(ctx: RequestContext, names: list[str]) -> StreamAdminResponse:
     out = []
-    if req.operation == DESCRIBE:
-        names = list(req.names) or sorted(md.streams)
-        for n in names:
-            s = md.streams.get(n)
-            if s is None:
-                out.append(
-                    StreamResult(
-                        name=n,
-                        error_code=ErrorCode.RESOURCE_NOT_FOUND,
-                        error_message=f"stream {n!r} does not exist",
-                    )
+    for n in names or sorted(ctx.cluster.streams):
+        s = ctx.cluster.streams.get(n)
+        if s is None:
+            out.append(
+                StreamResult(
+                    name=n,
+                    error_code=ErrorCode.RESOURCE_NOT_FOUND,
+                    error_message=f"stream {n!r} does not exist",
                 )
-            else:
-                out.append(describe(ctx, s))
-        return ctx.broker.committed(StreamAdminResponse(streams=out))
+            )
+        else:
+            out.append(describe(ctx, s))
+    return StreamAdminResponse(streams=out)
+
+
+def _change(ctx: RequestContext, req: StreamAdminRequest, name: str) -> tuple[StreamResult, Committed | None]:
     set_ = {c.name: c.value for c in req.configs if c.value is not None}
     delete = [c.name for c in req.configs if c.value is None]
+    if req.operation == CREATE:
+        prop = ctx.admin.create_stream(name, set_, validate_only=req.validate_only)
+        if not req.validate_only:
+            log.info("created stream %s for %s", name, ctx.peer)
+    elif req.operation == ALTER:
+        prop = ctx.admin.alter_stream(name, set_, delete, validate_only=req.validate_only)
+    elif req.operation == DELETE:
+        prop = ctx.admin.delete_stream(name)
+        log.info("deleted stream %s for %s", name, ctx.peer)
+        return StreamResult(name=name), prop.committed
+    else:
+        raise StoreError(f"unknown stream operation {req.operation}", ErrorCode.INVALID_REQUEST)
+    return describe(ctx, prop.result), prop.committed
+
+
+def handle(ctx: RequestContext, req: StreamAdminRequest) -> object:
+    if req.operation == DESCRIBE:
+        return _describe_all(ctx, list(req.names))
+    out = []
+    pending: list[tuple[StreamResult, Committed]] = []
     for n in req.names:
-        try:
-            if req.operation == CREATE:
-                s = md.create_stream(n, set_, validate_only=req.validate_only)
-                if not req.validate_only:
-                    log.info("created stream %s for %s", n, ctx.peer)
-            elif req.operation == ALTER:
-                s = md.alter_stream(n, set_, delete, validate_only=req.validate_only)
-            elif req.operation == DELETE:
-                s = md.delete_stream(n)
-                log.info("deleted stream %s for %s", n, ctx.peer)
-            else:
-                raise StoreError(f"unknown stream operation {req.operation}", ErrorCode.INVALID_REQUEST)
-            out.append(describe(ctx, s) if req.operation != DELETE else StreamResult(name=n))
-            ctx.broker.bind_pending(out[-1])
-        except UnknownStream as exc:
-            out.append(StreamResult(name=n, error_code=exc.code, error_message=exc.message))
-        except StoreError as exc:
-            out.append(StreamResult(name=n, error_code=exc.code, error_message=exc.message))
-    return ctx.broker.committed(StreamAdminResponse(streams=out))
+        failed = StreamResult(name=n)
+        with answer_errors(failed):
+            result, committed = _change(ctx, req, n)
+            out.append(result)
+            if committed is not None:
+                pending.append((result, committed))
+            continue
+        out.append(failed)
+    return when_committed(StreamAdminResponse(streams=out), pending)
 
 
 def error_response(req: StreamAdminRequest, code: int, message: str) -> StreamAdminResponse:

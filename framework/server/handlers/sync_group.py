@@ -10,7 +10,7 @@ API_KEY = 14
 
 async def _sync(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
     v = ctx.version
-    res = await ctx.broker.groups.sync(
+    res = await ctx.groups.coordinator.sync(
         req.group_id,
         req.generation_id,
         req.member_id,
@@ -28,9 +28,7 @@ async def _sync(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse
 
 
 def handle(ctx: RequestContext, req: SyncGroupRequest) -> object:
-    code = ctx.broker.coordinator_error(req.group_id)
-    if code:  # cluster: another broker coordinates this group (or none does right now)
-        return error_response(req, code, "not this group's coordinator")
+    ctx.groups.check_coordinator(req.group_id)
     return _sync(ctx, req)
 
 

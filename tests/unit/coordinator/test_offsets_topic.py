@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import struct
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -285,7 +284,8 @@ def test_java_hash_agrees_with_a_reference_implementation(group: str) -> None:
 
 
 class FakeBroker:
-    """What OffsetsTopicStore needs of a broker: ``partitions[TOPIC]`` and ``partition()``."""
+    """What OffsetsTopicStore needs of the replica manager (``replica``, ``topic_partitions``)
+    and of the metadata (the topic's partition count, ``count``)."""
 
     def __init__(self, root: Path, count: int) -> None:
         cfg = LogConfig(compact=True, delete=False)
@@ -298,11 +298,16 @@ class FakeBroker:
             ]
         }
 
-        # the broker's metadata: the store reads the topic's partition count from it
-        self.metadata = SimpleNamespace(topics={TOPIC: SimpleNamespace(partitions=count)})
+    def count(self) -> int:
+        return len(self.partitions[TOPIC])
 
     def partition(self, topic: str, index: int) -> Partition:
         return self.partitions[topic][index]
+
+    replica = partition
+
+    def topic_partitions(self, topic: str) -> list[Partition] | None:
+        return self.partitions.get(topic)
 
     def append(self, group: str, recs: list[tuple[bytes, bytes | None]]) -> None:
         p = self.partition(TOPIC, partition_for(group, len(self.partitions[TOPIC])))
@@ -358,7 +363,7 @@ async def test_load_into_restores_offsets_and_groups_and_applies_tombstones(tmp_
         part.log.high_watermark = hw
 
         c, sched = coordinator()
-        assert OffsetsTopicStore(broker).load_into(c) == (1, 2)  # type: ignore[arg-type]
+        assert OffsetsTopicStore(broker, broker.count).load_into(c) == (1, 2)
         assert set(c.groups) == {"payments", "standalone"}
         assert c.fetch_offsets("payments", None) == {("orders", 0): newer}
         assert c.fetch_offsets("standalone", None) == {("orders", 2): o3}
@@ -389,7 +394,7 @@ async def test_load_into_restores_offsets_and_groups_and_applies_tombstones(tmp_
 async def test_state_written_through_the_store_survives_a_restart(tmp_path: Path) -> None:
     broker = FakeBroker(tmp_path, 4)
     try:
-        store = OffsetsTopicStore(broker)  # type: ignore[arg-type]
+        store = OffsetsTopicStore(broker, broker.count)
         c, _ = coordinator(store)
         first = asyncio.ensure_future(
             c.join("app", "", None, "cli", "/h", 10_000, 30_000, "consumer", [("range", b"S")], True)

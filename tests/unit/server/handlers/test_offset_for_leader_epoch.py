@@ -21,6 +21,7 @@ from framework.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderTopic,
 )
 from framework.replication.partition import Partition
+from framework.replication.replica_manager import ReplicaManager
 from framework.server.context import RequestContext
 from framework.server.handlers import offset_for_leader_epoch as handler
 from framework.server.router import supported_versions
@@ -39,7 +40,10 @@ def log(tmp_path: Path) -> Iterator[Log]:
 
 
 def broker(*parts: Partition, node_id: int = NODE) -> Any:
-    return SimpleNamespace(node_id=node_id, partitions={"events": list(parts)})
+    """What the handler sees: the replica manager's look-ups over these partitions, and the node id."""
+    replicas = SimpleNamespace(node_id=node_id, partitions={"events": list(parts)})
+    replicas.replica = ReplicaManager.replica.__get__(replicas)
+    return SimpleNamespace(partitions=replicas, cluster=SimpleNamespace(node_id=node_id))
 
 
 def partition(log: Log, *, leader: int = NODE, epoch: int = 0, index: int = 0) -> Partition:
@@ -113,7 +117,7 @@ def test_unknown_topic_or_partition(log: Log) -> None:
     unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert [r.error_code for r in ask(b, 4, (0, 0, 0), topic="nope")] == [unknown]
     assert [answer(r) for r in ask(b, 4, (5, 0, 0), (-1, 0, 0))] == [(unknown, -1, -1)] * 2
-    b.partitions["events"][0].deleted = True
+    b.partitions.partitions["events"][0].deleted = True
     assert ask(b, 4, (0, 0, 0))[0].error_code == unknown
 
 
@@ -125,7 +129,7 @@ def test_not_the_leader(log: Log) -> None:
 
 def test_no_replica_here(log: Log) -> None:
     b = broker(partition(log))
-    b.partitions["events"].append(None)  # partition 1 lives on other brokers only
+    b.partitions.partitions["events"].append(None)  # partition 1 lives on other brokers only
     assert answer(ask(b, 4, (1, 0, 0))[0]) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1)
 
 

@@ -1,0 +1,116 @@
+"""Metadata changes asked for by clients (create/delete/alter topics and streams).
+
+Each command is planned against this broker's view (:class:`MetadataStore` ``plan_*``: checks
+only, no side effects), then committed: applied here at once on a single node, or proposed to
+the metadata quorum in a cluster, where it takes effect on every broker once committed. The
+caller gets a :class:`Proposal`: the planned outcome, and a future that tells whether the
+change was applied (``None`` when it already was, or when there was nothing to apply).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from framework import config as cfg
+from framework.errors import StoreError
+from framework.metadata.cache import MetadataCache
+from framework.metadata.store import Change, MetadataStore, StreamInfo, TopicInfo
+from framework.protocol.errors import ErrorCode
+
+T = TypeVar("T")
+
+# resolves to None once applied on this broker, or to the StoreError that kept it from applying
+Committed = asyncio.Future[StoreError | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal(Generic[T]):
+    result: T
+    committed: Committed | None = None  # None: applied already (or nothing to apply)
+
+    def detach(self) -> None:
+        """Nobody waits for the outcome (e.g. a topic auto-created by Metadata)."""
+        if self.committed is not None:
+            self.committed.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+
+class TopicDeletionDisabled(StoreError):
+    code = ErrorCode.TOPIC_DELETION_DISABLED
+
+
+class MetadataAdmin:
+    def __init__(self, store: MetadataStore, cache: MetadataCache, config: cfg.BrokerConfig) -> None:
+        self.store = store
+        self.cache = cache
+        self.config = config
+
+    def _commit(self, change: Change[T]) -> Proposal[T]:
+        quorum = self.cache.quorum
+        if quorum is None or change.op is None:
+            return Proposal(self.store.commit_here(change))
+        return Proposal(change.result, quorum.submit_metadata(change.op, change.arg))
+
+    # -- topics ----------------------------------------------------------------------------
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, Any] | None = None,
+        assignments: list[list[int]] | None = None,
+        validate_only: bool = False,
+        internal: bool = False,
+    ) -> Proposal[TopicInfo]:
+        return self._commit(
+            self.store.plan_create_topic(
+                name,
+                num_partitions,
+                replication_factor,
+                configs,
+                assignments,
+                brokers=self.cache.broker_ids(),
+                validate_only=validate_only,
+                internal=internal,
+            )
+        )
+
+    def delete_topic(self, name: str) -> Proposal[TopicInfo]:
+        if not self.config["delete.topic.enable"]:
+            raise TopicDeletionDisabled("topic deletion is disabled (delete.topic.enable=false)")
+        return self._commit(self.store.plan_delete_topic(name))
+
+    def create_partitions(
+        self, name: str, count: int, assignments: list[list[int]] | None, validate_only: bool = False
+    ) -> Proposal[TopicInfo]:
+        return self._commit(
+            self.store.plan_create_partitions(
+                name, count, assignments, self.cache.broker_ids(), validate_only
+            )
+        )
+
+    def alter_topic(
+        self,
+        name: str,
+        set_: Mapping[str, Any],
+        delete: list[str] | None = None,
+        replace: bool = False,
+        validate_only: bool = False,
+    ) -> Proposal[TopicInfo]:
+        return self._commit(self.store.plan_alter_topic(name, set_, delete, replace, validate_only))
+
+    # -- streams ---------------------------------------------------------------------------
+    def create_stream(
+        self, name: str, configs: Mapping[str, Any], validate_only: bool = False
+    ) -> Proposal[StreamInfo]:
+        return self._commit(self.store.plan_create_stream(name, configs, validate_only))
+
+    def alter_stream(
+        self, name: str, set_: Mapping[str, Any], delete: list[str] | None = None, validate_only: bool = False
+    ) -> Proposal[StreamInfo]:
+        return self._commit(self.store.plan_alter_stream(name, set_, delete, validate_only))
+
+    def delete_stream(self, name: str) -> Proposal[StreamInfo]:
+        return self._commit(self.store.plan_delete_stream(name))

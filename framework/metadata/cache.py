@@ -1,0 +1,142 @@
+"""What a broker knows of the cluster, for everything that asks "who leads, who is there".
+
+:class:`MetadataCache` is read-only: it answers from the :class:`MetadataStore` (streams,
+topics, configs) and, in a cluster, from the :class:`ClusterState` the quorum replicates
+(registered brokers, each partition's leader, leader epoch and ISR). Both are changed only by
+``MetadataStore.apply`` / the quorum's apply functions, in log order, so the answers of one
+broker are those of the metadata log up to the point it has applied.
+
+A single node answers as a cluster of one: it is every partition's leader at leader epoch 0,
+with itself as the only in-sync replica.
+
+Thread-safety: event-loop only (the quorum applies changes on the loop).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from framework.errors import UnknownTopicOrPartition
+from framework.metadata.quorum import ClusterState, PartitionState
+from framework.metadata.store import MetadataStore, StreamInfo, TopicInfo
+from framework.storage.log_config import LogConfig
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+class MetadataCache:
+    def __init__(self, node_id: int, store: MetadataStore, endpoint: tuple[str, int]) -> None:
+        self.node_id = node_id
+        self.store = store
+        self.endpoint = endpoint  # this broker's advertised (host, port)
+        self.quorum: ClusterState | None = None  # set when the broker joins a cluster
+
+    # -- the cluster -----------------------------------------------------------------------
+    @property
+    def clustered(self) -> bool:
+        return self.quorum is not None
+
+    @property
+    def cluster_id(self) -> str:
+        return self.store.cluster_id
+
+    @property
+    def controller_id(self) -> int:
+        """What Metadata calls the controller: this broker.
+
+        Any broker of a cluster takes admin requests and proposes them to the quorum, and
+        clients (librdkafka) send admin requests to the "controller" they were told about and
+        cache it; naming the Raft leader would send them to a broker that may have just died.
+        (KRaft brokers name a random live broker, for the same reason.)
+        """
+        return self.node_id
+
+    def nodes(self) -> list[Node]:
+        """The brokers clients may use: this one, or every registered, unfenced one."""
+        if self.quorum is None:
+            return [Node(self.node_id, *self.endpoint)]
+        return [
+            Node(i, b["host"], b["port"], b["rack"])
+            for i, b in sorted(self.quorum.brokers.items())
+            if not b["fenced"]
+        ]
+
+    def node(self, node_id: int) -> Node | None:
+        """A live broker by id (None when unknown or fenced)."""
+        return next((n for n in self.nodes() if n.node_id == node_id), None)
+
+    def registered_endpoint(self, node_id: int) -> tuple[str, int] | None:
+        """Where a broker registered its listener, fenced or not (replica fetchers retry it)."""
+        if self.quorum is None:
+            return self.endpoint if node_id == self.node_id else None
+        b = self.quorum.brokers.get(node_id)
+        return None if b is None else (b["host"], b["port"])
+
+    def broker_ids(self) -> list[int]:
+        return [n.node_id for n in self.nodes()]
+
+    def is_live(self, node_id: int) -> bool:
+        return self.quorum.unfenced(node_id) if self.quorum is not None else node_id == self.node_id
+
+    # -- topics and streams ----------------------------------------------------------------
+    @property
+    def topics(self) -> dict[str, TopicInfo]:
+        return self.store.topics
+
+    @property
+    def streams(self) -> dict[str, StreamInfo]:
+        return self.store.streams
+
+    def topic(self, name: str) -> TopicInfo:
+        """The topic, or UnknownTopicOrPartition."""
+        return self.store.topic(name)
+
+    def topic_by_id(self, topic_id: bytes) -> TopicInfo | None:
+        return self.store.topics_by_id.get(topic_id)
+
+    def stream_topics(self, name: str) -> list[str]:
+        return self.store.stream_topics(name)
+
+    def topic_config_values(self, t: TopicInfo) -> dict[str, tuple[Any, str]]:
+        """Each topic config's effective value and its source ("topic", "stream", "broker", "default")."""
+        return self.store.topic_config_values(t)
+
+    def log_config(self, t: TopicInfo) -> LogConfig:
+        """The topic's effective log config: its overrides, then its stream's, then the broker's."""
+        values = {k: v for k, (v, _) in self.store.topic_config_values(t).items()}
+        return LogConfig.from_values(values)
+
+    # -- partitions ------------------------------------------------------------------------
+    def partition_states(self, t: TopicInfo) -> list[PartitionState]:
+        """Leader, leader epoch and ISR of each partition of ``t`` the quorum has a state for."""
+        if self.quorum is None:
+            return [PartitionState(self.node_id, 0, [self.node_id]) for _ in t.assignments]
+        return self.quorum.pstates.get(t.name, [])
+
+    def partition_state(self, topic: str, index: int) -> PartitionState | None:
+        if self.quorum is not None:
+            return self.quorum.partition_state(topic, index)
+        t = self.store.topics.get(topic)
+        if t is None or not 0 <= index < t.partitions:
+            return None
+        return PartitionState(self.node_id, 0, [self.node_id])
+
+    def leader_node(self, topic: str, index: int) -> Node | None:
+        """The live broker leading a partition (None: no such partition, or no leader now)."""
+        ps = self.partition_state(topic, index)
+        if ps is None or ps.leader < 0:
+            return None
+        return self.node(ps.leader)
+
+    def partition_count(self, topic: str) -> int:
+        t = self.store.topics.get(topic)
+        if t is None:
+            raise UnknownTopicOrPartition(f"topic {topic!r} does not exist")
+        return t.partitions

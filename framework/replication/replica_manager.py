@@ -1,0 +1,346 @@
+"""The partitions this broker holds, and what it does with them (Kafka's ReplicaManager).
+
+It opens, reconfigures and drops partition logs as the metadata says; makes each partition a
+leader or a follower at the epoch the quorum chose; runs one :class:`ReplicaFetcher` per
+leader it follows; proposes ISR changes to the quorum; and runs the logs' housekeeping
+(retention, flush, checkpoints, producer-id expiry, compaction, ISR shrinking).
+
+Who else learns of leadership: listeners registered with :meth:`on_leadership` for a topic
+(the group service for ``__consumer_offsets``) are told when this broker starts or stops
+leading one of its partitions.
+
+Lookups for handlers: :meth:`leader` / :meth:`replica` return the partition or raise the
+StoreError whose Kafka code answers the request (UNKNOWN_TOPIC_OR_PARTITION,
+NOT_LEADER_OR_FOLLOWER); :meth:`topic_partitions` is the produce path's look-up without
+exceptions.
+
+Thread-safety: event-loop only; the cleaner's work runs in a thread on logs it marks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from framework import config as cfg
+from framework.errors import NotLeader, UnknownTopicOrPartition
+from framework.metadata.cache import MetadataCache
+from framework.metadata.quorum import PartitionState
+from framework.metadata.store import TopicInfo
+from framework.replication.fetcher import FetcherSettings, ReplicaFetcher
+from framework.replication.partition import Partition
+from framework.storage.cleaner import LogCleaner
+from framework.storage.log_manager import LogManager
+
+log = logging.getLogger("sftraffic.replicas")
+
+# (partition index, leading) for a watched topic
+LeadershipListener = Callable[[int, bool], None]
+Periodic = tuple[int, Callable[[], None]]
+
+
+def _log_failure(what: str) -> Callable[[asyncio.Task[Any]], None]:
+    def done(task: asyncio.Task[Any]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s failed: %r", what, task.exception())
+
+    return done
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        node_id: int,
+        config: cfg.BrokerConfig,
+        logs: LogManager,
+        cache: MetadataCache,
+        retention_freed: Callable[[int], None] = lambda n: None,
+    ) -> None:
+        self.node_id = node_id
+        self.retention_freed = retention_freed
+        self.config = config
+        self.logs = logs
+        self.cache = cache
+        self.cleaner = LogCleaner(logs.dir)
+        # topic -> partitions; None for a partition of which this broker holds no replica
+        self.partitions: dict[str, list[Partition | None]] = {}
+        self._topic_ids: dict[str, str] = {}
+        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._listeners: dict[str, list[LeadershipListener]] = {}
+        self._reconcile_due = False
+        self.fetcher_settings = FetcherSettings.from_config(node_id, config)
+
+    # -- look-ups for handlers ---------------------------------------------------------------
+    def topic_partitions(self, topic: str) -> list[Partition | None] | None:
+        return self.partitions.get(topic)
+
+    def replica(self, topic: str, index: int) -> Partition:
+        """The local replica of a partition; raises when unknown or not hosted here."""
+        parts = self.partitions.get(topic)
+        if parts is None:
+            raise UnknownTopicOrPartition(f"topic {topic!r} does not exist")
+        if not 0 <= index < len(parts):
+            raise UnknownTopicOrPartition(f"topic {topic!r} has no partition {index}")
+        p = parts[index]
+        if p is None:
+            raise NotLeader(f"broker {self.node_id} holds no replica of {topic}-{index}")
+        return p
+
+    def leader(self, topic: str, index: int) -> Partition:
+        """The partition if this broker leads it; raises the error to answer otherwise."""
+        p = self.replica(topic, index)
+        if not p.is_leader:
+            p.check_leader()
+        return p
+
+    def all_partitions(self) -> list[Partition]:
+        return [p for parts in self.partitions.values() for p in parts if p is not None]
+
+    def on_leadership(self, topic: str, listener: LeadershipListener) -> None:
+        self._listeners.setdefault(topic, []).append(listener)
+
+    # -- single node: every partition is local and led here ---------------------------------
+    def open_all(self) -> None:
+        """Open every topic's logs (recovering them), quarantining directories of no topic."""
+        md = self.cache.store
+        known = {(t.name, p) for t in md.topics.values() for p in range(t.partitions)}
+        for topic, part, path in self.logs.partition_dirs():
+            if (topic, part) not in known:
+                self.logs.quarantine(path)
+        for t in md.topics.values():
+            self._open_topic(t)
+
+    def _open_topic(self, t: TopicInfo) -> None:
+        lc = self.cache.log_config(t)
+        parts = self.partitions.setdefault(t.name, [])
+        for p in range(len(parts), t.partitions):
+            parts.append(
+                Partition(
+                    topic=t.name,
+                    index=p,
+                    topic_id=t.id_bytes,
+                    log=self.logs.open_log(t.name, p, lc),
+                    replicas=list(t.assignments[p]),
+                    leader_id=self.node_id,
+                    isr=[self.node_id],
+                )
+            )
+
+    def on_metadata(self, event: str, name: str) -> None:
+        """A metadata change was applied (the MetadataStore's listener)."""
+        if event == "topic_altered":
+            self._reconfigure(name)
+        elif event == "stream_changed":
+            for t in list(self.cache.topics.values()):
+                if t.stream == name:
+                    self._reconfigure(t.name)
+        elif self.cache.clustered:
+            self.schedule_reconcile()
+        elif event in ("topic_created", "partitions_created"):
+            self._open_topic(self.cache.topics[name])
+        elif event == "topic_deleted":
+            self._drop_topic(name)
+
+    def _reconfigure(self, topic: str) -> None:
+        t = self.cache.topics.get(topic)
+        if t is None:
+            return
+        lc = self.cache.log_config(t)
+        for p in self.partitions.get(topic, []):
+            if p is not None:
+                p.log.config = lc
+
+    def _drop_topic(self, name: str) -> None:
+        for p in self.partitions.pop(name, []):
+            if p is not None:
+                self._unfollow(p)
+                p.close(UnknownTopicOrPartition(f"topic {name!r} was deleted"))
+                self.logs.remove_log(p.topic, p.index)
+        self._topic_ids.pop(name, None)
+
+    def _tell(self, topic: str, index: int, leading: bool) -> None:
+        for fn in self._listeners.get(topic, ()):
+            fn(index, leading)
+
+    # -- cluster: follow the quorum's state -------------------------------------------------
+    def quarantine_strays(self) -> None:
+        """Move away partition dirs this broker holds no replica of (deleted while it was down)."""
+        mine = {
+            (t.name, p)
+            for t in self.cache.topics.values()
+            for p, r in enumerate(t.assignments)
+            if self.node_id in r
+        }
+        for topic, part, path in self.logs.partition_dirs():
+            if (topic, part) not in mine:
+                self.logs.quarantine(path)
+
+    def schedule_reconcile(self) -> None:
+        if not self._reconcile_due:
+            self._reconcile_due = True
+            asyncio.get_running_loop().call_soon(self.reconcile)
+
+    def reconcile(self) -> None:
+        """Open, close, lead and follow partitions as the quorum's state says."""
+        self._reconcile_due = False
+        quorum = self.cache.quorum
+        if quorum is None or not quorum.replayed:
+            return
+        for name in list(self.partitions):
+            t = self.cache.topics.get(name)
+            if t is None or self._topic_ids.get(name) != t.topic_id:
+                self._drop_topic(name)
+        changes = {"leader": 0, "follower": 0}
+        for t in list(self.cache.topics.values()):
+            self._topic_ids[t.name] = t.topic_id
+            for role in self._reconcile_topic(t, self.cache.partition_states(t)):
+                changes[role] += 1
+        if any(changes.values()):
+            held = self.all_partitions()
+            leading = sum(1 for p in held if p.is_leader)
+            log.info(
+                "broker %d now leads %d partition(s) (%d new) and follows %d (%d new)",
+                self.node_id,
+                leading,
+                changes["leader"],
+                len(held) - leading,
+                changes["follower"],
+            )
+
+    def _reconcile_topic(self, t: TopicInfo, states: list[PartitionState]) -> list[str]:
+        parts = self.partitions.setdefault(t.name, [])
+        roles = []
+        for i, replicas in enumerate(t.assignments):
+            if i >= len(parts):
+                parts.append(None)
+            if i >= len(states):
+                continue
+            p = parts[i]
+            if p is None:
+                if self.node_id not in replicas:
+                    continue
+                p = parts[i] = self._new_replica(t, i)
+            ps = states[i]
+            role = p.apply_state(ps.leader, ps.leader_epoch, ps.isr, ps.partition_epoch, list(replicas))
+            if role:
+                self._unfollow(p)
+                if role == "follower" and ps.leader >= 0:
+                    self._follow(p, ps.leader)
+                self._tell(t.name, i, role == "leader")
+                roles.append(role)
+                log.debug(
+                    "%s-%d: %s at epoch %d (isr %s)",
+                    t.name,
+                    i,
+                    "leader" if role == "leader" else f"follower of broker {ps.leader}",
+                    ps.leader_epoch,
+                    ps.isr,
+                )
+        return roles
+
+    def _new_replica(self, t: TopicInfo, index: int) -> Partition:
+        return Partition(
+            topic=t.name,
+            index=index,
+            topic_id=t.id_bytes,
+            log=self.logs.open_log(t.name, index, self.cache.log_config(t)),
+            replicas=list(t.assignments[index]),
+            leader_id=-2,
+            leader_epoch=-1,
+            node_id=self.node_id,
+            alter_isr=self._alter_isr,
+        )
+
+    def _follow(self, p: Partition, leader: int) -> None:
+        f = self._fetchers.get(leader)
+        if f is None:
+            f = self._fetchers[leader] = ReplicaFetcher(
+                self.fetcher_settings, leader, self.cache.registered_endpoint
+            )
+        f.add(p)
+
+    def _unfollow(self, p: Partition) -> None:
+        for f in self._fetchers.values():
+            f.remove(p)
+
+    def _alter_isr(self, p: Partition, isr: list[int]) -> None:
+        quorum = self.cache.quorum
+        assert quorum is not None
+        epoch = p.partition_epoch
+        log.info("%s-%d: proposing ISR %s (was %s)", p.topic, p.index, isr, p.isr)
+        fut = quorum.propose("alter_isr", p.topic, p.index, self.node_id, p.leader_epoch, epoch, isr)
+
+        def done(f: asyncio.Future[Any]) -> None:
+            err = f.exception() if not f.cancelled() else None
+            code = f.result() if err is None and not f.cancelled() else -1
+            if code != 0:
+                log.info("%s-%d: ISR change to %s not applied (%s)", p.topic, p.index, isr, err or code)
+                if p.partition_epoch == epoch:
+                    p.pending_isr = None
+
+        fut.add_done_callback(done)
+
+    # -- housekeeping ------------------------------------------------------------------------
+    def periodic(self) -> list[Periodic]:
+        """(interval ms, function) pairs the broker runs on its event loop."""
+        c = self.config
+        tasks: list[Periodic] = [
+            (c["log.retention.check.interval.ms"], self.enforce_retention),
+            (c["log.flush.scheduler.interval.ms"], self.flush),
+            (60_000, self.checkpoint),
+            (c["producer.id.expiration.check.interval.ms"], self.expire_producers),
+            (c["log.cleaner.backoff.ms"], self.clean),
+        ]
+        if self.cache.clustered:
+            tasks.append((max(int(c["replica.lag.time.max.ms"]) // 2, 50), self.shrink_isrs))
+        return tasks
+
+    def clean(self) -> None:
+        if self.cleaner.running:
+            return
+        task = asyncio.get_running_loop().create_task(self.cleaner.run_once(list(self.logs.logs.values())))
+        task.add_done_callback(_log_failure("log cleaner"))
+
+    def enforce_retention(self) -> None:
+        if self.cleaner.running:
+            return  # the cleaner reads segment files in a thread: retention waits a round
+        freed = self.logs.enforce_retention(int(time.time() * 1000))
+        if freed:
+            self.retention_freed(freed)
+
+    def checkpoint(self) -> None:
+        self.logs.checkpoint()
+        for lg in self.logs.logs.values():
+            if lg.producer_state.dirty:
+                lg.producer_state.take_snapshot(lg.log_end_offset)
+
+    def expire_producers(self) -> None:
+        now = int(time.time() * 1000)
+        for lg in self.logs.logs.values():
+            gone = lg.producer_state.remove_expired(now, lg.config.producer_id_expiration_ms)
+            if gone:
+                log.info(
+                    "%s: expired %d producer id(s) unused for %d ms",
+                    lg.name,
+                    len(gone),
+                    lg.config.producer_id_expiration_ms,
+                )
+
+    def flush(self) -> None:
+        self.logs.flush_due(int(time.time() * 1000))
+
+    def shrink_isrs(self) -> None:
+        now = int(time.time() * 1000)
+        lag = int(self.config["replica.lag.time.max.ms"])
+        for p in self.all_partitions():
+            if p.replicated:
+                p.shrink_isr(now, lag)
+
+    async def stop(self) -> None:
+        """Stop every replica fetcher (the broker shuts the logs down after)."""
+        for f in list(self._fetchers.values()):
+            await f.stop()
+        self._fetchers.clear()
