@@ -1,0 +1,1 @@
+"""Coordinators: consumer groups and their committed offsets, producer ids."""

@@ -1,0 +1,1 @@
+"""Partition replication: partition state, the replica manager, replica fetchers."""
