@@ -43,7 +43,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from framework.protocol.codec import DecodeError, decode_data
 from framework.protocol.errors import ErrorCode
+from framework.protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
 
 log = logging.getLogger("sftraffic.groups")
 
@@ -200,11 +202,6 @@ class Group:
         """Topics the members consume (consumer protocol only); None when unknown."""
         if self.protocol_type != "consumer" or not self.protocol_name:
             return None
-        from framework.protocol.codec import DecodeError, decode_data
-        from framework.protocol.messages.consumer_protocol_subscription import (
-            ConsumerProtocolSubscription,
-        )
-
         out: set[str] = set()
         for m in self.members.values():
             try:
@@ -213,6 +210,23 @@ class Group:
                 return None
             out.update(sub.topics)
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    """A JoinGroup request as the coordinator uses it (rebalance timeout already defaulted)."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    require_known_member_id: bool
+    reason: str | None
+    supports_skip_assignment: bool
 
 
 @dataclass(slots=True)
@@ -472,8 +486,19 @@ class GroupCoordinator:
             self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms
         ):
             return JoinResult(E.INVALID_SESSION_TIMEOUT)
-        if rebalance_timeout_ms < 0:
-            rebalance_timeout_ms = session_timeout_ms
+        req = JoinRequest(
+            member_id,
+            group_instance_id,
+            client_id,
+            client_host,
+            session_timeout_ms,
+            rebalance_timeout_ms if rebalance_timeout_ms >= 0 else session_timeout_ms,
+            protocol_type,
+            list(protocols),
+            require_known_member_id,
+            reason,
+            supports_skip_assignment,
+        )
         g = self.groups.get(group_id)
         if g is None:
             if member_id:
@@ -485,95 +510,74 @@ class GroupCoordinator:
             return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL)
         fut: asyncio.Future[Any] = self.sched.create_future()
         if not member_id:
-            if group_instance_id and group_instance_id in g.static_members:
-                return (
-                    self._rejoin_static(
-                        g,
-                        group_instance_id,
-                        client_id,
-                        client_host,
-                        session_timeout_ms,
-                        rebalance_timeout_ms,
-                        protocol_type,
-                        protocols,
-                        fut,
-                        supports_skip_assignment,
-                    )
-                    or await fut
-                )
-            if len(g.members) + len(g.pending_members) >= self.config.max_size:
-                return JoinResult(E.GROUP_MAX_SIZE_REACHED)
-            new_id = self._new_member_id(client_id, group_instance_id)
-            if require_known_member_id and not group_instance_id:
-                # KIP-394: hand out the id; the member joins again with it
-                g.pending_members[new_id] = self.sched.call_later(
-                    session_timeout_ms / 1000, lambda: self._pending_expired(g, new_id)
-                )
-                return JoinResult(E.MEMBER_ID_REQUIRED, member_id=new_id)
-            self._add_member(
-                g,
-                new_id,
-                group_instance_id,
-                client_id,
-                client_host,
-                session_timeout_ms,
-                rebalance_timeout_ms,
-                protocol_type,
-                protocols,
-                fut,
-                reason or "new member",
-            )
-            return await fut  # type: ignore[no-any-return]
-        if member_id in g.pending_members:
+            answer = self._join_unknown(g, req, fut)
+        elif member_id in g.pending_members:
             g.pending_members.pop(member_id).cancel()
-            self._add_member(
-                g,
-                member_id,
-                group_instance_id,
-                client_id,
-                client_host,
-                session_timeout_ms,
-                rebalance_timeout_ms,
-                protocol_type,
-                protocols,
-                fut,
-                reason or "new member",
+            self._add_member(g, member_id, req, fut, reason or "new member")
+            answer = None
+        else:
+            answer = self._join_known(g, req, fut)
+        return answer or await fut
+
+    def _join_unknown(self, g: Group, req: JoinRequest, fut: asyncio.Future[Any]) -> JoinResult | None:
+        """A member without a member id: a new one, or a restarted static member."""
+        if req.group_instance_id and req.group_instance_id in g.static_members:
+            return self._rejoin_static(g, req.group_instance_id, req, fut)
+        if len(g.members) + len(g.pending_members) >= self.config.max_size:
+            return JoinResult(E.GROUP_MAX_SIZE_REACHED)
+        new_id = self._new_member_id(req.client_id, req.group_instance_id)
+        if req.require_known_member_id and not req.group_instance_id:
+            # KIP-394: hand out the id; the member joins again with it
+            g.pending_members[new_id] = self.sched.call_later(
+                req.session_timeout_ms / 1000, lambda: self._pending_expired(g, new_id)
             )
-            return await fut  # type: ignore[no-any-return]
+            return JoinResult(E.MEMBER_ID_REQUIRED, member_id=new_id)
+        self._add_member(g, new_id, req, fut, req.reason or "new member")
+        return None
+
+    def _join_known(self, g: Group, req: JoinRequest, fut: asyncio.Future[Any]) -> JoinResult | None:
+        """A member rejoining with its member id; None when the answer comes through ``fut``."""
+        member_id, instance_id = req.member_id, req.group_instance_id
         m = g.members.get(member_id)
         if m is None:
-            if group_instance_id and group_instance_id in g.static_members:
+            if instance_id and instance_id in g.static_members:
                 return JoinResult(E.FENCED_INSTANCE_ID)
             return JoinResult(E.UNKNOWN_MEMBER_ID)
-        if group_instance_id and g.static_members.get(group_instance_id) != member_id:
+        if instance_id and g.static_members.get(instance_id) != member_id:
             return JoinResult(E.FENCED_INSTANCE_ID)
         if g.is_(GroupState.PREPARING_REBALANCE):
-            self._update_member(g, m, protocols, session_timeout_ms, rebalance_timeout_ms, fut)
+            self._update_member(m, req, fut)
             self._maybe_complete_join(g)
-            return await fut  # type: ignore[no-any-return]
-        if g.is_(GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
-            if m.matches(protocols) and (g.is_(GroupState.COMPLETING_REBALANCE) or member_id != g.leader_id):
-                # nothing changed: answer with the current generation (no rebalance)
-                self._heartbeat(g, m)
-                assert g.protocol_name is not None
-                return JoinResult(
-                    error=0,
-                    generation=g.generation,
-                    protocol_type=g.protocol_type,
-                    protocol_name=g.protocol_name,
-                    leader=g.leader_id or "",
-                    member_id=member_id,
-                    members=[
-                        (x.member_id, x.group_instance_id, x.metadata_for(g.protocol_name))
-                        for x in g.members.values()
-                    ]
-                    if member_id == g.leader_id
-                    else [],
-                )
-            self._update_member(g, m, protocols, session_timeout_ms, rebalance_timeout_ms, fut)
-            self._prepare_rebalance(g, reason or f"member {member_id} rejoined with new metadata")
-            return await fut  # type: ignore[no-any-return]
-        return JoinResult(E.UNKNOWN_MEMBER_ID)
+            return None
+        if not g.is_(GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+            return JoinResult(E.UNKNOWN_MEMBER_ID)
+        if m.matches(req.protocols) and (g.is_(GroupState.COMPLETING_REBALANCE) or member_id != g.leader_id):
+            # nothing changed: answer with the current generation (no rebalance)
+            self._heartbeat(g, m)
+            return self._current(g, member_id, g.leader_id or "", member_id == g.leader_id)
+        self._update_member(m, req, fut)
+        self._prepare_rebalance(g, req.reason or f"member {member_id} rejoined with new metadata")
+        return None
+
+    @staticmethod
+    def _current(g: Group, member_id: str, leader: str, with_members: bool, skip: bool = False) -> JoinResult:
+        """The group's current generation as a JoinGroup answer (members for the leader only)."""
+        assert g.protocol_name is not None
+        return JoinResult(
+            error=0,
+            generation=g.generation,
+            protocol_type=g.protocol_type,
+            protocol_name=g.protocol_name,
+            leader=leader,
+            member_id=member_id,
+            members=[
+                (x.member_id, x.group_instance_id, x.metadata_for(g.protocol_name))
+                for x in g.members.values()
+            ]
+            if with_members
+            else [],
+            skip_assignment=skip,
+        )
 
     def _pending_expired(self, g: Group, member_id: str) -> None:
         if g.pending_members.pop(member_id, None) is not None:
@@ -581,35 +585,24 @@ class GroupCoordinator:
             self._maybe_forget(g)
 
     def _add_member(
-        self,
-        g: Group,
-        member_id: str,
-        instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        session_ms: int,
-        rebalance_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        fut: asyncio.Future[Any],
-        reason: str,
+        self, g: Group, member_id: str, req: JoinRequest, fut: asyncio.Future[Any], reason: str
     ) -> None:
         m = Member(
             member_id,
-            instance_id,
-            client_id,
-            client_host,
-            session_ms,
-            rebalance_ms,
-            protocol_type,
-            list(protocols),
+            req.group_instance_id,
+            req.client_id,
+            req.client_host,
+            req.session_timeout_ms,
+            req.rebalance_timeout_ms,
+            req.protocol_type,
+            list(req.protocols),
             join_future=fut,
         )
         if not g.members:
-            g.protocol_type = protocol_type
+            g.protocol_type = req.protocol_type
         g.members[member_id] = m
-        if instance_id:
-            g.static_members[instance_id] = member_id
+        if req.group_instance_id:
+            g.static_members[req.group_instance_id] = member_id
         if g.leader_id is None:
             g.leader_id = member_id
         if g.is_(GroupState.PREPARING_REBALANCE) and g.in_initial_delay:
@@ -621,34 +614,17 @@ class GroupCoordinator:
         else:
             self._prepare_rebalance(g, reason)
 
-    def _update_member(
-        self,
-        g: Group,
-        m: Member,
-        protocols: list[tuple[str, bytes]],
-        session_ms: int,
-        rebalance_ms: int,
-        fut: asyncio.Future[Any],
-    ) -> None:
-        m.protocols = list(protocols)
-        m.session_timeout_ms = session_ms
-        m.rebalance_timeout_ms = rebalance_ms
+    @staticmethod
+    def _update_member(m: Member, req: JoinRequest, fut: asyncio.Future[Any]) -> None:
+        m.protocols = list(req.protocols)
+        m.session_timeout_ms = req.session_timeout_ms
+        m.rebalance_timeout_ms = req.rebalance_timeout_ms
         if m.join_future is not None and not m.join_future.done():
             m.join_future.set_result(JoinResult(E.REBALANCE_IN_PROGRESS))
         m.join_future = fut
 
     def _rejoin_static(
-        self,
-        g: Group,
-        instance_id: str,
-        client_id: str,
-        client_host: str,
-        session_ms: int,
-        rebalance_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        fut: asyncio.Future[Any],
-        supports_skip_assignment: bool = True,
+        self, g: Group, instance_id: str, req: JoinRequest, fut: asyncio.Future[Any]
     ) -> JoinResult | None:
         """A known static member restarted: new member id, same assignment, no rebalance if unchanged.
 
@@ -657,64 +633,38 @@ class GroupCoordinator:
         leader, so they believe they are a follower and just sync (Kafka's trick).
         """
         old_id = g.static_members[instance_id]
-        old = g.members[old_id]
-        new_id = self._new_member_id(client_id, instance_id)
+        old = g.members.pop(old_id)
+        new_id = self._new_member_id(req.client_id, instance_id)
         if old.join_future is not None and not old.join_future.done():
             old.join_future.set_result(JoinResult(E.FENCED_INSTANCE_ID))
         if old.sync_future is not None and not old.sync_future.done():
             old.sync_future.set_result(SyncResult(E.FENCED_INSTANCE_ID))
         if old.session_timer is not None:
             old.session_timer.cancel()
-        del g.members[old_id]
-        m = Member(
+        m = g.members[new_id] = Member(
             new_id,
             instance_id,
-            client_id,
-            client_host,
-            session_ms,
-            rebalance_ms,
-            protocol_type,
-            list(protocols),
+            req.client_id,
+            req.client_host,
+            req.session_timeout_ms,
+            req.rebalance_timeout_ms,
+            req.protocol_type,
+            list(req.protocols),
             assignment=old.assignment,
         )
-        g.members[new_id] = m
         g.static_members[instance_id] = new_id
         if g.leader_id == old_id:
             g.leader_id = new_id
+        log.info("group %s: static member %s restarted (%s -> %s)", g.group_id, instance_id, old_id, new_id)
         # Kafka compares the protocol the group would select, not the metadata bytes
-        unchanged = g.select_protocol() == g.protocol_name
-        log.info(
-            "group %s: static member %s restarted (%s -> %s)",
-            g.group_id,
-            instance_id,
-            old_id,
-            new_id,
-        )
-        if g.is_(GroupState.STABLE) and unchanged:
+        if g.is_(GroupState.STABLE) and g.select_protocol() == g.protocol_name:
             self._heartbeat(g, m)
             self._persist_group(g)
-            assert g.protocol_name is not None
             # the leader is told to skip assignment (KIP-814): the group keeps its assignment
             is_leader = new_id == g.leader_id
-            leader = g.leader_id or ""
-            if not supports_skip_assignment:
-                leader = old_id if is_leader else leader
-                is_leader = False
-            return JoinResult(
-                error=0,
-                generation=g.generation,
-                protocol_type=g.protocol_type,
-                protocol_name=g.protocol_name,
-                leader=leader,
-                member_id=new_id,
-                members=[
-                    (x.member_id, x.group_instance_id, x.metadata_for(g.protocol_name))
-                    for x in g.members.values()
-                ]
-                if is_leader
-                else [],
-                skip_assignment=is_leader,
-            )
+            if not req.supports_skip_assignment:
+                return self._current(g, new_id, old_id if is_leader else g.leader_id or "", False)
+            return self._current(g, new_id, g.leader_id or "", is_leader, skip=is_leader)
         m.join_future = fut
         self._heartbeat(g, m)
         if g.is_(GroupState.PREPARING_REBALANCE):

@@ -30,10 +30,8 @@ partitions get new leaders. A restarted broker registers again before it leads a
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +46,7 @@ from pysyncobj import (  # type: ignore[import-untyped]
 )
 
 from framework.errors import StoreError
-from framework.metadata.store import MetadataStore
+from framework.metadata.store import MetadataStore, new_cluster_id
 from framework.protocol.errors import ErrorCode
 
 log = logging.getLogger("sftraffic.cluster")
@@ -234,10 +232,7 @@ class ClusterState(SyncObj):  # type: ignore[misc]
             self._controller_since = now
             log.info("node %d is the controller", self.node_id)
         if not self.cluster_id:
-            self.init_cluster(
-                self.md.broker["cluster.id"]
-                or base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-            )
+            self.init_cluster(self.md.broker["cluster.id"] or new_cluster_id())
         heard: dict[Any, float] = getattr(self, "_SyncObj__lastResponseTime", {})
         for node in self.otherNodes:
             nid = self.addr_to_id.get(node.id)

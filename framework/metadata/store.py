@@ -13,6 +13,7 @@ Stream names use ``[A-Za-z0-9_-]`` (no dot), so the first dot of a topic name se
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import threading
@@ -37,6 +38,7 @@ from framework.errors import (
 )
 from framework.protocol.errors import ErrorCode
 from framework.storage.files import write_durably
+from framework.storage.log_config import resolve
 
 TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 STREAM_NAME = re.compile(r"^[A-Za-z0-9_-]{1,200}$")
@@ -149,7 +151,7 @@ class MetadataStore:
             self.topics.update((ti.name, ti) for ti in topics)
             self.topics_by_id.update(by_id)
         if not self.cluster_id:
-            self.cluster_id = self.broker["cluster.id"] or _new_cluster_id()
+            self.cluster_id = self.broker["cluster.id"] or new_cluster_id()
             self._persist()
 
     def _persist(self) -> None:
@@ -181,8 +183,6 @@ class MetadataStore:
         return t
 
     def topic_config_values(self, t: TopicInfo) -> dict[str, tuple[Any, str]]:
-        from framework.storage.log_config import resolve
-
         stream = self.streams.get(t.stream) if t.stream else None
         return resolve(t.configs, stream.configs if stream else {}, self.broker)
 
@@ -472,7 +472,6 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _new_cluster_id() -> str:
-    import base64
-
+def new_cluster_id() -> str:
+    """A random cluster id, as Kafka makes them (22 characters of URL-safe base64)."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -81,8 +82,6 @@ def write_uvarint(out: bytearray, value: int) -> None:
 
 def _struct_map(top: type) -> dict[str, type]:
     """Struct name → class, found in the module that declares ``top``."""
-    import sys
-
     mod = sys.modules[top.__module__]
     return {
         name: obj
@@ -155,34 +154,7 @@ class _Compiler:
         """Emit code reading one (non-fixed-width or array) value into ``var``."""
         nullable = version in spec.nullable
         if spec.array:
-            if flexible:
-                lines.append(f"{ind}_n, pos = _ruv(buf, pos)")
-                lines.append(f"{ind}_n -= 1")
-            else:
-                u, _ = self._st("i")
-                lines.append(f"{ind}_n = {u}(buf, pos)[0]; pos += 4")
-            lines.append(f"{ind}if _n < 0:")
-            if nullable:
-                lines.append(f"{ind}    {var} = None")
-            else:
-                lines.append(f"{ind}    raise DecodeError('null array in non-nullable field')")
-            lines.append(f"{ind}else:")
-            lines.append(f"{ind}    if _n > _len - pos: raise DecodeError('array length past end of frame')")
-            item = dataclasses.replace(
-                spec, array=False, nullable=dataclasses.replace(spec.nullable, lo=1, hi=0)
-            )
-            if spec.type in _FIXED and spec.type != "uuid":
-                fmt = _FIXED[spec.type]
-                size = _SIZES[fmt]
-                lines.append(
-                    f"{ind}    {var} = list(_struct.unpack_from('>%d{fmt}' % _n, buf, pos))"
-                    f"; pos += {size} * _n"
-                )
-            else:
-                lines.append(f"{ind}    {var} = []")
-                lines.append(f"{ind}    for _i in range(_n):")
-                self._decode_value(lines, ind + "        ", "_x", item, version, flexible, structs)
-                lines.append(f"{ind}        {var}.append(_x)")
+            self._decode_array(lines, ind, var, spec, version, flexible, structs)
             return
         t = spec.type
         if t in _FIXED:
@@ -191,31 +163,7 @@ class _Compiler:
             lines.append(f"{ind}{var} = {u}(buf, pos)[0]; pos += {_SIZES[fmt]}")
             return
         if t in ("string", "bytes", "records"):
-            if flexible:
-                lines.append(f"{ind}_n = buf[pos]")
-                lines.append(f"{ind}if _n < 128: pos += 1")
-                lines.append(f"{ind}else: _n, pos = _ruv(buf, pos)")
-                lines.append(f"{ind}_n -= 1")
-            elif t == "string":
-                u, _ = self._st("h")
-                lines.append(f"{ind}_n = {u}(buf, pos)[0]; pos += 2")
-            else:
-                u, _ = self._st("i")
-                lines.append(f"{ind}_n = {u}(buf, pos)[0]; pos += 4")
-            lines.append(f"{ind}if _n < 0:")
-            if nullable:
-                lines.append(f"{ind}    {var} = None")
-            else:
-                lines.append(f"{ind}    raise DecodeError('null in non-nullable field {var[2:]}')")
-            lines.append(f"{ind}else:")
-            lines.append(f"{ind}    _e = pos + _n")
-            lines.append(f"{ind}    if _e > _len: raise DecodeError('field past end of frame')")
-            if t == "string":
-                lines.append(f"{ind}    {var} = str(buf[pos:_e], 'utf-8'); pos = _e")
-            elif t == "bytes":
-                lines.append(f"{ind}    {var} = bytes(buf[pos:_e]); pos = _e")
-            else:
-                lines.append(f"{ind}    {var} = buf[pos:_e]; pos = _e")
+            self._decode_sized(lines, ind, var, t, nullable, flexible)
             return
         if t == "struct":
             assert spec.struct is not None
@@ -230,6 +178,91 @@ class _Compiler:
                 lines.append(f"{ind}{var}, pos = {sub}(buf, pos)")
             return
         raise AssertionError(t)
+
+    def _decode_array(
+        self,
+        lines: list[str],
+        ind: str,
+        var: str,
+        spec: FieldSpec,
+        version: int,
+        flexible: bool,
+        structs: dict[str, type],
+    ) -> None:
+        """Emit code reading an array (nullable where the spec says) into ``var``."""
+        nullable = version in spec.nullable
+        if flexible:
+            lines.append(f"{ind}_n, pos = _ruv(buf, pos)")
+            lines.append(f"{ind}_n -= 1")
+        else:
+            u, _ = self._st("i")
+            lines.append(f"{ind}_n = {u}(buf, pos)[0]; pos += 4")
+        lines.append(f"{ind}if _n < 0:")
+        if nullable:
+            lines.append(f"{ind}    {var} = None")
+        else:
+            lines.append(f"{ind}    raise DecodeError('null array in non-nullable field')")
+        lines.append(f"{ind}else:")
+        lines.append(f"{ind}    if _n > _len - pos: raise DecodeError('array length past end of frame')")
+        item = dataclasses.replace(spec, array=False, nullable=dataclasses.replace(spec.nullable, lo=1, hi=0))
+        if spec.type in _FIXED and spec.type != "uuid":
+            fmt = _FIXED[spec.type]
+            size = _SIZES[fmt]
+            lines.append(
+                f"{ind}    {var} = list(_struct.unpack_from('>%d{fmt}' % _n, buf, pos)); pos += {size} * _n"
+            )
+        else:
+            lines.append(f"{ind}    {var} = []")
+            lines.append(f"{ind}    for _i in range(_n):")
+            self._decode_value(lines, ind + "        ", "_x", item, version, flexible, structs)
+            lines.append(f"{ind}        {var}.append(_x)")
+
+    def _decode_sized(
+        self, lines: list[str], ind: str, var: str, t: str, nullable: bool, flexible: bool
+    ) -> None:
+        """Emit code reading a length-prefixed string, bytes or records value into ``var``."""
+        if flexible:
+            lines.append(f"{ind}_n = buf[pos]")
+            lines.append(f"{ind}if _n < 128: pos += 1")
+            lines.append(f"{ind}else: _n, pos = _ruv(buf, pos)")
+            lines.append(f"{ind}_n -= 1")
+        elif t == "string":
+            u, _ = self._st("h")
+            lines.append(f"{ind}_n = {u}(buf, pos)[0]; pos += 2")
+        else:
+            u, _ = self._st("i")
+            lines.append(f"{ind}_n = {u}(buf, pos)[0]; pos += 4")
+        lines.append(f"{ind}if _n < 0:")
+        if nullable:
+            lines.append(f"{ind}    {var} = None")
+        else:
+            lines.append(f"{ind}    raise DecodeError('null in non-nullable field {var[2:]}')")
+        lines.append(f"{ind}else:")
+        lines.append(f"{ind}    _e = pos + _n")
+        lines.append(f"{ind}    if _e > _len: raise DecodeError('field past end of frame')")
+        if t == "string":
+            lines.append(f"{ind}    {var} = str(buf[pos:_e], 'utf-8'); pos = _e")
+        elif t == "bytes":
+            lines.append(f"{ind}    {var} = bytes(buf[pos:_e]); pos = _e")
+        else:
+            lines.append(f"{ind}    {var} = buf[pos:_e]; pos = _e")
+
+    def _decode_tagged(
+        self, lines: list[str], tagged: list[tuple[str, FieldSpec]], version: int, structs: dict[str, type]
+    ) -> None:
+        """Emit code reading the tagged-field section (unknown tags are skipped)."""
+        lines.append("    _nt = buf[pos]")
+        lines.append("    if _nt < 128: pos += 1")
+        lines.append("    else: _nt, pos = _ruv(buf, pos)")
+        lines.append("    for _k in range(_nt):")
+        lines.append("        _tag, pos = _ruv(buf, pos)")
+        lines.append("        _sz, pos = _ruv(buf, pos)")
+        lines.append("        _end = pos + _sz")
+        lines.append("        if _end > _len: raise DecodeError('tagged field past end of frame')")
+        for i, (name, s) in enumerate(tagged):
+            lines.append(f"        {'if' if i == 0 else 'elif'} _tag == {s.tag}:")
+            self._decode_value(lines, "            ", f"v_{name}", s, version, True, structs)
+        lines.append("        pos = _end")
 
     def _compile_decoder(self, cls: type, version: int, flexible: bool) -> Decoder:
         specs: dict[str, FieldSpec] = cls.SPECS  # type: ignore[attr-defined]
@@ -268,20 +301,7 @@ class _Compiler:
         for name, _ in tagged:
             lines.append(f"    v_{name} = _D_{name}")
         if flexible:
-            lines.append("    _nt = buf[pos]")
-            lines.append("    if _nt < 128: pos += 1")
-            lines.append("    else: _nt, pos = _ruv(buf, pos)")
-            lines.append("    for _k in range(_nt):")
-            lines.append("        _tag, pos = _ruv(buf, pos)")
-            lines.append("        _sz, pos = _ruv(buf, pos)")
-            lines.append("        _end = pos + _sz")
-            lines.append("        if _end > _len: raise DecodeError('tagged field past end of frame')")
-            first = True
-            for name, s in tagged:
-                lines.append(f"        {'if' if first else 'elif'} _tag == {s.tag}:")
-                self._decode_value(lines, "            ", f"v_{name}", s, version, flexible, structs)
-                first = False
-            lines.append("        pos = _end")
+            self._decode_tagged(lines, tagged, version, structs)
         lines.append("    if pos > _len: raise DecodeError('message past end of frame')")
         args = []
         for f in dataclasses.fields(cls):
@@ -334,68 +354,18 @@ class _Compiler:
         structs: dict[str, type],
         out: str = "out",
     ) -> None:
+        """Emit code writing one value from ``var`` to the bytearray ``out``."""
         nullable = version in spec.nullable
         t = spec.type
         if spec.array:
-            lines.append(f"{ind}if {var} is None:")
-            if nullable:
-                if flexible:
-                    lines.append(f"{ind}    {out}.append(0)")
-                else:
-                    lines.append(f"{ind}    {out} += b'\\xff\\xff\\xff\\xff'")
-            else:
-                lines.append(f"{ind}    raise EncodeError('null array in non-nullable field')")
-            lines.append(f"{ind}else:")
-            if flexible:
-                lines.append(f"{ind}    _wuv({out}, len({var}) + 1)")
-            else:
-                _, p = self._st("i")
-                lines.append(f"{ind}    {out} += {p}(len({var}))")
-            item = dataclasses.replace(
-                spec, array=False, nullable=dataclasses.replace(spec.nullable, lo=1, hi=0)
-            )
-            if t in _FIXED and t != "uuid":
-                fmt = _FIXED[t]
-                lines.append(f"{ind}    {out} += _struct.pack('>%d{fmt}' % len({var}), *{var})")
-            else:
-                lines.append(f"{ind}    for _x in {var}:")
-                self._encode_value(lines, ind + "        ", "_x", item, version, flexible, structs, out)
+            self._encode_array(lines, ind, var, spec, version, flexible, structs, out)
             return
         if t in _FIXED:
             _, p = self._st(_FIXED[t])
             lines.append(f"{ind}{out} += {p}({var})")
             return
         if t in ("string", "bytes", "records"):
-            lines.append(f"{ind}if {var} is None:")
-            if nullable:
-                if flexible:
-                    lines.append(f"{ind}    {out}.append(0)")
-                elif t == "string":
-                    lines.append(f"{ind}    {out} += b'\\xff\\xff'")
-                else:
-                    lines.append(f"{ind}    {out} += b'\\xff\\xff\\xff\\xff'")
-            else:
-                lines.append(f"{ind}    raise EncodeError('null in non-nullable field')")
-            lines.append(f"{ind}else:")
-            if t == "string":
-                lines.append(f"{ind}    _b = {var}.encode('utf-8')")
-            else:
-                lines.append(f"{ind}    _b = {var}")
-            if flexible:
-                lines.append(f"{ind}    _wuv({out}, len(_b) + 1)")
-            elif t == "string":
-                _, p = self._st("h")
-                lines.append(f"{ind}    {out} += {p}(len(_b))")
-            else:
-                _, p = self._st("i")
-                lines.append(f"{ind}    {out} += {p}(len(_b))")
-            if t == "records" and out == "out":
-                lines.append(f"{ind}    if len(_b) >= {PASS_THROUGH}:")
-                lines.append(f"{ind}        parts.append(bytes(out)); out.clear(); parts.append(_b)")
-                lines.append(f"{ind}    else:")
-                lines.append(f"{ind}        out += _b")
-            else:
-                lines.append(f"{ind}    {out} += _b")
+            self._encode_sized(lines, ind, var, t, nullable, flexible, out)
             return
         if t == "struct":
             assert spec.struct is not None
@@ -408,6 +378,77 @@ class _Compiler:
                 lines.append(f"{ind}{sub}({var}, {out}, parts)")
             return
         raise AssertionError(t)
+
+    def _encode_array(
+        self,
+        lines: list[str],
+        ind: str,
+        var: str,
+        spec: FieldSpec,
+        version: int,
+        flexible: bool,
+        structs: dict[str, type],
+        out: str,
+    ) -> None:
+        """Emit code writing an array (nullable where the spec says) from ``var``."""
+        nullable = version in spec.nullable
+        t = spec.type
+        lines.append(f"{ind}if {var} is None:")
+        if nullable:
+            if flexible:
+                lines.append(f"{ind}    {out}.append(0)")
+            else:
+                lines.append(f"{ind}    {out} += b'\\xff\\xff\\xff\\xff'")
+        else:
+            lines.append(f"{ind}    raise EncodeError('null array in non-nullable field')")
+        lines.append(f"{ind}else:")
+        if flexible:
+            lines.append(f"{ind}    _wuv({out}, len({var}) + 1)")
+        else:
+            _, p = self._st("i")
+            lines.append(f"{ind}    {out} += {p}(len({var}))")
+        item = dataclasses.replace(spec, array=False, nullable=dataclasses.replace(spec.nullable, lo=1, hi=0))
+        if t in _FIXED and t != "uuid":
+            fmt = _FIXED[t]
+            lines.append(f"{ind}    {out} += _struct.pack('>%d{fmt}' % len({var}), *{var})")
+        else:
+            lines.append(f"{ind}    for _x in {var}:")
+            self._encode_value(lines, ind + "        ", "_x", item, version, flexible, structs, out)
+
+    def _encode_sized(
+        self, lines: list[str], ind: str, var: str, t: str, nullable: bool, flexible: bool, out: str
+    ) -> None:
+        """Emit code writing a length-prefixed string, bytes or records value (big records pass through)."""
+        lines.append(f"{ind}if {var} is None:")
+        if nullable:
+            if flexible:
+                lines.append(f"{ind}    {out}.append(0)")
+            elif t == "string":
+                lines.append(f"{ind}    {out} += b'\\xff\\xff'")
+            else:
+                lines.append(f"{ind}    {out} += b'\\xff\\xff\\xff\\xff'")
+        else:
+            lines.append(f"{ind}    raise EncodeError('null in non-nullable field')")
+        lines.append(f"{ind}else:")
+        if t == "string":
+            lines.append(f"{ind}    _b = {var}.encode('utf-8')")
+        else:
+            lines.append(f"{ind}    _b = {var}")
+        if flexible:
+            lines.append(f"{ind}    _wuv({out}, len(_b) + 1)")
+        elif t == "string":
+            _, p = self._st("h")
+            lines.append(f"{ind}    {out} += {p}(len(_b))")
+        else:
+            _, p = self._st("i")
+            lines.append(f"{ind}    {out} += {p}(len(_b))")
+        if t == "records" and out == "out":
+            lines.append(f"{ind}    if len(_b) >= {PASS_THROUGH}:")
+            lines.append(f"{ind}        parts.append(bytes(out)); out.clear(); parts.append(_b)")
+            lines.append(f"{ind}    else:")
+            lines.append(f"{ind}        out += _b")
+        else:
+            lines.append(f"{ind}    {out} += _b")
 
     def _compile_encoder(self, cls: type, version: int, flexible: bool) -> Encoder:
         specs: dict[str, FieldSpec] = cls.SPECS  # type: ignore[attr-defined]

@@ -387,6 +387,30 @@ Header = tuple[str, bytes | None]
 RecordTuple = tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, list[Header]]
 
 
+def _write_bytes(out: bytearray, data: bytes | None) -> None:
+    """A varint length (-1 for null) and the bytes."""
+    if data is None:
+        _write_varint(out, -1)
+    else:
+        _write_varint(out, len(data))
+        out += data
+
+
+def _encode_record(rec: RecordTuple, timestamp_delta: int, offset_delta: int) -> bytearray:
+    """One v2 record without its length prefix."""
+    hdrs: list[Header] = rec[2] if len(rec) == 3 else []
+    r = bytearray(b"\x00")  # attributes
+    _write_varint(r, timestamp_delta)
+    _write_varint(r, offset_delta)
+    _write_bytes(r, rec[0])
+    _write_bytes(r, rec[1])
+    _write_varint(r, len(hdrs))
+    for hk, hv in hdrs:
+        _write_bytes(r, hk.encode())
+        _write_bytes(r, hv)
+    return r
+
+
 def build_batch(
     records: Sequence[RecordTuple],
     *,
@@ -412,33 +436,7 @@ def build_batch(
     base_ts = min(ts_list) if ts_list else timestamp_ms
     deltas = list(offset_deltas) if offset_deltas is not None else list(range(len(records)))
     for i, rec in enumerate(records):
-        key: bytes | None = rec[0]
-        value: bytes | None = rec[1]
-        hdrs: list[Header] = rec[2] if len(rec) == 3 else []
-        r = bytearray()
-        r.append(0)
-        _write_varint(r, ts_list[i] - base_ts)
-        _write_varint(r, deltas[i])
-        if key is None:
-            _write_varint(r, -1)
-        else:
-            _write_varint(r, len(key))
-            r += key
-        if value is None:
-            _write_varint(r, -1)
-        else:
-            _write_varint(r, len(value))
-            r += value
-        _write_varint(r, len(hdrs))
-        for hk, hv in hdrs:
-            hkb = hk.encode()
-            _write_varint(r, len(hkb))
-            r += hkb
-            if hv is None:
-                _write_varint(r, -1)
-            else:
-                _write_varint(r, len(hv))
-                r += hv
+        r = _encode_record(rec, ts_list[i] - base_ts, deltas[i])
         _write_varint(body, len(r))
         body += r
     payload = compress(compression, bytes(body))

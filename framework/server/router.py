@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from framework.protocol.api import API_TABLE, ApiEntry
+from framework.server import handlers
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,8 +29,6 @@ class Route:
 
 
 def _load() -> dict[int, Route]:
-    from framework.server import handlers
-
     routes: dict[int, Route] = {}
     for info in pkgutil.iter_modules(handlers.__path__):
         mod: ModuleType = importlib.import_module(f"{handlers.__name__}.{info.name}")

@@ -13,6 +13,11 @@ from framework import config as cfg
 from framework.errors import StoreError
 from framework.server.broker import Broker
 
+try:
+    import uvloop
+except ImportError:  # optional: not built for every platform
+    uvloop = None  # type: ignore[assignment]
+
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
@@ -58,13 +63,7 @@ async def serve(config: cfg.BrokerConfig, ready: asyncio.Event | None = None) ->
 def run(config: cfg.BrokerConfig) -> int:
     setup_logging(config["log.level"], config["log.format"])
     try:
-        import uvloop
-
-        have_uvloop = True
-    except ImportError:
-        have_uvloop = False
-    try:
-        if have_uvloop:
+        if uvloop is not None:
             uvloop.run(serve(config))
         else:
             asyncio.run(serve(config))

@@ -27,6 +27,7 @@ so retention leaves its segments alone meanwhile.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -35,6 +36,7 @@ from pathlib import Path
 
 from framework.protocol import records as rb
 from framework.storage.log import Log
+from framework.storage.log_manager import read_checkpoint, write_checkpoint
 from framework.storage.segment import LogSegment
 
 log = logging.getLogger("sftraffic.cleaner")
@@ -215,21 +217,15 @@ class LogCleaner:
     """Cleans compacted logs in the background; remembers progress in ``cleaner-offset-checkpoint``."""
 
     def __init__(self, data_dir: Path) -> None:
-        from framework.storage.log_manager import read_checkpoint
-
         self.path = data_dir / "cleaner-offset-checkpoint"
         self.checkpoints: dict[tuple[str, int], int] = read_checkpoint(self.path)
         self.running = False
 
     def save(self) -> None:
-        from framework.storage.log_manager import write_checkpoint
-
         write_checkpoint(self.path, self.checkpoints)
 
     async def run_once(self, logs: list[Log]) -> CleanStats:
         """One pass over every compacted log that needs it (heavy work in a worker thread)."""
-        import asyncio
-
         total = CleanStats()
         self.running = True
         try:

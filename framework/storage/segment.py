@@ -18,6 +18,7 @@ may run in a worker thread; it does not touch in-memory state).
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +29,8 @@ from framework.errors import KafkaStorageError
 from framework.protocol import records as rb
 from framework.storage.offset_index import CorruptIndex, OffsetIndex, _fsync_path
 from framework.storage.time_index import TimeIndex
+
+log = logging.getLogger("sftraffic.storage")
 
 SCAN_WINDOW = 64 * 1024
 RECOVER_WINDOW = 4 * 1024 * 1024
@@ -271,9 +274,7 @@ class LogSegment:
                     except FileNotFoundError:
                         pass
             except OSError as exc:
-                import logging
-
-                logging.getLogger("sftraffic.storage").error("fsync of %s failed: %s", self.path.name, exc)
+                log.error("fsync of %s failed: %s", self.path.name, exc)
                 return
             finally:
                 os.close(fd)
