@@ -1,8 +1,9 @@
 """Broker benchmark: our broker and the Kafka-API peers that install here, side by side, in one
 run, with identical client settings (confluent-kafka on 127.0.0.1, 100-byte values).
 
-Figures per system (medians over the repetitions; repetitions are interleaved across systems
-and those disturbed by other processes on the machine are left out, see ``Interference``):
+Figures per system (medians over the repetitions, with their spread; repetitions are
+interleaved across systems and those disturbed by other processes on the machine are left out,
+see :class:`load.harness.procfs.Interference`):
 
 * produce throughput with acks=1 and acks=all (-1): msgs/s and MB/s of values (10^6 bytes);
 * consume throughput from offset 0 with ``assign()`` (no group), assign() to last message;
@@ -20,50 +21,41 @@ Usage::
     python -m load.bench_broker                      # full run: ours, tansu, noida
     python -m load.bench_broker --quick --json out.json
     python -m load.bench_broker --bootstrap 127.0.0.1:9092 --broker-pid 1234 --peers none
+    python -m load.bench_broker --peers none --baseline-src /tmp/baseline   # before/after a change
+
+``--baseline-src DIR`` (or ``--peers ours@DIR``) adds ``ours-baseline``: our broker run from
+another checkout (a ``git worktree`` of an older commit), reported next to ``ours`` with the
+ratios ``ours/ours-baseline``.
 
 The ``measure_*`` functions take a bootstrap string (and an optional CPU probe), so other tools
-(a future ``sftraffic bench``) can call them against any broker; their client settings are the
-module's ``PRODUCER_SETTINGS`` / ``CONSUMER_SETTINGS`` (``--client-set`` overrides them).
+call them against any broker; their client settings are the module's ``PRODUCER_SETTINGS`` /
+``CONSUMER_SETTINGS`` (``--client-set`` overrides them).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
-import platform
-import shlex
-import signal
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka import libversion as librdkafka_version
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from load.peers import (
-    PEERS,
-    ExternalLauncher,
-    Launcher,
-    OursLauncher,
-    RunningBroker,
-    package_version,
-    proc_threads,
-    quiet_logger,
-)
+from load.harness.kafka import create_topic, delete_topic, quiet_logger
+from load.harness.procfs import BUSY_SHARE, IDLE_WINDOW_S, SETTLE_S, CpuProbe, Interference, PhaseCpu
+from load.harness.report import log, machine_info, met
+from load.harness.runner import rotation, run_main
+from load.harness.stats import median, percentile, spread
+from load.peers import PEERS, ExternalLauncher, Launcher, OursLauncher, Server
 
 VALUE_SIZE = 100
 MB = 1_000_000
@@ -100,8 +92,6 @@ CONSUMER_SETTINGS: dict[str, Any] = {
     # it and the consumer idles for up to a second. --client-set consumer.fetch.queue.backoff.ms=10
     # removes that stall.
 }
-
-CpuProbe = Callable[[], float | None]
 RssProbe = Callable[[], int | None]
 
 
@@ -129,6 +119,29 @@ class Throughput:
     detail: str = ""
 
 
+def throughput(
+    phase: str, messages: int, seconds: float, errors: int, cpu: PhaseCpu, idle_window_s: float, **extra: Any
+) -> Throughput:
+    """A throughput result: ``messages`` minus ``errors`` over ``seconds``, with the server's CPU
+    until idle (call after the client's work, i.e. after ``cpu.client_done()``)."""
+    cpu_s, per_msg, after = cpu.settle(messages, SETTLE_S, idle_window_s)
+    good = max(0, messages - errors)
+    value_size = extra.pop("value_size", VALUE_SIZE)
+    return Throughput(
+        phase=phase,
+        messages=messages,
+        seconds=seconds,
+        msgs_s=good / seconds if seconds > 0 else 0.0,
+        mb_s=good * value_size / seconds / MB if seconds > 0 else 0.0,
+        errors=errors,
+        broker_cpu_s=cpu_s,
+        broker_cpu_us_per_msg=per_msg,
+        broker_cpu_after_s=after,
+        client_cpu_s=cpu.client_s,
+        **extra,
+    )
+
+
 @dataclass
 class Latency:
     acks: int
@@ -137,13 +150,44 @@ class Latency:
     messages: int
     samples: int
     errors: int
-    p50_ms: float
-    p90_ms: float
-    p99_ms: float
-    p999_ms: float
-    max_ms: float
+    p50_ms: float | None
+    p90_ms: float | None
+    p99_ms: float | None
+    p999_ms: float | None
+    max_ms: float | None
     broker_cpu_us_per_msg: float | None = None
     broker_cpu_after_s: float | None = None
+
+    @classmethod
+    def of(
+        cls,
+        ms: list[float],
+        rate: int,
+        n: int,
+        sent_s: float,
+        errors: int,
+        cpu: PhaseCpu,
+        window: float,
+        acks: int = 1,
+    ) -> Latency:
+        """From the latencies ``ms`` of ``n`` messages sent at ``rate`` over ``sent_s``."""
+        _, per_msg, after = cpu.settle(n, SETTLE_S, window)
+        p = {q: percentile(ms, q) for q in (50, 90, 99, 99.9)}
+        return cls(
+            acks,
+            rate,
+            n / sent_s if sent_s > 0 else 0.0,
+            n,
+            len(ms),
+            errors,
+            p[50],
+            p[90],
+            p[99],
+            p[99.9],
+            max(ms, default=None),
+            per_msg,
+            after,
+        )
 
 
 @dataclass
@@ -167,6 +211,7 @@ class SystemReport:
     persists: bool | None = None
     version: str | None = None
     figures: dict[str, float | None] = field(default_factory=dict)
+    spread: dict[str, dict[str, Any] | None] = field(default_factory=dict)  # repetitions' figures
     reps: list[dict[str, Any]] = field(default_factory=list)
     latency: list[dict[str, Any]] = field(default_factory=list)
     partitions_rss: dict[str, Any] | None = None
@@ -174,98 +219,6 @@ class SystemReport:
     notes: list[str] = field(default_factory=list)
     reps_used: list[int] = field(default_factory=list)  # repetitions the medians are taken over
     stop_after_partitions_s: float | None = None  # clean shutdown with the 1,000 partitions
-
-
-# -- admin helpers ------------------------------------------------------------------------------
-def admin_client(bootstrap: str) -> AdminClient:
-    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": quiet_logger()}
-    return AdminClient(conf)
-
-
-def create_topic(bootstrap: str, name: str, partitions: int = 1, timeout: float = 120.0) -> str:
-    """Create ``name`` and wait until Metadata shows every partition with a leader (some
-    brokers answer CreateTopics before the topic is servable)."""
-    admin = admin_client(bootstrap)
-    futures = admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1)],
-        operation_timeout=timeout,
-        request_timeout=timeout,
-    )
-    for fut in futures.values():
-        fut.result(timeout=timeout)
-    deadline = time.monotonic() + timeout
-    while True:
-        md = admin.list_topics(name, timeout=10)
-        t = md.topics.get(name)
-        if (
-            t is not None
-            and t.error is None
-            and len(t.partitions) == partitions
-            and all(p.leader >= 0 for p in t.partitions.values())
-        ):
-            return name
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"topic {name} not ready after {timeout}s")
-        time.sleep(0.1)
-
-
-def delete_topic(bootstrap: str, name: str, timeout: float = 30.0) -> str | None:
-    """Best effort (keeps disk and memory of the later phases bounded); returns the error."""
-    admin = admin_client(bootstrap)  # keep a reference: a collected client fails its futures
-    try:
-        for fut in admin.delete_topics([name], operation_timeout=timeout).values():
-            fut.result(timeout=timeout)
-    except Exception as exc:
-        return f"delete {name}: {exc}"
-    return None
-
-
-def _own_cpu() -> float:
-    t = os.times()
-    return t.user + t.system
-
-
-def _cpu(probe: CpuProbe | None) -> float | None:
-    return probe() if probe is not None else None
-
-
-# Some brokers finish work after the client is done: noida-db keeps a core busy for seconds after
-# a 1M-message phase, with pauses of ~0.5 s in between. That work is part of the cost per message,
-# and left running it would slow the next system's phase, so after each phase the broker is
-# watched until it has been idle for IDLE_WINDOW_S, at most SETTLE_S.
-SETTLE_S = 15.0
-IDLE_WINDOW_S = 1.5
-
-
-def _settled_cpu(probe: CpuProbe | None, timeout: float, window: float) -> tuple[float | None, float | None]:
-    """(broker CPU seconds now, broker CPU seconds once idle: at most 3% of a core in ``window``)."""
-    if probe is None:
-        return None, None
-    now = probe()
-    if now is None or timeout <= 0:
-        return now, now
-    last: float = now
-    idle = max(2 / os.sysconf("SC_CLK_TCK"), 0.03 * window)  # /proc counts in clock ticks
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        time.sleep(window)
-        cur = probe()
-        if cur is None:
-            break
-        if cur - last <= idle:
-            return now, cur
-        last = cur
-    return now, last
-
-
-def _after(end: float | None, idle: float | None) -> float | None:
-    return idle - end if idle is not None and end is not None else None
-
-
-def _per_msg_us(cpu0: float | None, cpu1: float | None, messages: int) -> tuple[float | None, float | None]:
-    if cpu0 is None or cpu1 is None or messages <= 0:
-        return None, None
-    return cpu1 - cpu0, (cpu1 - cpu0) / messages * 1e6
 
 
 def producer_config(bootstrap: str, acks: int, **extra: Any) -> dict[str, Any]:
@@ -294,6 +247,16 @@ def _produce_blocking(p: Producer, topic: str, value: bytes, partition: int) -> 
             p.poll(0.005)  # local queue full: let librdkafka send and serve delivery reports
 
 
+def _failures() -> tuple[list[str], Callable[[Any, Any], None]]:
+    failures: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    return failures, on_delivery
+
+
 # -- measurements (each takes a bootstrap string) ------------------------------------------------
 def measure_produce(
     bootstrap: str,
@@ -304,26 +267,20 @@ def measure_produce(
     value_size: int = VALUE_SIZE,
     cpu: CpuProbe | None = None,
     partition: int = 0,
-    settle_s: float = SETTLE_S,
     idle_window_s: float = IDLE_WINDOW_S,
 ) -> Throughput:
     """Send ``count`` values as fast as the client can; time from the first produce() to the
     end of flush(). Writes ``count`` + 1 messages (one warm-up)."""
-    failures: list[str] = []
-
-    def on_delivery(err: Any, _msg: Any) -> None:
-        if err is not None:
-            failures.append(str(err))
-
     # Only failures get a delivery report: a Python callback per message would cost more than
     # the broker spends on it.
+    failures, on_delivery = _failures()
     p = Producer(
         producer_config(bootstrap, acks, **{"delivery.report.only.error": True, "on_delivery": on_delivery})
     )
     _warm_up(p, topic, partition)
     value = os.urandom(value_size)
     produce = p.produce
-    cpu0, own0 = _cpu(cpu), _own_cpu()
+    phase = PhaseCpu(cpu)
     t0 = time.perf_counter()
     for _ in range(count):
         try:
@@ -332,24 +289,12 @@ def measure_produce(
             _produce_blocking(p, topic, value, partition)
     undelivered = p.flush(max(60.0, count / 10_000))
     seconds = time.perf_counter() - t0
-    client_cpu = _own_cpu() - own0
-    cpu_end, cpu_idle = _settled_cpu(cpu, settle_s, idle_window_s)
-    cpu_s, per_msg = _per_msg_us(cpu0, cpu_idle, count)
-    errors = len(failures) + undelivered
+    phase.client_done()
     detail = failures[0] if failures else (f"{undelivered} undelivered after flush" if undelivered else "")
-    good = count - errors
-    return Throughput(
-        phase=f"produce_acks{'all' if acks == -1 else acks}",
-        messages=count,
-        seconds=seconds,
-        msgs_s=good / seconds,
-        mb_s=good * value_size / seconds / MB,
-        errors=errors,
-        broker_cpu_s=cpu_s,
-        broker_cpu_us_per_msg=per_msg,
-        broker_cpu_after_s=_after(cpu_end, cpu_idle),
-        client_cpu_s=client_cpu,
-        detail=detail,
+    name = f"produce_acks{'all' if acks == -1 else acks}"
+    errors = len(failures) + undelivered
+    return throughput(
+        name, count, seconds, errors, phase, idle_window_s, value_size=value_size, detail=detail
     )
 
 
@@ -361,27 +306,20 @@ def measure_consume(
     cpu: CpuProbe | None = None,
     partition: int = 0,
     stall_timeout: float = 30.0,
-    settle_s: float = SETTLE_S,
     idle_window_s: float = IDLE_WINDOW_S,
 ) -> Throughput:
     """Read ``count`` messages from offset 0 with assign(); the rate runs from assign() to the
     last message (bootstrap connection and metadata are done before, outside the timing)."""
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            # librdkafka insists on a group.id; nothing is committed and no group is joined.
-            "group.id": f"sftraffic-bench-{topic}",
-            "logger": quiet_logger(),
-            **CONSUMER_SETTINGS,
-        }
-    )
+    # librdkafka insists on a group.id; nothing is committed and no group is joined.
+    conf = {"bootstrap.servers": bootstrap, "group.id": f"sftraffic-bench-{topic}", "logger": quiet_logger()}
+    c = Consumer({**conf, **CONSUMER_SETTINGS})
     got = errors = first_batch = 0
     last_offset = -1
     detail = ""
     t_first: float | None = None
     try:
         c.list_topics(topic, timeout=10)  # warm-up: connect and learn the leader
-        cpu0, own0 = _cpu(cpu), _own_cpu()
+        phase = PhaseCpu(cpu)
         t_assign = time.perf_counter()
         c.assign([TopicPartition(topic, partition, 0)])
         progress = time.monotonic()
@@ -412,41 +350,28 @@ def measure_consume(
                         errors += 1
                         detail = detail or str(m.error())
         t_end = time.perf_counter()
-        client_cpu = _own_cpu() - own0
+        phase.client_done()
     finally:
         c.close()
-    cpu_end, cpu_idle = _settled_cpu(cpu, settle_s, idle_window_s)
-    cpu_s, per_msg = _per_msg_us(cpu0, cpu_idle, got)
     if got and last_offset != got - 1:
         errors += 1
         detail = detail or f"offsets not dense: {got} messages, last offset {last_offset}"
-    seconds = t_end - t_assign
     after_first = None
     if t_first is not None and got > first_batch and t_end > t_first:
         after_first = (got - first_batch) / (t_end - t_first)
-    return Throughput(
-        phase="consume",
-        messages=got,
-        seconds=seconds,
-        msgs_s=got / seconds,
-        mb_s=got * VALUE_SIZE / seconds / MB,
-        errors=errors + (count - got),
-        broker_cpu_s=cpu_s,
-        broker_cpu_us_per_msg=per_msg,
-        broker_cpu_after_s=_after(cpu_end, cpu_idle),
-        client_cpu_s=client_cpu,
+    res = throughput(
+        "consume",
+        got,
+        t_end - t_assign,
+        0,
+        phase,
+        idle_window_s,
         first_batch_s=(t_first - t_assign) if t_first is not None else None,
         after_first_batch_msgs_s=after_first,
         detail=detail,
     )
-
-
-def percentile(sorted_values: list[float], q: float) -> float:
-    """Nearest-rank percentile of an ascending list (q in [0, 100])."""
-    if not sorted_values:
-        return float("nan")
-    k = max(0, min(len(sorted_values) - 1, round(q / 100 * len(sorted_values) + 0.5) - 1))
-    return sorted_values[k]
+    res.errors = errors + (count - got)  # the rate counts every message read
+    return res
 
 
 def measure_latency(
@@ -460,7 +385,6 @@ def measure_latency(
     cpu: CpuProbe | None = None,
     partition: int = 0,
     linger_ms: float = LATENCY_LINGER_MS,
-    settle_s: float = SETTLE_S,
     idle_window_s: float = IDLE_WINDOW_S,
 ) -> Latency:
     """Produce at a fixed ``rate`` (an absolute schedule, so a late send is followed by an
@@ -471,10 +395,8 @@ def measure_latency(
     def on_delivery(err: Any, msg: Any) -> None:
         if err is not None:
             failures.append(str(err))
-            return
-        lat = msg.latency()
-        if lat is not None:
-            samples.append(lat)
+        elif (lat := msg.latency()) is not None:
+            samples.append(lat * 1000)
 
     p = Producer(producer_config(bootstrap, acks, on_delivery=on_delivery, **{"linger.ms": linger_ms}))
     _warm_up(p, topic, partition)
@@ -483,7 +405,7 @@ def measure_latency(
     n = int(rate * seconds)
     interval = 1.0 / rate
     produce, poll, sleep, clock = p.produce, p.poll, time.sleep, time.perf_counter
-    cpu0 = _cpu(cpu)
+    phase = PhaseCpu(cpu)
     t0 = clock()
     for i in range(n):
         delay = t0 + i * interval - clock()
@@ -493,24 +415,7 @@ def measure_latency(
         poll(0)
     sent_s = clock() - t0
     undelivered = p.flush(60)
-    cpu_end, cpu_idle = _settled_cpu(cpu, settle_s, idle_window_s)
-    _, per_msg = _per_msg_us(cpu0, cpu_idle, n)
-    ms = sorted(x * 1000 for x in samples)
-    return Latency(
-        acks=acks,
-        target_rate=rate,
-        achieved_rate=n / sent_s,
-        messages=n,
-        samples=len(ms),
-        errors=len(failures) + undelivered,
-        p50_ms=percentile(ms, 50),
-        p90_ms=percentile(ms, 90),
-        p99_ms=percentile(ms, 99),
-        p999_ms=percentile(ms, 99.9),
-        max_ms=ms[-1] if ms else float("nan"),
-        broker_cpu_us_per_msg=per_msg,
-        broker_cpu_after_s=_after(cpu_end, cpu_idle),
-    )
+    return Latency.of(samples, rate, n, sent_s, len(failures) + undelivered, phase, idle_window_s, acks)
 
 
 def measure_partitions_rss(
@@ -529,12 +434,7 @@ def measure_partitions_rss(
     t0 = time.perf_counter()
     create_topic(bootstrap, topic, partitions, timeout=300)
     create_s = time.perf_counter() - t0
-    failures: list[str] = []
-
-    def on_delivery(err: Any, _msg: Any) -> None:
-        if err is not None:
-            failures.append(str(err))
-
+    failures, on_delivery = _failures()
     p = Producer(
         producer_config(bootstrap, 1, **{"delivery.report.only.error": True, "on_delivery": on_delivery})
     )
@@ -570,7 +470,7 @@ class BenchConfig:
     # A latency phase disturbed by other processes is run again, at most this many times in all:
     # one busy second is enough to move a p99 by an order of magnitude.
     latency_attempts: int = 3
-    idle_window_s: float = IDLE_WINDOW_S  # see SETTLE_S
+    idle_window_s: float = IDLE_WINDOW_S  # see load.harness.procfs.SETTLE_S
     partitions: int = 1000
     per_partition: int = 10
     value_size: int = VALUE_SIZE
@@ -602,34 +502,19 @@ FIGURES: dict[str, tuple[str, str, bool | None]] = {
     "create_1000_partitions_s": ("create 1,000-partition topic", "s", False),
     "stop_1000_partitions_s": ("clean stop with 1,000 partitions", "s", False),
 }
-
-
-def _median(values: Iterable[float | None]) -> float | None:
-    vals = [v for v in values if v is not None]
-    return statistics.median(vals) if vals else None
-
-
-def _log(console: Console, text: str) -> None:
-    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {text}")
-
-
+PHASES = ("produce_acks1", "consume", "produce_acksall")
 T = TypeVar("T")
 
 
-class _Session:
-    """One started broker of one system: runs phases, records failures instead of raising."""
+class Session:
+    """One started server of one system: runs phases, records failures instead of raising."""
 
-    def __init__(
-        self,
-        report: SystemReport,
-        broker: RunningBroker,
-        console: Console,
-    ) -> None:
+    def __init__(self, report: SystemReport, server: Server, console: Console) -> None:
         self.report = report
-        self.broker = broker
+        self.server = server
         self.console = console
-        self.bs = broker.bootstrap
-        self.cpu: CpuProbe = broker.cpu_seconds
+        self.bs = server.bootstrap
+        self.cpu: CpuProbe = server.cpu_seconds
         self.row: dict[str, Any] = {}  # the repetition in progress
         self.topics: dict[str, str | None] = {}
 
@@ -638,18 +523,24 @@ class _Session:
             return fn()
         except Exception as exc:
             msg = f"{what}: {type(exc).__name__}: {exc}"
-            if not self.broker.alive():
-                msg += f"\n  broker exited; last log lines:\n{self.broker.log_tail()}"
+            if not self.server.alive():
+                msg += f"\n  server exited; last log lines:\n{self.server.log_tail()}"
             self.report.errors.append(msg)
             self.log(f"[red]{escape(msg)}[/red]")
             return None
+
+    def measured(self, what: str, fn: Callable[[], Any]) -> dict[str, Any] | None:
+        """``fn()`` as a dict with the share of the CPU other processes used meanwhile."""
+        load = Interference([self.server.pid])
+        res = self.attempt(what, fn)
+        return {**asdict(res), "other_cpu_share": load.share()} if res is not None else None
 
     def topic(self, kind: str, partitions: int = 1) -> str | None:
         name = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
         return self.attempt(f"create {name}", lambda: create_topic(self.bs, name, partitions))
 
     def log(self, text: str) -> None:
-        _log(self.console, f"{self.report.name}: {text}")
+        log(self.console, f"{self.report.name}: {text}")
 
     # -- one repetition, in steps so that run_systems can interleave the systems phase by phase --
     def begin_rep(self, rep: int) -> None:
@@ -659,10 +550,9 @@ class _Session:
     def rep_phase(self, phase: str, cfg: BenchConfig) -> None:
         """``phase``: produce_acks1, consume (reads produce_acks1's topic) or produce_acksall."""
         topic = self.topics["acksall" if phase == "produce_acksall" else "acks1"]
-        if topic is None or not self.broker.alive():
+        if topic is None or not self.server.alive():
             self.row[phase] = None
             return
-        rep = self.row["rep"]
 
         def measure() -> Throughput:
             if phase == "consume":
@@ -680,9 +570,7 @@ class _Session:
                 idle_window_s=cfg.idle_window_s,
             )
 
-        load = Interference([self.broker])
-        res = self.attempt(f"rep {rep} {phase}", measure)
-        self.row[phase] = {**asdict(res), "other_cpu_share": load.share()} if res else None
+        self.row[phase] = self.measured(f"rep {self.row['rep']} {phase}", measure)
 
     def end_rep(self, cfg: BenchConfig) -> None:
         row = self.row
@@ -690,46 +578,63 @@ class _Session:
         notes = [e for e in (delete_topic(self.bs, t) for t in self.topics.values() if t) if e]
         if notes:
             row["notes"] = notes
-        phases = [row.get(p) for p in ("produce_acks1", "consume", "produce_acksall")]
-        shares = [x["other_cpu_share"] for x in phases if x and x["other_cpu_share"] is not None]
+        self.finish_rep(row, cfg.reps)
+
+    def finish_rep(self, row: dict[str, Any], reps: int) -> None:
+        phases = [row[p] for p in PHASES if row.get(p)]
+        shares = [x["other_cpu_share"] for x in phases if x["other_cpu_share"] is not None]
         row["other_cpu_share"] = max(shares) if shares else None
         self.report.reps.append(row)
         self.log(
-            f"rep {row['rep']}/{cfg.reps}: "
-            + ", ".join(_describe(x) for x in phases if x)
-            + _describe_load(row["other_cpu_share"])
+            f"rep {row['rep']}/{reps}: " + ", ".join(map(_describe, phases)) + _load(row["other_cpu_share"])
         )
 
-    def latency(self, acks: int, cfg: BenchConfig) -> dict[str, Any] | None:
-        t = self.topic(f"latency{'all' if acks == -1 else acks}")
-        if t is None:
-            return None
-        load = Interference([self.broker])
-        lat = self.attempt(
-            f"latency acks={acks}",
-            lambda: measure_latency(
-                self.bs,
-                t,
-                rate=cfg.latency_rate,
-                seconds=cfg.latency_seconds,
-                acks=acks,
-                value_size=cfg.value_size,
-                cpu=self.cpu,
-                linger_ms=cfg.latency_linger_ms,
-                idle_window_s=cfg.idle_window_s,
-            ),
-        )
-        share = load.share()
-        delete_topic(self.bs, t)
-        if lat is None:
-            return None
-        self.log(
-            f"latency acks={acks} at {lat.achieved_rate:,.0f} msgs/s: p50 {lat.p50_ms:.2f} ms, "
-            f"p99 {lat.p99_ms:.2f} ms, max {lat.max_ms:.2f} ms"
-            + (f" [red]{lat.errors} errors[/red]" if lat.errors else "")
-            + _describe_load(share)
-        )
-        return {**asdict(lat), "other_cpu_share": share}
+    def latency(
+        self, what: str, fn: Callable[[], Latency], cleanup: Callable[[], Any]
+    ) -> dict[str, Any] | None:
+        lat = self.measured(what, fn)
+        cleanup()
+        if lat is not None:
+            p50, p99, top = (
+                f"{lat[k]:.2f}" if lat[k] is not None else "—" for k in ("p50_ms", "p99_ms", "max_ms")
+            )
+            self.log(
+                f"{what} at {lat['achieved_rate']:,.0f} msgs/s: p50 {p50} ms, p99 {p99} ms, max {top} ms"
+                + (f" [red]{lat['errors']} errors[/red]" if lat["errors"] else "")
+                + _load(lat["other_cpu_share"])
+            )
+        return lat
+
+    def quietest_latency(self, acks: int, cfg: BenchConfig) -> dict[str, Any] | None:
+        best: dict[str, Any] | None = None
+        for attempt in range(1, cfg.latency_attempts + 1):
+            t = self.topic(f"latency{'all' if acks == -1 else acks}") if self.server.alive() else None
+            if t is None:
+                break
+            lat = self.latency(
+                f"latency acks={acks}",
+                lambda t=t: measure_latency(  # type: ignore[misc]
+                    self.bs,
+                    t,
+                    rate=cfg.latency_rate,
+                    seconds=cfg.latency_seconds,
+                    acks=acks,
+                    value_size=cfg.value_size,
+                    cpu=self.cpu,
+                    linger_ms=cfg.latency_linger_ms,
+                    idle_window_s=cfg.idle_window_s,
+                ),
+                lambda t=t: delete_topic(self.bs, t),  # type: ignore[misc]
+            )
+            if lat is None:
+                continue
+            lat["attempt"] = attempt
+            share = lat["other_cpu_share"]
+            if best is None or (share is not None and share < (best["other_cpu_share"] or 0.0)):
+                best = lat
+            if _quiet(lat):
+                break
+        return best
 
 
 def _describe(x: dict[str, Any]) -> str:
@@ -741,71 +646,47 @@ def _describe(x: dict[str, Any]) -> str:
     return text
 
 
-def _describe_load(share: float | None) -> str:
+def _load(share: float | None) -> str:
     if share is None or share <= BUSY_SHARE:
         return ""
     return f" [yellow](other processes used {share:.0%} of the CPU)[/yellow]"
 
 
-def machine_busy_seconds() -> float | None:
-    """CPU seconds the whole machine spent in processes, or lost to other VMs (steal), so far.
-
-    irq/softirq time is left out: loopback networking of the benchmark itself lands there
-    without being charged to any process.
-    """
-    try:
-        with open("/proc/stat") as fh:
-            f = [int(x) for x in fh.readline().split()[1:9]]
-    except (OSError, ValueError):
-        return None
-    user, nice, system, _idle, _iowait, _irq, _softirq, steal = f
-    return (user + nice + system + steal) / os.sysconf("SC_CLK_TCK")
+def _quiet(x: dict[str, Any]) -> bool:
+    share = x.get("other_cpu_share")
+    return share is None or share <= BUSY_SHARE
 
 
-# Above this share of the machine's CPU taken by other processes a figure is flagged.
-BUSY_SHARE = 0.10
+def new_report(launcher: Launcher, reason: str | None) -> SystemReport:
+    report = SystemReport(launcher.name, launcher.label, available=reason is None, reason=reason or "")
+    report.persists = launcher.persists
+    report.version = launcher.version() if reason is None else None
+    return report
 
 
-class Interference:
-    """CPU used by processes other than this benchmark and ``brokers`` (the one being measured),
-    from creation to ``share()``, as a share of all cores. Client and brokers share the machine,
-    so another job's load, or another broker's background work, changes every figure."""
-
-    def __init__(self, brokers: list[RunningBroker]) -> None:
-        self.brokers = brokers
-        self.t0 = time.monotonic()
-        self.busy0 = machine_busy_seconds()
-        self.own0 = self._own()
-
-    def _own(self) -> float | None:
-        total = _own_cpu()
-        for b in self.brokers:
-            try:
-                c = b.cpu_seconds()
-            except OSError:  # exited: its CPU time is gone from /proc
-                return None
-            if c is None:
-                return None
-            total += c
-        return total
-
-    def share(self) -> float | None:
-        busy1, own1 = machine_busy_seconds(), self._own()
-        if None in (self.busy0, busy1, self.own0, own1):
-            return None
-        other = (busy1 - self.busy0) - (own1 - self.own0)  # type: ignore[operator]
-        elapsed = (time.monotonic() - self.t0) * (os.cpu_count() or 1)
-        return max(0.0, other) / elapsed if elapsed > 0 else None
-
-
-def _new_report(launcher: Launcher) -> SystemReport:
-    return SystemReport(
-        name=launcher.name,
-        label=launcher.label,
-        available=True,
-        persists=launcher.persists,
-        version=launcher.version(),
-    )
+def start_sessions(
+    launchers: list[Launcher], workdir: Path, console: Console, running: contextlib.ExitStack
+) -> tuple[dict[str, SystemReport], list[Session]]:
+    """Start every available system (each stopped when ``running`` closes); a system that is not
+    available or does not start is a report with the reason, and the others still run."""
+    reports: dict[str, SystemReport] = {}
+    sessions: list[Session] = []
+    for launcher in launchers:
+        reason = launcher.unavailable()
+        report = reports[launcher.name] = new_report(launcher, reason)
+        if reason is not None:
+            log(console, f"[yellow]{launcher.name}: not available ({escape(reason)})[/yellow]")
+            continue
+        try:
+            server = launcher.start(workdir / launcher.name)
+        except Exception as exc:
+            report.errors.append(f"start: {type(exc).__name__}: {exc}")
+            log(console, f"[red]{launcher.name}: could not start: {escape(str(exc))}[/red]")
+            continue
+        running.callback(server.stop)
+        sessions.append(Session(report, server, console))
+        log(console, f"{launcher.name}: started at {server.bootstrap} (pid {server.pid})")
+    return reports, sessions
 
 
 def _rss_phase(
@@ -813,21 +694,20 @@ def _rss_phase(
 ) -> None:
     # A fresh instance: after the throughput phases a memory-only broker (Tansu) holds millions
     # of records, which is not what this figure is about.
-    broker = launcher.start(workdir)
-    s = _Session(report, broker, console)
+    server = launcher.start(workdir)
+    s = Session(report, server, console)
     try:
         time.sleep(1.0)  # start-up allocations settle before the idle reading
-        pid = broker.pid
         topic = f"bench-p{cfg.partitions}-{uuid.uuid4().hex[:8]}"
         res = s.attempt(
             f"{cfg.partitions} partitions",
             lambda: measure_partitions_rss(
-                broker.bootstrap,
+                server.bootstrap,
                 topic,
                 cfg.partitions,
                 per_partition=cfg.per_partition,
-                rss=broker.rss_bytes,
-                threads=(lambda: proc_threads(pid)) if pid is not None else None,
+                rss=server.rss_bytes,
+                threads=server.threads,
             ),
         )
         if res is not None:
@@ -838,76 +718,37 @@ def _rss_phase(
                 + (f" [red]{res.errors} errors[/red]" if res.errors else "")
             )
         if not launcher.restartable:
-            delete_topic(broker.bootstrap, topic, timeout=120)  # not our broker: leave it clean
+            delete_topic(server.bootstrap, topic, timeout=120)  # not our broker: leave it clean
             report.notes.append("RSS measured on an already-used broker, not a fresh instance")
     finally:
         t = time.perf_counter()
-        broker.stop()
+        server.stop()
         report.stop_after_partitions_s = time.perf_counter() - t
-
-
-def _quietest_latency(s: _Session, acks: int, cfg: BenchConfig) -> dict[str, Any] | None:
-    best: dict[str, Any] | None = None
-    for attempt in range(1, cfg.latency_attempts + 1):
-        if not s.broker.alive():
-            break
-        lat = s.latency(acks, cfg)
-        if lat is None:
-            continue
-        lat["attempt"] = attempt
-        share = lat["other_cpu_share"]
-        if best is None or (share is not None and share < (best["other_cpu_share"] or 0.0)):
-            best = lat
-        if _quiet(lat):
-            break
-    return best
 
 
 def run_systems(
     launchers: list[Launcher], cfg: BenchConfig, workdir: Path, console: Console
 ) -> dict[str, SystemReport]:
-    """Every phase against every available system.
-
-    All brokers run at once and every phase of a repetition runs on each system in turn (rep 1:
-    A B C, rep 2: B C A, ...), so a slow few seconds on a shared machine hit every system alike
-    rather than whichever ran then; an idle broker costs the others nothing measurable. A failing
-    phase or broker is recorded and the rest still run.
-    """
-    reports: dict[str, SystemReport] = {}
-    sessions: list[_Session] = []
+    """Every phase against every available system, repetitions in :func:`rotation` order (all
+    brokers run at once; an idle broker costs the others nothing measurable). A failing phase
+    or broker is recorded and the rest still run."""
     with contextlib.ExitStack() as running:
-        for launcher in launchers:
-            report = reports[launcher.name] = _new_report(launcher)
-            reason = launcher.unavailable()
-            if reason is not None:
-                report.available, report.reason = False, reason
-                _log(console, f"[yellow]{launcher.name}: not available ({escape(reason)})[/yellow]")
-                continue
-            try:
-                broker = launcher.start(workdir / launcher.name)
-            except Exception as exc:
-                report.errors.append(f"start: {type(exc).__name__}: {exc}")
-                _log(console, f"[red]{launcher.name}: {escape(str(exc))}[/red]")
-                continue
-            running.callback(broker.stop)
-            sessions.append(_Session(report, broker, console))
-            _log(console, f"{launcher.name}: started at {broker.bootstrap} (pid {broker.pid})")
+        reports, sessions = start_sessions(launchers, workdir, console, running)
         for rep in range(1, cfg.reps + 1):
-            k = (rep - 1) % max(1, len(sessions))
-            order = [s for s in sessions[k:] + sessions[:k] if s.broker.alive()]
+            order = [s for s in rotation(sessions, rep) if s.server.alive()]
             for s in sessions:
                 if s not in order:
-                    s.report.errors.append(f"rep {rep}: broker is not running")
+                    s.report.errors.append(f"rep {rep}: server is not running")
             for s in order:
                 s.begin_rep(rep)
-            for phase in ("produce_acks1", "consume", "produce_acksall"):
+            for phase in PHASES:
                 for s in order:
                     s.rep_phase(phase, cfg)
             for s in order:
                 s.end_rep(cfg)
         for acks in (1, -1):
             for s in sessions:
-                lat = _quietest_latency(s, acks, cfg)
+                lat = s.quietest_latency(acks, cfg)
                 if lat is not None:
                     s.report.latency.append(lat)
     for launcher in launchers:
@@ -919,16 +760,11 @@ def run_systems(
         except Exception as exc:  # cannot start a fresh instance
             report.errors.append(f"{cfg.partitions} partitions: {type(exc).__name__}: {exc}")
     for report in reports.values():
-        _summarise(report)
+        summarise(report)
     return reports
 
 
-def _quiet(x: dict[str, Any]) -> bool:
-    share = x.get("other_cpu_share")
-    return share is None or share <= BUSY_SHARE
-
-
-def _summarise(report: SystemReport) -> None:
+def summarise(report: SystemReport) -> None:
     """Medians over the repetitions. A phase with errors does not count, nor, when at least one
     repetition ran on a quiet machine, a repetition during which other processes were busy."""
     f = report.figures
@@ -936,26 +772,28 @@ def _summarise(report: SystemReport) -> None:
     reps = quiet or report.reps
     report.reps_used = [r["rep"] for r in reps]
 
-    def med(phase: str, attr: str) -> float | None:
-        return _median(rep[phase][attr] for rep in reps if rep.get(phase) and rep[phase]["errors"] == 0)
+    def values(phase: str, attr: str) -> list[float | None]:
+        return [rep[phase][attr] for rep in reps if rep.get(phase) and rep[phase]["errors"] == 0]
+
+    def med(key: str, phase: str, attr: str) -> None:
+        f[key] = median(values(phase, attr))
+        report.spread[key] = spread(values(phase, attr))
 
     for phase in ("produce_acks1", "produce_acksall", "consume"):
-        f[f"{phase}_msgs_s"] = med(phase, "msgs_s")
-        f[f"{phase}_mb_s"] = med(phase, "mb_s")
-    f["broker_cpu_us_per_msg_produce"] = med("produce_acks1", "broker_cpu_us_per_msg")
-    f["broker_cpu_us_per_msg_produce_acksall"] = med("produce_acksall", "broker_cpu_us_per_msg")
-    f["broker_cpu_us_per_msg_consume"] = med("consume", "broker_cpu_us_per_msg")
+        med(f"{phase}_msgs_s", phase, "msgs_s")
+        med(f"{phase}_mb_s", phase, "mb_s")
+    med("broker_cpu_us_per_msg_produce", "produce_acks1", "broker_cpu_us_per_msg")
+    med("broker_cpu_us_per_msg_produce_acksall", "produce_acksall", "broker_cpu_us_per_msg")
+    med("broker_cpu_us_per_msg_consume", "consume", "broker_cpu_us_per_msg")
     # Who set the pace: cores busy in the client process and in the broker during the phase.
-    f["client_cores_produce"] = _median(
-        r["produce_acks1"]["client_cpu_s"] / r["produce_acks1"]["seconds"]
-        for r in reps
-        if r.get("produce_acks1") and r["produce_acks1"]["client_cpu_s"] is not None
+    prod = [r["produce_acks1"] for r in reps if r.get("produce_acks1")]
+    f["client_cores_produce"] = median(
+        p["client_cpu_s"] / p["seconds"] for p in prod if p["client_cpu_s"] is not None
     )
-    f["broker_cores_produce"] = _median(
-        (r["produce_acks1"]["broker_cpu_s"] - (r["produce_acks1"]["broker_cpu_after_s"] or 0.0))
-        / r["produce_acks1"]["seconds"]
-        for r in reps
-        if r.get("produce_acks1") and r["produce_acks1"]["broker_cpu_s"] is not None
+    f["broker_cores_produce"] = median(
+        (p["broker_cpu_s"] - (p["broker_cpu_after_s"] or 0.0)) / p["seconds"]
+        for p in prod
+        if p["broker_cpu_s"] is not None
     )
     for lat in report.latency:
         if lat["errors"]:
@@ -981,12 +819,11 @@ def _summarise(report: SystemReport) -> None:
             f"every repetition ran while other processes used more than {BUSY_SHARE:.0%} of the "
             "CPU: throughput figures are unreliable"
         )
-    busy_lat = [x for x in report.latency if not _quiet(x)]
+    busy_lat = [str(x["acks"]) for x in report.latency if not _quiet(x)]
     if busy_lat:
         report.notes.append(
-            "latency phase(s) with acks="
-            + ", ".join(str(x["acks"]) for x in busy_lat)
-            + f" ran while other processes used more than {BUSY_SHARE:.0%} of the CPU"
+            f"latency phase(s) with acks={', '.join(busy_lat)} ran while other processes used more "
+            f"than {BUSY_SHARE:.0%} of the CPU"
         )
 
 
@@ -994,108 +831,35 @@ def ratios(primary: SystemReport, peer: SystemReport) -> dict[str, float | None]
     """primary/peer for every figure (>1 is better for throughput, worse for the rest)."""
     out: dict[str, float | None] = {}
     for key, (_, _, higher) in FIGURES.items():
-        if higher is None:
-            continue
-        a, b = primary.figures.get(key), peer.figures.get(key)
-        out[key] = a / b if a is not None and b else None
+        if higher is not None:
+            a, b = primary.figures.get(key), peer.figures.get(key)
+            out[key] = a / b if a is not None and b else None
     return out
 
 
-@dataclass
-class Goal:
-    goal: str
-    value: float | None
-    target: float
-    met: bool | None  # None: could not be evaluated
+GOALS = (  # (goal, figure, target, higher is better, against Tansu)
+    ("produce acks=1 throughput / Tansu >= 1.0x", "produce_acks1_msgs_s", 1.0, True, True),
+    ("produce acks=all throughput / Tansu >= 1.0x", "produce_acksall_msgs_s", 1.0, True, True),
+    ("consume throughput / Tansu >= 1.0x", "consume_msgs_s", 1.0, True, True),
+    ("broker CPU per produced message (acks=1) <= 1.0 µs", "broker_cpu_us_per_msg_produce", 1, False, False),
+    (
+        "broker CPU per produced message (acks=all) <= 1.0 µs",
+        *("broker_cpu_us_per_msg_produce_acksall", 1, False, False),
+    ),
+    ("p99 produce latency at 10k msgs/s (acks=1) <= 5 ms", "p99_ms_10k", 5.0, False, False),
+    ("p99 produce latency at 10k msgs/s (acks=all) <= 5 ms", "p99_ms_10k_acksall", 5.0, False, False),
+    ("broker RSS with 1,000 partitions <= 300 MB", "rss_mb_1000_partitions", 300.0, False, False),
+)
 
 
-def goals(primary: SystemReport, reports: dict[str, SystemReport]) -> list[Goal]:
-    f = primary.figures
+def goals(primary: SystemReport, reports: dict[str, SystemReport]) -> list[dict[str, Any]]:
     tansu = reports.get("tansu")
     rt = ratios(primary, tansu) if tansu is not None and tansu.available else {}
-    out: list[Goal] = []
-
-    def at_least(name: str, value: float | None, target: float) -> None:
-        out.append(Goal(name, value, target, None if value is None else value >= target))
-
-    def at_most(name: str, value: float | None, target: float) -> None:
-        out.append(Goal(name, value, target, None if value is None else value <= target))
-
-    at_least("produce acks=1 throughput / Tansu >= 1.0x", rt.get("produce_acks1_msgs_s"), 1.0)
-    at_least("produce acks=all throughput / Tansu >= 1.0x", rt.get("produce_acksall_msgs_s"), 1.0)
-    at_least("consume throughput / Tansu >= 1.0x", rt.get("consume_msgs_s"), 1.0)
-    at_most(
-        "broker CPU per produced message (acks=1) <= 1.0 µs",
-        f.get("broker_cpu_us_per_msg_produce"),
-        1.0,
-    )
-    at_most(
-        "broker CPU per produced message (acks=all) <= 1.0 µs",
-        f.get("broker_cpu_us_per_msg_produce_acksall"),
-        1.0,
-    )
-    at_most("p99 produce latency at 10k msgs/s (acks=1) <= 5 ms", f.get("p99_ms_10k"), 5.0)
-    at_most("p99 produce latency at 10k msgs/s (acks=all) <= 5 ms", f.get("p99_ms_10k_acksall"), 5.0)
-    at_most("broker RSS with 1,000 partitions <= 300 MB", f.get("rss_mb_1000_partitions"), 300.0)
+    out = []
+    for name, key, target, higher, vs_tansu in GOALS:
+        value = rt.get(key) if vs_tansu else primary.figures.get(key)
+        out.append({"goal": name, "value": value, "target": target, "met": met(value, target, higher)})
     return out
-
-
-def machine_info() -> dict[str, Any]:
-    cpu_model = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu_model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    mem_total = None
-    try:
-        with open("/proc/meminfo") as fh:
-            mem_total = int(fh.readline().split()[1]) // 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    commit = None
-    try:  # read-only; absent git or repo is fine
-        commit = (
-            subprocess.run(
-                ["git", "rev-parse", "--short", "HEAD"],
-                check=False,
-                capture_output=True,
-                text=True,
-                timeout=5,
-                cwd=Path(__file__).resolve().parent,
-            ).stdout.strip()
-            or None
-        )
-        # The figures belong to the working tree, which may differ from the commit.
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            cwd=Path(__file__).resolve().parent,
-        ).stdout.strip()
-        if commit and dirty:
-            commit += f" (+{len(dirty.splitlines())} modified files)"
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return {
-        "cpu_model": cpu_model,
-        "cores": os.cpu_count(),
-        "mem_total_mb": mem_total,
-        "loadavg_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
-        "kernel": platform.release(),
-        "python": sys.version.split()[0],
-        "python_implementation": platform.python_implementation(),
-        "confluent_kafka": package_version("confluent-kafka"),
-        "librdkafka": librdkafka_version()[0],
-        "git_commit": commit,
-        "command": shlex.join([Path(sys.executable).name, "-m", "load.bench_broker", *sys.argv[1:]]),
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
 
 
 def run(
@@ -1103,7 +867,7 @@ def run(
 ) -> dict[str, Any]:
     """Benchmark ``primary`` and ``peers`` side by side; returns the JSON document."""
     console = console or Console(stderr=True)
-    info = machine_info()
+    info = machine_info("load.bench_broker")
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="sftraffic-bench-") as tmp:
         reports = run_systems([primary, *peers], cfg, Path(tmp), console)
@@ -1123,7 +887,7 @@ def run(
             for name, r in reports.items()
             if name != primary.name and r.available
         },
-        "goals": [asdict(g) for g in goals(main, reports)],
+        "goals": goals(main, reports),
         "notes": notes(reports, cfg),
         "elapsed_s": time.perf_counter() - t0,
     }
@@ -1142,14 +906,12 @@ def notes(reports: dict[str, SystemReport], cfg: BenchConfig) -> list[str]:
         f"been idle for {cfg.idle_window_s:g} s (at most {SETTLE_S:g} s).",
         f"Latency: librdkafka msg.latency() (produce() to delivery report) at "
         f"{cfg.latency_rate:,} msgs/s, linger.ms={cfg.latency_linger_ms:g} (throughput phases: "
-        f"linger.ms={PRODUCER_SETTINGS['linger.ms']}).",
+        f"linger.ms={PRODUCER_SETTINGS['linger.ms']}); percentiles are nearest-rank.",
     ]
     for r in reports.values():
-        if not r.available:
-            continue
-        if r.persists is True:
+        if r.available and r.persists is True:
             out.append(f"{r.name}: persists records to disk (page cache, no fsync per batch by default).")
-        elif r.persists is False:
+        elif r.available and r.persists is False:
             out.append(f"{r.name}: memory storage only; nothing reaches the disk.")
     if cfg.count < 200_000:
         out.append(f"Only {cfg.count:,} messages per phase: broker CPU/msg is indicative (use >= 200,000).")
@@ -1170,36 +932,36 @@ def _fmt(key: str, v: float | None) -> str:
     return f"{v:.3f}" if v < 10 else f"{v:,.1f}"
 
 
+BEFORE_AFTER = {
+    "produce_acks1_msgs_s": "produce acks=1",
+    "produce_acksall_msgs_s": "acks=all",
+    "consume_msgs_s": "consume",
+    "broker_cpu_us_per_msg_produce": "broker CPU µs/msg acks=1",
+    "broker_cpu_us_per_msg_produce_acksall": "acks=all",
+    "p99_ms_10k": "p99 @10k/s",
+}
+
+
 def render(doc: dict[str, Any], console: Console) -> None:
     systems: dict[str, dict[str, Any]] = doc["systems"]
-    primary = doc["primary"]
+    cfg = doc["config"]
     avail = [n for n, s in systems.items() if s["available"]]
-    table = Table(
-        title=f"Broker benchmark ({doc['config']['count']:,} msgs/phase, "
-        f"{doc['config']['reps']} rep(s), {doc['config']['value_size']}-byte values)"
-    )
+    title = f"{cfg['count']:,} msgs/phase, {cfg['reps']} rep(s), {cfg['value_size']}-byte values"
+    table = Table(title=f"Broker benchmark ({title})")
     table.add_column("figure")
     table.add_column("unit")
-    for n in avail:
+    for n in [*avail, *doc["ratios"]]:
         table.add_column(n, justify="right")
-    ratio_keys = [k for k in doc["ratios"]]
-    for k in ratio_keys:
-        table.add_column(k, justify="right")
-    partitions = f"{doc['config']['partitions']:,}"
     for key, (label, unit, higher) in FIGURES.items():
-        arrow = {True: " ↑", False: " ↓", None: ""}[higher]
-        row = [label.replace("1,000", partitions), unit + arrow]
+        row = [
+            label.replace("1,000", f"{cfg['partitions']:,}"),
+            unit + {True: " ↑", False: " ↓", None: ""}[higher],
+        ]
         row += [_fmt(key, systems[n]["figures"].get(key)) for n in avail]
-        for k in ratio_keys:
-            r = doc["ratios"][k].get(key)
-            row.append("—" if r is None else f"{r:.2f}x")
+        row += ["—" if (r := doc["ratios"][k].get(key)) is None else f"{r:.2f}x" for k in doc["ratios"]]
         table.add_row(*row)
-    table.add_row(
-        "persists to disk",
-        "",
-        *[{True: "yes", False: "no (memory)", None: "?"}[systems[n]["persists"]] for n in avail],
-        *["" for _ in ratio_keys],
-    )
+    persists = [{True: "yes", False: "no (memory)", None: "?"}[systems[n]["persists"]] for n in avail]
+    table.add_row("persists to disk", "", *persists, *["" for _ in doc["ratios"]])
     console.print(table)
     for n, s in systems.items():
         if not s["available"]:
@@ -1208,14 +970,18 @@ def render(doc: dict[str, Any], console: Console) -> None:
             console.print(f"[red]{n}: {escape(e)}[/red]")
         for note in s["notes"]:
             console.print(f"[dim]{n}: {escape(note)}[/dim]")
-    gt = Table(title=f"Goals ({primary})")
-    gt.add_column("goal")
-    gt.add_column("value", justify="right")
-    gt.add_column("met")
+    for key, r in doc["ratios"].items():
+        if key.endswith("/ours-baseline"):
+            cells = ", ".join(
+                f"{label} {'—' if r.get(k) is None else f'{r[k]:.2f}x'}" for k, label in BEFORE_AFTER.items()
+            )
+            console.print(f"[bold]before/after[/bold] {key} ({systems['ours-baseline']['version']}): {cells}")
+    gt = Table(title=f"Goals ({doc['primary']})")
+    for col in ("goal", "value", "met"):
+        gt.add_column(col, justify="right" if col == "value" else "left")
     for g in doc["goals"]:
-        v = "—" if g["value"] is None else f"{g['value']:.3f}"
-        met = {True: "[green]yes[/green]", False: "[red]NO[/red]", None: "[yellow]n/a[/yellow]"}[g["met"]]
-        gt.add_row(g["goal"], v, met)
+        met_ = {True: "[green]yes[/green]", False: "[red]NO[/red]", None: "[yellow]n/a[/yellow]"}[g["met"]]
+        gt.add_row(g["goal"], "—" if g["value"] is None else f"{g['value']:.3f}", met_)
     console.print(gt)
     for line in doc["notes"]:
         console.print(f"[dim]• {line}[/dim]")
@@ -1236,14 +1002,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--peers",
         default="tansu,noida",
-        help="comma-separated peers to run as well: tansu, noida, or 'none' (default: %(default)s)",
+        help="comma-separated peers to run as well: tansu, noida, ours@DIR (our broker from another "
+        "checkout, reported as ours-baseline), or 'none' (default: %(default)s)",
+    )
+    p.add_argument(
+        "--baseline-src",
+        metavar="DIR",
+        help="also run our broker from the checkout DIR (e.g. a git worktree of an older commit) as "
+        "ours-baseline, for before/after ratios (same as --peers ...,ours@DIR)",
     )
     p.add_argument("--count", type=int, help="messages per produce phase (default 1,000,000; quick 50,000)")
     p.add_argument("--reps", type=int, help="repetitions of the throughput phases (default 3; quick 1)")
     p.add_argument(
-        "--latency-seconds",
-        type=float,
-        help="length of each 10k msgs/s phase (default 10; quick 2)",
+        "--latency-seconds", type=float, help="length of each 10k msgs/s phase (default 10; quick 2)"
     )
     p.add_argument("--latency-rate", type=int, default=10_000, help="msgs/s of the latency phase")
     p.add_argument(
@@ -1263,7 +1034,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--bootstrap",
         metavar="HOST:PORT",
-        help="measure this already-running Kafka-compatible broker instead of starting ours",
+        help="measure this already-running Kafka-compatible broker instead of ours",
     )
     p.add_argument(
         "--broker-pid",
@@ -1274,11 +1045,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     names = (
         []
         if args.peers.strip().lower() in ("", "none")
-        else [n.strip().lower() for n in args.peers.split(",") if n.strip()]
+        else [n.strip() for n in args.peers.split(",") if n.strip()]
     )
+    args.baselines = [n.split("@", 1)[1] for n in names if n.startswith("ours@")]
+    args.baselines += [args.baseline_src] if args.baseline_src else []
+    names = [n.lower() for n in names if not n.startswith("ours@")]
     unknown = [n for n in names if n not in PEERS]
     if unknown:
-        p.error(f"unknown peer(s) {', '.join(unknown)}; known: {', '.join(PEERS)}")
+        p.error(f"unknown peer(s) {', '.join(unknown)}; known: {', '.join(PEERS)}, ours@DIR")
+    if len(args.baselines) > 1:
+        p.error("one baseline checkout at a time (ours@DIR / --baseline-src)")
     args.peer_names = names
     if args.broker_pid is not None and not args.bootstrap:
         p.error("--broker-pid needs --bootstrap")
@@ -1290,10 +1066,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             p.error(f"--client-set {item!r}: expected producer.KEY=VALUE or consumer.KEY=VALUE")
         args.client_overrides.append((role, key, value))
     return args
-
-
-def _terminate(signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1312,29 +1084,17 @@ def main(argv: list[str] | None = None) -> int:
     primary: Launcher = (
         ExternalLauncher(args.bootstrap, args.broker_pid) if args.bootstrap else OursLauncher()
     )
-    peers = [PEERS[n]() for n in args.peer_names]
+    peers = [OursLauncher(src) for src in args.baselines] + [PEERS[n]() for n in args.peer_names]
     # The measure_* functions read these module defaults, so an override reaches every system.
     for role, key, value in args.client_overrides:
         (PRODUCER_SETTINGS if role == "producer" else CONSUMER_SETTINGS)[key] = value
-    # SIGTERM (CI timeouts, kill) unwinds like Ctrl-C so that the brokers we started are stopped.
-    signal.signal(signal.SIGTERM, _terminate)
-    try:
-        doc = run(primary, peers, cfg)
-    except KeyboardInterrupt:
-        print("interrupted; brokers stopped", file=sys.stderr)
-        return 130
-    out = Console()
-    if not out.is_terminal:
-        out = Console(width=150)  # a file or pipe: do not wrap the table at 80 columns
-    render(doc, out)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(doc, indent=2, default=str) + "\n")
-        Console(stderr=True).print(f"results written to {args.json}")
-    # Peers that fail are reported, not fatal: the exit code is about the system under test.
-    main_report = doc["systems"][primary.name]
-    return 0 if main_report["available"] and not main_report["errors"] else 1
+
+    def ok(doc: dict[str, Any]) -> bool:  # peers that fail are reported, not fatal
+        main_report = doc["systems"][primary.name]
+        return bool(main_report["available"] and not main_report["errors"])
+
+    return run_main(lambda: run(primary, peers, cfg), render, args.json, ok, "bench_broker")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -22,44 +22,17 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
-import logging
-import os
-import platform
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from deploy.local.process import BrokerProcess, ClusterProcesses, wait_for
-
-
-def _quiet() -> logging.Logger:
-    lg = logging.getLogger("bench.librdkafka")
-    lg.addHandler(logging.NullHandler())
-    lg.propagate = False
-    return lg
-
-
-def _create(bootstrap: str, name: str, partitions: int, rf: int, conf: dict[str, str]) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    a = AdminClient({"bootstrap.servers": bootstrap, "logger": _quiet()})
-    a.create_topics([NewTopic(name, partitions, rf, config=conf)])[name].result(30)
-
-    # brokers apply a committed change a moment apart: wait until every one has the leaders
-    for one in bootstrap.split(","):
-        b = AdminClient({"bootstrap.servers": one, "logger": _quiet()})
-
-        def led(b: Any = b) -> bool:
-            t = b.list_topics(name, timeout=10).topics.get(name)
-            return (
-                t is not None
-                and len(t.partitions) == partitions
-                and all(p.leader >= 0 for p in t.partitions.values())
-            )
-
-        wait_for(led, 30, 0.1, f"leaders of {name} on {one}")
+from load.harness.kafka import admin, create_topic, quiet_logger
+from load.harness.report import machine_info
+from load.harness.runner import run_main
 
 
 def _produce(bootstrap: str, topic: str, n: int, acks: str) -> float:
@@ -73,7 +46,7 @@ def _produce(bootstrap: str, topic: str, n: int, acks: str) -> float:
             "linger.ms": 5,
             "batch.size": 1_000_000,
             "queue.buffering.max.messages": 1_000_000,
-            "logger": _quiet(),
+            "logger": quiet_logger(),
         }
     )
     done = [0]
@@ -101,12 +74,12 @@ def _produce(bootstrap: str, topic: str, n: int, acks: str) -> float:
 def throughput(root: Path, n: int) -> dict[str, Any]:
     out: dict[str, Any] = {"messages": n, "value_bytes": 100}
     with ClusterProcesses(root / "tp", 3) as c:
-        _create(c.bootstrap, "tp", 6, 3, {"min.insync.replicas": "2"})
+        create_topic(c.bootstrap, "tp", 6, 3, {"min.insync.replicas": "2"}, 30)
         _produce(c.bootstrap, "tp", 20_000, "1")  # warm up connections and metadata
         out["cluster_rf3_acks1_msgs_s"] = round(_produce(c.bootstrap, "tp", n, "1"))
         out["cluster_rf3_acks_all_msgs_s"] = round(_produce(c.bootstrap, "tp", n, "all"))
     with BrokerProcess(root / "single") as b:
-        _create(b.bootstrap, "tp", 6, 1, {})
+        create_topic(b.bootstrap, "tp", 6, 1, timeout=30)
         _produce(b.bootstrap, "tp", 20_000, "1")
         out["single_acks1_msgs_s"] = round(_produce(b.bootstrap, "tp", n, "1"))
         out["single_acks_all_msgs_s"] = round(_produce(b.bootstrap, "tp", n, "all"))
@@ -115,12 +88,11 @@ def throughput(root: Path, n: int) -> dict[str, Any]:
 
 def failover(root: Path, session_ms: int, rate: int = 2000, seconds: float = 12.0) -> dict[str, Any]:
     from confluent_kafka import Consumer, Producer
-    from confluent_kafka.admin import AdminClient
 
     with ClusterProcesses(root / f"fo-{session_ms}", 3, {"broker.session.timeout.ms": session_ms}) as c:
-        _create(c.bootstrap, "fo", 3, 3, {"min.insync.replicas": "2"})
-        admin = AdminClient({"bootstrap.servers": c.bootstrap, "logger": _quiet()})
-        leader = admin.list_topics("fo", timeout=10).topics["fo"].partitions[0].leader
+        create_topic(c.bootstrap, "fo", 3, 3, {"min.insync.replicas": "2"}, 30)
+        client = admin(c.bootstrap)
+        leader = client.list_topics("fo", timeout=10).topics["fo"].partitions[0].leader
         p = Producer(
             {
                 "bootstrap.servers": c.bootstrap,
@@ -128,7 +100,7 @@ def failover(root: Path, session_ms: int, rate: int = 2000, seconds: float = 12.
                 "enable.idempotence": True,
                 "linger.ms": 1,
                 "message.timeout.ms": 120_000,
-                "logger": _quiet(),
+                "logger": quiet_logger(),
             }
         )
         acked: dict[bytes, int] = {}
@@ -163,13 +135,13 @@ def failover(root: Path, session_ms: int, rate: int = 2000, seconds: float = 12.
         # longest silence between two consecutive acknowledgements of partition 0
         acks_p0.sort()
         gap = max((b - a for a, b in itertools.pairwise(acks_p0)), default=float("nan"))
-        new_leader = admin.list_topics("fo", timeout=10).topics["fo"].partitions[0].leader
+        new_leader = client.list_topics("fo", timeout=10).topics["fo"].partitions[0].leader
         consumer = Consumer(
             {
                 "bootstrap.servers": c.bootstrap,
                 "group.id": f"audit-{session_ms}",
                 "auto.offset.reset": "earliest",
-                "logger": _quiet(),
+                "logger": quiet_logger(),
             }
         )
         consumer.subscribe(["fo"])
@@ -206,18 +178,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="50k messages instead of 200k")
     ap.add_argument("--json", metavar="FILE", help="write the results as JSON")
     args = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
-        root = Path(tmp)
-        res: dict[str, Any] = {
-            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "host": platform.node()},
-            "command": "python -m load.bench_cluster" + (" --quick" if args.quick else ""),
-            "throughput": throughput(root, 50_000 if args.quick else 200_000),
-            "failover": [failover(root, 9000), failover(root, 2000)],
-        }
-    print(json.dumps(res, indent=1))
-    if args.json:
-        Path(args.json).write_text(json.dumps(res, indent=1))
-    return 0
+
+    def run() -> dict[str, Any]:
+        with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
+            return {
+                "machine": machine_info("load.bench_cluster"),
+                "throughput": throughput(Path(tmp), 50_000 if args.quick else 200_000),
+                "failover": [failover(Path(tmp), 9000), failover(Path(tmp), 2000)],
+            }
+
+    def render(doc: dict[str, Any], console: Console) -> None:
+        console.print_json(data={k: v for k, v in doc.items() if k != "machine"})
+
+    return run_main(run, render, args.json, lambda _doc: True, "bench_cluster")
 
 
 if __name__ == "__main__":

@@ -42,12 +42,8 @@ import argparse
 import datetime as dt
 import http.client
 import json
-import os
 import random
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -61,23 +57,16 @@ from rich.console import Console
 from rich.table import Table
 
 from dashboard.demo_data import iso, seed_results
-from deploy.local.process import free_port
-from load.bench_groups import (
-    Profiler,
-    bench_main,
-    goal,
-    loadavg,
-    machine,
-    machine_busy_seconds,
-    own_cpu,
-    percentile,
-    start_broker,
-)
-from load.peers import proc_cpu_seconds
+from deploy.local.process import ManagedProcess, free_port, wait_for
+from load.harness import procfs, services
+from load.harness.profiler import Profiler
+from load.harness.report import goal, loadavg, machine_info, print_goals
+from load.harness.runner import Processes, run_main
+from load.harness.stats import percentile
+from sensors.layout import STREAM
 
 SENSORS = 10_000
 PARTITIONS = 6
-STREAM = "traffic_monitoring"
 RESULT_TOPICS = ("traffic_aggregates", "traffic_weather", "weather_effects", "congestion_alerts")
 VISIBLE_GOAL_S = 5.0
 CALLBACK_GOAL_MS = 100.0
@@ -132,78 +121,6 @@ class Http:
     def close(self) -> None:
         if self.conn is not None:
             self.conn.close()
-
-
-# -- processes ---------------------------------------------------------------------------------
-class Child:
-    """A command of ours in its own process group, its output to a log file."""
-
-    def __init__(self, name: str, cmd: list[str], log: Path) -> None:
-        self.name = name
-        self.cmd = cmd
-        self.log = log
-        self._out = open(log, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def tail(self, n: int = 15) -> list[str]:
-        try:
-            return self.log.read_text(errors="replace").strip().splitlines()[-n:]
-        except OSError:
-            return []
-
-    def cpu_seconds(self) -> float:
-        """This process and its live descendants (the fleet's workers)."""
-        total = 0.0
-        for pid in [self.pid, *_descendants(self.pid)]:
-            try:
-                total += proc_cpu_seconds(pid)
-            except OSError:
-                continue
-        return total
-
-    def stop(self, timeout: float = 30.0) -> int | None:
-        if self.alive():
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        self._out.close()
-        return self.proc.returncode
-
-
-def _descendants(pid: int) -> list[int]:
-    out: list[int] = []
-    todo = [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                kids = [int(k) for k in Path(f"/proc/{p}/task/{task}/children").read_text().split()]
-                out += kids
-                todo += kids
-        except OSError:
-            continue
-    return out
-
-
-def wait_until(pred: Callable[[], bool], timeout: float, what: str, alive: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        if not alive():
-            raise RuntimeError(f"process exited while waiting for {what}")
-        time.sleep(0.2)
-    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
 
 
 # -- (a) reading to dashboard --------------------------------------------------------------------
@@ -416,13 +333,13 @@ def measure_callbacks(
     if profile_dir is not None and dash_pid is not None:
         profiler = Profiler(
             dash_pid,
-            min(30.0, ticks * PAGE_INTERVAL_S),
             profile_dir / "dashboard.txt",
+            min(30.0, ticks * PAGE_INTERVAL_S),
             focus=("dashboard/", "plotly/", "dash/", "flask/", "werkzeug/"),
         )
     page_calls: list[dict[str, Any]] = []
     tick_ms: list[float] = []
-    cpu0 = proc_cpu_seconds(dash_pid) if dash_pid else None
+    cpu0 = procfs.cpu_seconds(dash_pid) if dash_pid else None
     t_start = time.monotonic()
     with ThreadPoolExecutor(BROWSER_CONNECTIONS) as pool:
         for k in range(ticks):
@@ -436,7 +353,7 @@ def measure_callbacks(
             page_calls += [f.result() for f in futs]
             tick_ms.append((time.perf_counter() - t0) * 1000)
     page_s = time.monotonic() - t_start
-    cpu1 = proc_cpu_seconds(dash_pid) if dash_pid else None
+    cpu1 = procfs.cpu_seconds(dash_pid) if dash_pid else None
     out["page"] = _summary(page_calls) | {
         "ticks": ticks,
         "all_callbacks_of_a_tick_p50_ms": _r(percentile(tick_ms, 50)),
@@ -474,7 +391,7 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     lookback_h = max(3, int((time.time() * 1000 - sim_start + seed_minutes * 60_000) / 3_600_000) + 2)
     doc: dict[str, Any] = {
         "benchmark": "dashboard",
-        "machine": machine("load.bench_dashboard"),
+        "machine": machine_info("load.bench_dashboard"),
         "config": {
             "sensors": SENSORS,
             "fleet_speed": 1.0,
@@ -488,29 +405,29 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         },
         "errors": [],
     }
-    py = [sys.executable, "-m", "framework.cli.main"]
-    children: list[Child] = []
-    with tempfile.TemporaryDirectory(prefix="sftraffic-bench-dashboard-") as tmpdir:
+    children: dict[str, ManagedProcess] = {}
+    with tempfile.TemporaryDirectory(prefix="sftraffic-bench-dashboard-") as tmpdir, Processes() as running:
         tmp = Path(tmpdir)
-        broker = start_broker(tmp)
+        broker = running.start(services.broker(tmp))
         try:
             b = broker.bootstrap
             ensure_layout(b, partitions=PARTITIONS, extra_topics={f"{STREAM}.{t}": {} for t in RESULT_TOPICS})
             doc["seeded_records"] = seed_results(b, sim_start, seed_minutes)
             console.print(f"fleet of {SENSORS:,} sensors live from {iso(sim_start)}, dashboard ...")
-            fleet_cmd = [*py, "sensors", "-b", b, "--via", "kafka", "--sensors", str(SENSORS), "--speed", "1"]
-            fleet_cmd += ["--start", iso(sim_start), "--partitions", str(PARTITIONS), "--quiet"]
-            fleet = Child("fleet", fleet_cmd, tmp / "fleet.log")
+            fleet_args = ["--sensors", str(SENSORS), "--speed", "1", "--start", iso(sim_start)]
+            fleet = children["fleet"] = running.add(
+                services.fleet(b, *fleet_args, "--partitions", str(PARTITIONS), "--quiet")
+            ).launch()
             wall0 = time.time()
-            children.append(fleet)
             port = free_port()
-            dash_cmd = [*py, "dashboard", "-b", b, "--host", "127.0.0.1", "--port", str(port)]
-            dash_cmd += ["--lookback", f"{lookback_h}h"]
-            dash = Child("dashboard", dash_cmd, tmp / "dashboard.log")
-            children.append(dash)
+            dash = children["dashboard"] = running.add(
+                services.dashboard(b, port, "--lookback", f"{lookback_h}h")
+            ).launch()
             web = Http(port, timeout=5)
 
             def ready() -> bool:
+                if not (dash.alive() and fleet.alive()):
+                    raise RuntimeError("process exited while waiting for the dashboard with live data")
                 try:
                     status, h = web.get_json("/api/health")
                 except OSError:
@@ -523,32 +440,29 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
                 )
 
             t_ready = time.monotonic()
-            wait_until(ready, 120, "the dashboard with live data", lambda: dash.alive() and fleet.alive())
+            wait_for(ready, 120, 0.2, "the dashboard with live data")
             doc["dashboard_ready_s"] = round(time.monotonic() - t_ready, 1)
             time.sleep(2.0)  # a couple of health rounds, the fleet at its pace
 
             def sim_clock() -> int:
                 return sim_start + int((time.time() - wall0) * 1000)
 
+            def cpu_now() -> dict[str, float]:  # the fleet and the dashboard with their children
+                cpu = {n: procfs.cpu_seconds(c.pid, descendants=True) for n, c in children.items()}
+                return cpu | {"broker": broker.cpu_seconds(), "bench client": procfs.own_cpu()}
+
             _, h0 = web.get_json("/api/health")
-            cpu = {c.name: c.cpu_seconds() for c in children} | {"broker": broker.cpu_seconds()}
-            cpu["bench client"], busy0 = own_cpu(), machine_busy_seconds()
+            cpu, busy0 = cpu_now(), procfs.machine_busy_seconds() or 0.0
             t0 = time.monotonic()
             console.print(f"(a) {markers} marker readings to /api/sensor/<id> ...")
             doc["visibility"] = measure_visibility(b, port, markers, sim_clock)
             console.print(f"(b) callbacks: {ticks} page ticks, {rounds} rounds one at a time ...")
-            doc["callbacks"] = measure_callbacks(
-                port,
-                ticks,
-                rounds,
-                dash_pid=dash.pid,
-                profile_dir=Path(args.profile) if args.profile else None,
-            )
+            profile = Path(args.profile) if args.profile else None
+            doc["callbacks"] = measure_callbacks(port, ticks, rounds, dash_pid=dash.pid, profile_dir=profile)
             elapsed = time.monotonic() - t0
             _, h1 = web.get_json("/api/health")
             web.close()
-            cpu1 = {c.name: c.cpu_seconds() for c in children} | {"broker": broker.cpu_seconds()}
-            cpu1["bench client"], busy = own_cpu(), machine_busy_seconds() - busy0
+            cpu1, busy = cpu_now(), (procfs.machine_busy_seconds() or 0.0) - busy0
             ours = sum(cpu1[k] - cpu[k] for k in cpu)
             doc["during"] = {
                 "seconds": round(elapsed, 1),
@@ -557,17 +471,12 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
                 "other_processes_cores": round((busy - ours) / elapsed, 2),
                 "loadavg_after": loadavg(),
             }
-            for c in children:
+            for name, c in children.items():
                 if not c.alive():
-                    doc["errors"].append(f"{c.name} exited early: {c.tail()}")
+                    doc["errors"].append(f"{name} exited early: {c.tail().splitlines()}")
         except Exception as exc:
             doc["errors"].append(f"{type(exc).__name__}: {exc}")
-            for c in children:
-                doc.setdefault("logs", {})[c.name] = c.tail(30)
-        finally:
-            for c in reversed(children):
-                c.stop()
-            broker.stop()
+            doc["logs"] = {name: c.tail(30).splitlines() for name, c in children.items()}
     vis = doc.get("visibility") or {}
     cb = doc.get("callbacks") or {}
     if vis and vis["seen"] < vis["markers"]:
@@ -635,9 +544,7 @@ def render(doc: dict[str, Any], console: Console) -> None:
             f"[dim]during the run: dashboard saw {d['events_seen_by_dashboard_per_s']:,} events/s; "
             f"cores {d['cores']}, other processes {d['other_processes_cores']}"
         )
-    for g in doc["goals"]:
-        verdict = {True: "[green]pass[/green]", False: "[red]FAIL[/red]", None: "[yellow]n/a[/yellow]"}
-        console.print(f"{verdict[g['passed']]} {g['name']}: {g['measured']} <= {g['target']} {g['unit']}")
+    print_goals(console, doc["goals"])
     prof = cb.get("profile")
     if prof and prof.get("self"):
         console.print("[dim]py-spy dashboard: " + ", ".join(f"{f} {p}%" for f, p in prof["self"][:6]))
@@ -660,8 +567,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return bench_main(parse_args(argv), run, render)
+    args = parse_args(argv)
+    return run_main(lambda: run(args, Console(stderr=True)), render, args.json, name="bench_dashboard")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

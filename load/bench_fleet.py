@@ -31,12 +31,10 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import os
+import contextlib
 import re
-import resource
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -46,17 +44,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from load.bench_groups import (
-    Profiler,
-    bench_main,
-    goal,
-    loadavg,
-    machine,
-    machine_busy_seconds,
-    own_cpu,
-    start_broker,
-)
-from load.peers import proc_cpu_seconds, quiet_logger
+from load.harness import procfs, services
+from load.harness.kafka import EndOffsets
+from load.harness.profiler import Profiler
+from load.harness.report import goal, loadavg, machine_info, print_goals
+from load.harness.runner import Processes, run_main
+from sensors.layout import topic
 
 SENSORS = 10_000
 PARTITIONS = 6
@@ -71,92 +64,35 @@ class OffsetWatcher(threading.Thread):
 
     def __init__(self, bootstrap: str, topics: list[str], partitions: int, interval: float = 0.25) -> None:
         super().__init__(daemon=True, name="offset-watcher")
-        from confluent_kafka import Consumer, TopicPartition
-
-        self.consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": "bench-fleet-watch", "logger": quiet_logger()}
-        )
-        self.tps = [TopicPartition(t, p) for t in topics for p in range(partitions)]
+        self.offsets = EndOffsets(bootstrap, topics, partitions)
         self.interval = interval
         self.samples: list[tuple[float, int]] = []
         self.halt = threading.Event()
 
-    def end_offsets(self) -> int:
-        return sum(self.consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1] for tp in self.tps)
-
     def run(self) -> None:
         while not self.halt.is_set():
             t = time.monotonic()
-            self.samples.append((t, self.end_offsets()))
+            self.samples.append((t, self.offsets.total()))
             self.halt.wait(max(0.0, self.interval - (time.monotonic() - t)))
 
     def finish(self) -> int:
         """Stop sampling; returns the end offsets now."""
         self.halt.set()
         self.join(30)
-        try:
-            return self.end_offsets()
-        finally:
-            self.consumer.close()
-
-
-def _children_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def _descendants(pid: int) -> list[int]:
-    out: list[int] = []
-    todo = [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                kids = Path(f"/proc/{p}/task/{task}/children").read_text().split()
-                out += [int(k) for k in kids]
-                todo += [int(k) for k in kids]
-        except OSError:
-            continue
-    return out
+        return self.offsets.total()
 
 
 def _workers(pid: int) -> list[int]:
     """The fleet's worker processes (spawned children running ``spawn_main``, not the
     multiprocessing resource tracker)."""
-    out = []
-    for kid in _descendants(pid):
-        try:
-            cmdline = Path(f"/proc/{kid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"spawn_main" in cmdline and b"resource_tracker" not in cmdline:
-            out.append(kid)
-    return out
+    cmds = {kid: procfs.cmdline(kid) for kid in procfs.children(pid, recursive=True)}
+    return [kid for kid, cmd in cmds.items() if "spawn_main" in cmd and "resource_tracker" not in cmd]
 
 
-def fleet_command(bootstrap: str, workers: int, duration: float, start: str) -> list[str]:
+def fleet_args(workers: int, duration: float, start: str) -> list[str]:
     return [
-        sys.executable,
-        "-m",
-        "framework.cli.main",
-        "sensors",
-        "--bootstrap",
-        bootstrap,
-        "--via",
-        "kafka",
-        "--sensors",
-        str(SENSORS),
-        "--speed",
-        "0",
-        "--start",
-        start,
-        "--duration",
-        str(duration),
-        "--partitions",
-        str(PARTITIONS),
-        "--workers",
-        str(workers),
-        "--quiet",
+        *("--sensors", str(SENSORS), "--speed", "0", "--start", start, "--duration", str(duration)),
+        *("--partitions", str(PARTITIONS), "--workers", str(workers), "--quiet"),
     ]
 
 
@@ -171,38 +107,40 @@ def measure_fleet(
     timeout: float = 900.0,
 ) -> dict[str, Any]:
     """Run the fleet command once; returns its figures (see the module docstring)."""
-    topics = [f"traffic_monitoring.{t}" for t in TOPICS]
-    watch = OffsetWatcher(bootstrap, topics, PARTITIONS)
-    base = watch.end_offsets()
-    cmd = fleet_command(bootstrap, workers, duration, start)
-    cpu_children0 = _children_cpu()
-    broker0 = proc_cpu_seconds(broker_pid)
-    busy0, own0 = machine_busy_seconds(), own_cpu()
+    watch = OffsetWatcher(bootstrap, [topic(t) for t in TOPICS], PARTITIONS)
+    base = watch.offsets.total()
+    proc = services.fleet(bootstrap, *fleet_args(workers, duration, start))
+    cpu_children0 = procfs.children_cpu()
+    broker0 = procfs.cpu_seconds(broker_pid)
+    busy0, own0 = procfs.machine_busy_seconds() or 0.0, procfs.own_cpu()
     watch.start()
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc.launch()
     profilers: list[Profiler] = []
     if profile_dir is not None:
         # once the workers have built their fleet and are producing
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and proc.poll() is None:
+        while time.monotonic() < deadline and proc.alive():
             if watch.samples and watch.samples[-1][1] > base:
                 break
             time.sleep(0.1)
         for i, pid in enumerate(_workers(proc.pid)):
             out = profile_dir / f"fleet-w{workers}-worker{i}.txt"
-            profilers.append(Profiler(pid, 8, out, focus=("sensors/", "msgspec", "numpy")))
+            profilers.append(Profiler(pid, out, 8, focus=("sensors/", "msgspec", "numpy")))
+    assert proc.proc is not None
     try:
-        out_text, _ = proc.communicate(timeout=timeout)
+        proc.proc.wait(timeout)
     except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGINT)
-        out_text, _ = proc.communicate(timeout=60)
+        proc.signal(signal.SIGINT)  # the fleet flushes and reports on Ctrl-C
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.proc.wait(60)
+    proc.stop()  # reaped: its CPU (and its workers') is in RUSAGE_CHILDREN now
     wall = time.monotonic() - t0
-    fleet_cpu = _children_cpu() - cpu_children0
-    busy, own = machine_busy_seconds() - busy0, own_cpu() - own0
+    fleet_cpu = procfs.children_cpu() - cpu_children0
+    busy, own = (procfs.machine_busy_seconds() or 0.0) - busy0, procfs.own_cpu() - own0
     final = watch.finish()
-    broker_cpu = proc_cpu_seconds(broker_pid) - broker0
-    text = out_text.decode(errors="replace")
+    broker_cpu = procfs.cpu_seconds(broker_pid) - broker0
+    text = proc.logs()
     m = SENT_RE.search(text)
     sent = int(m.group(1).replace(",", "")) if m else None
     acked = final - base
@@ -220,7 +158,7 @@ def measure_fleet(
         "workers": workers,
         "sensors": SENSORS,
         "simulated_s": duration,
-        "command": " ".join(cmd[1:]),
+        "command": " ".join(proc.cmd[1:]),
         "exit_code": proc.returncode,
         "sent": sent,
         "acknowledged": acked,
@@ -262,7 +200,7 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     workers_list = [1] if args.smoke else [1, 2]
     doc: dict[str, Any] = {
         "benchmark": "fleet",
-        "machine": machine("load.bench_fleet"),
+        "machine": machine_info("load.bench_fleet"),
         "config": {
             "sensors": SENSORS,
             "simulated_s": duration,
@@ -274,27 +212,20 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         "runs": [],
         "errors": [],
     }
-    with tempfile.TemporaryDirectory(prefix="sftraffic-bench-fleet-") as tmp:
-        broker = start_broker(Path(tmp))
-        try:
-            ensure_layout(broker.bootstrap, partitions=PARTITIONS)
-            for workers in workers_list:
-                console.print(
-                    f"fleet of {SENSORS:,} sensors, {workers} worker(s), {duration:.0f} simulated s ..."
-                )
-                res = measure_fleet(
-                    broker.bootstrap,
-                    broker.pid,
-                    workers,
-                    duration,
-                    start=args.start,
-                    profile_dir=Path(args.profile) if args.profile else None,
-                )
-                doc["runs"].append(res)
-                if res.get("error"):
-                    doc["errors"].append(f"workers={workers}: {res['error']}")
-        finally:
-            broker.stop()
+    with tempfile.TemporaryDirectory(prefix="sftraffic-bench-fleet-") as tmp, Processes() as running:
+        broker = running.start(services.broker(Path(tmp)))
+        ensure_layout(broker.bootstrap, partitions=PARTITIONS)
+        for workers in workers_list:
+            console.print(
+                f"fleet of {SENSORS:,} sensors, {workers} worker(s), {duration:.0f} simulated s ..."
+            )
+            profile = Path(args.profile) if args.profile else None
+            res = measure_fleet(
+                broker.bootstrap, broker.pid, workers, duration, start=args.start, profile_dir=profile
+            )
+            doc["runs"].append(res)
+            if res.get("error"):
+                doc["errors"].append(f"workers={workers}: {res['error']}")
     one = next((r for r in doc["runs"] if r["workers"] == 1), None)
     doc["goals"] = [
         goal(
@@ -336,9 +267,7 @@ def render(doc: dict[str, Any], console: Console) -> None:
             f"other processes {r['other_processes_cores']} cores",
         )
     console.print(t)
-    for g in doc["goals"]:
-        verdict = {True: "[green]pass[/green]", False: "[red]FAIL[/red]", None: "[yellow]n/a[/yellow]"}
-        console.print(f"{verdict[g['passed']]} {g['name']}: {g['measured']} >= {g['target']}")
+    print_goals(console, doc["goals"])
     for r in doc["runs"]:
         for name, prof in (r.get("profiles") or {}).items():
             console.print(
@@ -360,8 +289,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return bench_main(parse_args(argv), run, render)
+    args = parse_args(argv)
+    return run_main(lambda: run(args, Console(stderr=True)), render, args.json, name="bench_fleet")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -40,30 +40,27 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import multiprocessing as mp
 import os
 import queue
-import shlex
 import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 import uuid
-from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from deploy.local.process import BrokerProcess
-from load.bench_broker import create_topic, machine_info
-from load.peers import proc_cpu_seconds, quiet_logger
+from load.harness import services
+from load.harness.kafka import EndOffsets, create_topic, quiet_logger
+from load.harness.procfs import cpu_seconds, machine_busy_seconds, own_cpu
+from load.harness.profiler import Profiler
+from load.harness.report import goal, loadavg, machine_info, print_goals
+from load.harness.runner import Processes, run_main
 
 VALUE_SIZE = 100
 PARTITIONS = 12
@@ -98,145 +95,10 @@ CONSUMER_SETTINGS: dict[str, Any] = {
 BATCH = 10_000  # consume(num_messages=...)
 
 
-# -- shared helpers (the other bench_* scripts import these) ----------------------------------
-def goal(
-    name: str, measured: float | None, target: float, unit: str, higher_is_better: bool
-) -> dict[str, Any]:
-    """One goal with pass/fail (None when the figure could not be measured)."""
-    passed = None
-    if measured is not None:
-        passed = measured >= target if higher_is_better else measured <= target
-    return {
-        "name": name,
-        "target": target,
-        "measured": measured,
-        "unit": unit,
-        "comparison": ">=" if higher_is_better else "<=",
-        "passed": passed,
-    }
-
-
-def machine(module: str) -> dict[str, Any]:
-    """bench_broker's machine description, with this script's command line."""
-    info: dict[str, Any] = machine_info()
-    info["command"] = shlex.join([Path(sys.executable).name, "-m", module, *sys.argv[1:]])
-    return info
-
-
-def loadavg() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in [0, 100]); None for no values."""
-    if not values:
-        return None
-    s = sorted(values)
-    k = max(0, min(len(s) - 1, round(q / 100 * len(s) + 0.5) - 1))
-    return s[k]
-
-
-def own_cpu() -> float:
-    t = os.times()
-    return t.user + t.system
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds all processes of the machine have used since boot (all cores, /proc/stat)."""
-    with open("/proc/stat") as fh:
-        f = [int(x) for x in fh.readline().split()[1:]]
-    # user nice system idle iowait irq softirq steal: busy = all but idle and iowait
-    return (f[0] + f[1] + f[2] + f[5] + f[6] + (f[7] if len(f) > 7 else 0)) / os.sysconf("SC_CLK_TCK")
-
-
-def py_spy() -> str | None:
-    exe = Path(sys.executable).with_name("py-spy")
-    return str(exe) if exe.exists() else None
-
-
-class Profiler:
-    """``py-spy record`` on a pid for a fixed duration (raw collapsed stacks), then a summary of
-    where the samples fall: leaf functions (self time) and functions anywhere on the stack."""
-
-    def __init__(
-        self,
-        pid: int,
-        seconds: float,
-        out: Path,
-        rate: int = 100,
-        native: bool = False,
-        focus: tuple[str, ...] = (),
-    ) -> None:
-        self.out = out
-        self.focus = focus
-        self.proc: subprocess.Popen[bytes] | None = None
-        exe = py_spy()
-        if exe is None:
-            return
-        out.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [exe, "record", "-p", str(pid), "-d", str(max(1, int(seconds))), "-r", str(rate)]
-        # --native (C frames: librdkafka, the confluent-kafka extension, CPython) has to pause the
-        # process for each sample; Python-only sampling does not
-        cmd += ["-f", "raw", "-o", str(out), "--native" if native else "--nonblocking"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-    def summary(self, timeout: float = 60.0, top: int = 12) -> dict[str, Any]:
-        if self.proc is None:
-            return {"error": "py-spy not installed"}
-        try:
-            _, err = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.send_signal(signal.SIGINT)
-            _, err = self.proc.communicate(timeout=10)
-        if not self.out.exists():
-            return {"error": (err or b"").decode(errors="replace")[-500:]}
-        return summarize_collapsed(self.out.read_text(), top, self.focus) | {"file": str(self.out)}
-
-
-def summarize_collapsed(text: str, top: int = 12, focus: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Shares of samples (%): ``self`` by leaf frame, ``inclusive`` by any frame on the stack,
-    ``focus`` inclusive but only frames whose text contains one of ``focus`` (e.g. a package's
-    path), which skips the thread/event-loop frames every sample shares."""
-    leaf: Counter[str] = Counter()
-    inclusive: Counter[str] = Counter()
-    total = 0
-    for line in text.splitlines():
-        stack, _, n = line.rpartition(" ")
-        if not stack or not n.isdigit():
-            continue
-        count = int(n)
-        total += count
-        frames = [f for f in stack.split(";") if f and not f.startswith("process ")]
-        frames = [f for f in frames if not f.startswith("thread ")]
-        if not frames:
-            continue
-        leaf[frames[-1]] += count
-        for f in set(frames):
-            inclusive[f] += count
-    return {
-        "samples": total,
-        "self": [(f, round(100 * c / total, 1)) for f, c in leaf.most_common(top)] if total else [],
-        "inclusive": [(f, round(100 * c / total, 1)) for f, c in inclusive.most_common(top)] if total else [],
-        "focus": [
-            (f, round(100 * c / total, 1))
-            for f, c in inclusive.most_common()
-            if focus and any(x in f for x in focus)
-        ][: 2 * top]
-        if total
-        else [],
-    }
-
-
-def start_broker(tmp: Path, overrides: dict[str, object] | None = None) -> BrokerProcess:
-    base: dict[str, object] = {"log.retention.check.interval.ms": 60_000}
-    base.update(overrides or {})
-    return BrokerProcess(tmp / "broker", overrides=base).start()
-
-
 # -- (a) throughput --------------------------------------------------------------------------------
 def preload(bootstrap: str, topic: str, count: int) -> dict[str, Any]:
     """Write ``count`` values round-robin over the topic's partitions; checks the end offsets."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Producer
 
     failures: list[str] = []
 
@@ -271,14 +133,7 @@ def preload(bootstrap: str, topic: str, count: int) -> dict[str, Any]:
         poll(0)
     left = p.flush(300)
     seconds = time.perf_counter() - t0
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks", "logger": quiet_logger()})
-    try:
-        end = sum(
-            c.get_watermark_offsets(TopicPartition(topic, i), timeout=10, cached=False)[1]
-            for i in range(PARTITIONS)
-        )
-    finally:
-        c.close()
+    end = EndOffsets(bootstrap, [topic], PARTITIONS).total()
     if failures or left or end != count:
         raise RuntimeError(
             f"preload: {len(failures)} failed, {left} undelivered, end offsets {end} != {count}: "
@@ -413,7 +268,7 @@ def measure_group_throughput(
     try:
         for _ in procs:
             ready.get(timeout=120)
-        broker_cpu0 = proc_cpu_seconds(broker_pid)
+        broker_cpu0 = cpu_seconds(broker_pid)
         t_start = time.monotonic()
         start.set()
         profilers: dict[str, Profiler] = {}
@@ -428,16 +283,16 @@ def measure_group_throughput(
             if total >= count:
                 break
             if t_flow is None and total > 0:
-                t_flow, broker_cpu_flow, busy_flow = now, proc_cpu_seconds(broker_pid), machine_busy_seconds()
+                t_flow, broker_cpu_flow, busy_flow = now, cpu_seconds(broker_pid), machine_busy_seconds()
             if profile_dir is not None and not profilers and total > 0:
                 # profile the middle of the phase: started once messages flow, for ~60% of the
                 # expected remaining time
                 secs = max(2.0, min(20.0, 0.6 * (count - total) / expected_rate))
                 profilers["broker"] = Profiler(
-                    broker_pid, secs, profile_dir / "groups-broker.txt", focus=("framework/",)
+                    broker_pid, profile_dir / "groups-broker.txt", secs, focus=("framework/",)
                 )
                 profilers["member0"] = Profiler(
-                    procs[0].pid or 0, secs, profile_dir / "groups-member0.txt", native=True
+                    procs[0].pid or 0, profile_dir / "groups-member0.txt", secs, native=True
                 )
             if total != last_total:
                 last_total, last_progress = total, now
@@ -445,7 +300,7 @@ def measure_group_throughput(
                 out["error"] = f"stalled at {total}/{count} messages"
                 break
             time.sleep(0.02)
-        broker_cpu1 = proc_cpu_seconds(broker_pid)
+        broker_cpu1 = cpu_seconds(broker_pid)
         busy_done = machine_busy_seconds()
         t_done = time.monotonic()
         stop.set()
@@ -721,7 +576,7 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     session_ms = args.session_timeout_ms
     doc: dict[str, Any] = {
         "benchmark": "groups",
-        "machine": machine("load.bench_groups"),
+        "machine": machine_info("load.bench_groups"),
         "config": {
             "messages": count,
             "value_size": VALUE_SIZE,
@@ -740,8 +595,8 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     if session_ms < 6000:
         overrides["group.min.session.timeout.ms"] = session_ms
     profile_dir = Path(args.profile) if args.profile else None
-    with tempfile.TemporaryDirectory(prefix="sftraffic-bench-groups-") as tmp:
-        broker = start_broker(Path(tmp), overrides)
+    with tempfile.TemporaryDirectory(prefix="sftraffic-bench-groups-") as tmp, Processes() as running:
+        broker = running.start(services.broker(Path(tmp), **overrides))
         try:
             topic = create_topic(broker.bootstrap, f"bench-groups-{uuid.uuid4().hex[:6]}", PARTITIONS)
             console.print(f"preloading {count:,} messages into {PARTITIONS} partitions ...")
@@ -811,8 +666,7 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
                 "loadavg_after": loadavg(),
             }
         finally:
-            doc["broker_log_tail"] = list(broker.log_lines)[-20:] if doc["errors"] else []
-            broker.stop()
+            doc["broker_log_tail"] = broker.tail(20).splitlines() if doc["errors"] else []
     doc["goals"] = [
         goal("group throughput, 4 members", doc["throughput"]["msgs_s"], THROUGHPUT_GOAL, "msgs/s", True),
         goal(
@@ -854,11 +708,7 @@ def render(doc: dict[str, Any], console: Console) -> None:
             f"partitions {r.get('victim_partitions')}",
         )
     console.print(t)
-    for g in doc["goals"]:
-        verdict = {True: "[green]pass[/green]", False: "[red]FAIL[/red]", None: "[yellow]n/a[/yellow]"}
-        console.print(
-            f"{verdict[g['passed']]} {g['name']}: {g['measured']} {g['comparison']} {g['target']} {g['unit']}"
-        )
+    print_goals(console, doc["goals"])
     for name, prof in ((doc.get("profiled_run") or {}).get("profiles") or {}).items():
         console.print(f"[dim]py-spy {name}: " + ", ".join(f"{f} {p}%" for f, p in prof.get("self", [])[:5]))
 
@@ -882,45 +732,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def write_json(doc: dict[str, Any], path: str | None) -> None:
-    if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(doc, indent=2, default=str) + "\n")
-        Console(stderr=True).print(f"results written to {path}")
-
-
-def console_out() -> Console:
-    out = Console()
-    return out if out.is_terminal else Console(width=160)
-
-
-def _terminate(*_: object) -> None:
-    raise KeyboardInterrupt
-
-
-def bench_main(
-    args: argparse.Namespace,
-    run_fn: Callable[[argparse.Namespace, Console], dict[str, Any]],
-    render_fn: Callable[[dict[str, Any], Console], None],
-) -> int:
-    """The shared ``main`` of the bench_* scripts: run, render, write JSON; 130 on Ctrl-C or
-    SIGTERM, 1 when the run recorded errors."""
-    signal.signal(signal.SIGTERM, _terminate)
-    t0 = time.monotonic()
-    try:
-        doc = run_fn(args, Console(stderr=True))
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    doc["elapsed_s"] = round(time.monotonic() - t0, 1)
-    render_fn(doc, console_out())
-    write_json(doc, args.json)
-    return 0 if not doc["errors"] else 1
-
-
 def main(argv: list[str] | None = None) -> int:
-    return bench_main(parse_args(argv), run, render)
+    args = parse_args(argv)
+    return run_main(lambda: run(args, Console(stderr=True)), render, args.json, name="bench_groups")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

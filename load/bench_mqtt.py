@@ -25,12 +25,8 @@ the two runs, so background load on a shared machine hits both alike.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import signal
-import statistics
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -41,17 +37,24 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from load.bench_broker import (
+from deploy.local.mosquitto import MosquittoProcess, find_mosquitto
+from deploy.local.process import ManagedProcess
+from load.bench_broker import MB
+from load.harness import services
+from load.harness.kafka import EndOffsets, delete_topic
+from load.harness.procfs import (
     BUSY_SHARE,
     IDLE_WINDOW_S,
-    MB,
     SETTLE_S,
     Interference,
-    _log,
-    _own_cpu,
-    _settled_cpu,
+    cpu_when_idle,
+    own_cpu,
+    probe,
 )
-from load.peers import LOOPBACK, OursLauncher, RunningBroker, proc_cpu_seconds, quiet_logger
+from load.harness.report import log, package_version
+from load.harness.runner import Processes
+from load.harness.stats import median
+from load.peers import LOOPBACK, OursLauncher, Server
 
 
 @dataclass
@@ -121,8 +124,6 @@ class MqttReport:
 # -- availability -------------------------------------------------------------------------------
 def unavailable() -> str | None:
     """None when Mosquitto and paho-mqtt are here, else why not."""
-    from sensors.mosquitto import find_mosquitto
-
     try:
         find_mosquitto()
     except FileNotFoundError as exc:
@@ -135,15 +136,13 @@ def unavailable() -> str | None:
 
 
 def mosquitto_version() -> str | None:
-    from sensors.mosquitto import find_mosquitto
-
     try:
         out = subprocess.run(
             [find_mosquitto(), "-h"], check=False, capture_output=True, text=True, timeout=10
-        ).stdout
+        )
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.splitlines()[0].strip() if out else None
+    return out.stdout.splitlines()[0].strip() if out.stdout else None
 
 
 # -- messages -------------------------------------------------------------------------------
@@ -213,7 +212,7 @@ def publish_qos1(
         if not connected.wait(10) or state.detail:
             raise RuntimeError(f"publisher could not connect to 127.0.0.1:{port} {state.detail}")
         publish, acquire = client.publish, slots.acquire
-        own0 = _own_cpu()
+        own0 = own_cpu()
         t0 = time.perf_counter()
         deadline = time.monotonic() + timeout
         sent = 0
@@ -224,7 +223,7 @@ def publish_qos1(
             sent += 1
         finished = done.wait(max(0.0, deadline - time.monotonic()))
         t_end = state.t_last if finished else time.perf_counter()
-        client_cpu = _own_cpu() - own0
+        client_cpu = own_cpu() - own0
     finally:
         # disconnect() first: it wakes paho's network thread, which loop_stop() would otherwise wait
         # for until its select() times out (up to a second, added to the gateway path's timing).
@@ -249,155 +248,32 @@ def publish_qos1(
 
 
 # -- the store side -----------------------------------------------------------------------------
-class StoreCounter:
-    """Messages in the bench stream's topics: the sum of their log end offsets (one request)."""
+class StoreCounter(EndOffsets):
+    """Messages in the bench stream's topics (sum of log end offsets); ``dead``: its dead letters."""
 
     def __init__(self, bootstrap: str, stream: str, partitions: int) -> None:
-        from confluent_kafka import TopicPartition
-        from confluent_kafka.admin import AdminClient, OffsetSpec
-
         from sensors.layout import TOPICS
 
-        self.admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
-        self.data = {
-            TopicPartition(f"{stream}.{t}", p): OffsetSpec.latest()
-            for t in TOPICS
-            if t != "dead_letter"
-            for p in range(partitions)
-        }
-        self.dead = {
-            TopicPartition(f"{stream}.dead_letter", p): OffsetSpec.latest() for p in range(partitions)
-        }
-
-    def _sum(self, specs: dict[Any, Any]) -> int:
-        futures = self.admin.list_offsets(specs, request_timeout=10)
-        return sum(int(f.result(timeout=15).offset) for f in futures.values())
-
-    def stored(self) -> int:
-        return self._sum(self.data)
-
-    def dead_letters(self) -> int:
-        return self._sum(self.dead)
-
-    def wait_for(self, target: int, timeout: float, interval: float = 0.01) -> tuple[int, float]:
-        """Poll until ``target`` messages are stored; (count, perf_counter when seen)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            n = self.stored()
-            now = time.perf_counter()
-            if n >= target or time.monotonic() > deadline:
-                return n, now
-            time.sleep(interval)
-
-
-class GatewayProcess:
-    """One ``sftraffic gateway`` child process (the console script, as in production)."""
-
-    def __init__(
-        self, bootstrap: str, mqtt: str, workdir: Path, gateway_id: str = "gw-bench", client: str = "gmqtt"
-    ) -> None:
-        workdir.mkdir(parents=True, exist_ok=True)
-        self.args = [
-            sys.executable,
-            "-m",
-            "framework.cli.main",
-            "gateway",
-            "--bootstrap",
-            bootstrap,
-            "--mqtt",
-            mqtt,
-            "--id",
-            gateway_id,
-            "--queue-dir",
-            str(workdir / "queue"),
-            "--mqtt-client",
-            client,
-            "--quiet",
-        ]
-        self.log = workdir / f"{gateway_id}.log"
-        self._log_from = 0
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def text(self) -> str:
-        try:
-            return self.log.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def start(self, timeout: float = 60.0, wait_ready: bool = True) -> GatewayProcess:
-        with open(self.log, "ab") as fh:
-            self._log_from = fh.tell()  # a restarted gateway appends: look for *its* "ready"
-            self.proc = subprocess.Popen(
-                self.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=fh
-            )
-        deadline = time.monotonic() + timeout
-        while wait_ready and "ready" not in self.text()[self._log_from :]:
-            if not self.alive():
-                raise RuntimeError(f"gateway exited at start:\n{self.tail()}")
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"gateway not ready after {timeout:g}s:\n{self.tail()}")
-            time.sleep(0.05)
-        return self
-
-    def tail(self, lines: int = 20) -> str:
-        return "\n".join(self.text().splitlines()[-lines:])
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def _cpu_of(pid: int | None) -> float | None:
-    if pid is None:
-        return None
-    try:
-        return proc_cpu_seconds(pid)
-    except OSError:
-        return None
+        super().__init__(bootstrap, [f"{stream}.{t}" for t in TOPICS if t != "dead_letter"], partitions)
+        self.dead = EndOffsets(bootstrap, [f"{stream}.dead_letter"], partitions)
 
 
 def _us_per_msg(c0: float | None, c1: float | None, n: int) -> float | None:
     return (c1 - c0) / n * 1e6 if c0 is not None and c1 is not None and n > 0 else None
 
 
-class _Probe(RunningBroker):
-    """CPU of one process, for :class:`load.bench_broker.Interference`."""
-
-    def __init__(self, pid: int | None) -> None:
-        self._pid = pid
-        self.bootstrap = ""
-
-    @property
-    def pid(self) -> int | None:
-        return self._pid
-
-    def stop(self) -> None:
-        pass
+def _publish(port: int, messages: list[tuple[str, bytes]], cfg: MqttConfig, client_id: str) -> PublishRun:
+    return publish_qos1(port, messages, cfg.window, max(60.0, len(messages) / 500), client_id)
 
 
 # -- the two runs -------------------------------------------------------------------------------
 def mosquitto_run(
     rep: int, port: int, mosquitto_pid: int | None, messages: list[tuple[str, bytes]], cfg: MqttConfig
 ) -> EdgeRun:
-    load = Interference([_Probe(mosquitto_pid)])
-    c0 = _cpu_of(mosquitto_pid)
-    pub = publish_qos1(port, messages, cfg.window, max(60.0, len(messages) / 500), f"bench-pub-a{rep}")
-    _, c1 = _settled_cpu(lambda: _cpu_of(mosquitto_pid), SETTLE_S, cfg.idle_window_s)
+    load = Interference([mosquitto_pid])
+    c0 = probe(mosquitto_pid)()
+    pub = _publish(port, messages, cfg, f"bench-pub-a{rep}")
+    _, c1 = cpu_when_idle(probe(mosquitto_pid), SETTLE_S, cfg.idle_window_s)
     return EdgeRun(
         system="mosquitto",
         rep=rep,
@@ -416,27 +292,26 @@ def gateway_run(
     rep: int,
     port: int,
     mosquitto_pid: int | None,
-    gateway: GatewayProcess,
-    broker: RunningBroker,
+    gateway: ManagedProcess,
+    broker: Server,
     counter: StoreCounter,
     messages: list[tuple[str, bytes]],
     cfg: MqttConfig,
 ) -> EdgeRun:
     n = len(messages)
-    base, dead0 = counter.stored(), counter.dead_letters()
-    procs = [_Probe(mosquitto_pid), _Probe(gateway.pid), broker]
-    load = Interference(procs)
+    base, dead0 = counter.total(), counter.dead.total()
     pids = [mosquitto_pid, gateway.pid, broker.pid]
-    c0 = [_cpu_of(p) for p in pids]
+    load = Interference(pids)
+    c0 = [probe(p)() for p in pids]
     t0 = time.perf_counter()
-    pub = publish_qos1(port, messages, cfg.window, max(60.0, n / 500), f"bench-pub-b{rep}")
+    pub = _publish(port, messages, cfg, f"bench-pub-b{rep}")
     t_puback = t0 + pub.seconds
     stored, t_stored = counter.wait_for(base + pub.acked, cfg.store_timeout_s)
     seconds = t_stored - t0
-    gw_run_cpu = _cpu_of(gateway.pid)
+    gw_run_cpu = probe(gateway.pid)()
     # What the processes still do after the last message is stored (MQTT acks, flushes) counts too.
-    c1 = [_settled_cpu(lambda p=p: _cpu_of(p), SETTLE_S, cfg.idle_window_s)[1] for p in pids]
-    dead = counter.dead_letters() - dead0
+    c1 = [cpu_when_idle(probe(p), SETTLE_S, cfg.idle_window_s)[1] for p in pids]
+    dead = counter.dead.total() - dead0
     missing = base + n - stored
     errors = max(0, missing) + dead + pub.failed
     detail = pub.detail
@@ -472,14 +347,13 @@ def gateway_run(
 
 
 def gateway_drain_run(
-    port: int,
-    mqtt: str,
-    broker: RunningBroker,
+    mosquitto: MosquittoProcess,
+    broker: Server,
     counter: StoreCounter,
     messages: list[tuple[str, bytes]],
     workdir: Path,
     cfg: MqttConfig,
-    mosquitto_pid: int | None = None,
+    running: Processes,
 ) -> dict[str, Any]:
     """How fast one gateway forwards when devices are not the limit (issue 7: ≥ 30k msgs/s).
 
@@ -489,27 +363,27 @@ def gateway_drain_run(
     time from that first one to the last (process start-up excluded). Run on a Mosquitto of its
     own: with another gateway of the share group subscribed, Mosquitto would hand that one half
     of the messages live, and the "first stored" would not be the draining gateway's."""
-    gw = GatewayProcess(
-        broker.bootstrap, mqtt, workdir / "drain", gateway_id="gw-drain", client=cfg.gateway_client
-    ).start()
-    warm_up_gateway(port, counter, messages[:1], cfg)
-    assert gw.proc is not None
-    gw.proc.kill()  # no UNSUBSCRIBE: Mosquitto queues for the session
-    gw.proc.wait()
-    base = counter.stored()
-    pub = publish_qos1(port, messages, cfg.window, max(60.0, len(messages) / 500), "bench-pub-drain")
+
+    def drainer() -> ManagedProcess:
+        gw = services.gateway(
+            broker.bootstrap, mosquitto.address, workdir / "drain", "gw-drain", cfg.gateway_client
+        )
+        return running.add(gw)
+
+    first = drainer().start(60)
+    warm_up_gateway(mosquitto.port, counter, messages[:1], cfg)
+    first.kill()  # no UNSUBSCRIBE: Mosquitto queues for the session
+    base = counter.total()
+    pub = _publish(mosquitto.port, messages, cfg, "bench-pub-drain")
     # Not waiting for "ready": Mosquitto sends the session's backlog right after CONNACK, before the
     # SUBACK the gateway waits for, so it can be drained by then.
-    gw = GatewayProcess(
-        broker.bootstrap, mqtt, workdir / "drain", gateway_id="gw-drain", client=cfg.gateway_client
-    )
-    gw.start(wait_ready=False)
-    pids = [gw.pid, mosquitto_pid, broker.pid]
+    gw = drainer().launch()
+    pids = [gw.pid, mosquitto.pid, broker.pid]
     try:
         first, t_first = counter.wait_for(base + 1, 60, interval=0.002)
-        c0 = [_cpu_of(p) for p in pids]
+        c0 = [probe(p)() for p in pids]
         stored, t_last = counter.wait_for(base + pub.acked, cfg.store_timeout_s, interval=0.01)
-        c1 = [_cpu_of(p) for p in pids]
+        c1 = [probe(p)() for p in pids]
     finally:
         gw.stop()
     n = stored - first
@@ -530,7 +404,7 @@ def warm_up_gateway(port: int, counter: StoreCounter, warm: list[tuple[str, byte
     """Before timing: the gateway's subscription is live (it subscribes after "ready"; a message
     published before that is dropped by Mosquitto), and every topic's metadata is known."""
     deadline = time.monotonic() + 60
-    base = counter.stored()
+    base = counter.total()
     while True:
         publish_qos1(port, warm[:1], cfg.window, 10, "bench-probe")
         got, _ = counter.wait_for(base + 1, 1.0, interval=0.05)
@@ -538,16 +412,11 @@ def warm_up_gateway(port: int, counter: StoreCounter, warm: list[tuple[str, byte
             break
         if time.monotonic() > deadline:
             raise RuntimeError("warm-up: no message reached the store in 60 s")
-    base = counter.stored()
+    base = counter.total()
     publish_qos1(port, warm, cfg.window, 60, "bench-warm")
     got, _ = counter.wait_for(base + len(warm), 60, interval=0.05)
     if got < base + len(warm):
         raise RuntimeError(f"warm-up: {got - base}/{len(warm)} messages reached the store in 60 s")
-
-
-def _median(values: list[float | None]) -> float | None:
-    vals = [v for v in values if v is not None]
-    return statistics.median(vals) if vals else None
 
 
 def _describe(run: EdgeRun) -> str:
@@ -576,15 +445,18 @@ def summarise(report: MqttReport) -> None:
 
     mos, gw = pick("mosquitto"), pick("gateway")
     f = report.figures
-    f["mosquitto_qos1_msgs_s"] = _median([r["msgs_s"] for r in mos])
-    f["mosquitto_cpu_us_per_msg"] = _median([r["mosquitto_cpu_us_per_msg"] for r in mos])
-    f["gateway_msgs_s"] = _median([r["msgs_s"] for r in gw])
-    f["gateway_puback_msgs_s"] = _median([r["publish"]["msgs_s"] for r in gw])
-    f["gateway_cpu_us_per_msg"] = _median([r["gateway_cpu_us_per_msg"] for r in gw])
-    f["gateway_cores"] = _median([r["gateway_cores"] for r in gw])
-    f["gateway_broker_cpu_us_per_msg"] = _median([r["broker_cpu_us_per_msg"] for r in gw])
-    f["gateway_mosquitto_cpu_us_per_msg"] = _median([r["mosquitto_cpu_us_per_msg"] for r in gw])
-    f["store_after_puback_s"] = _median([r["store_after_puback_s"] for r in gw])
+    f["mosquitto_qos1_msgs_s"] = median(r["msgs_s"] for r in mos)
+    f["mosquitto_cpu_us_per_msg"] = median(r["mosquitto_cpu_us_per_msg"] for r in mos)
+    for key, attr in (
+        ("gateway_msgs_s", "msgs_s"),
+        ("gateway_cpu_us_per_msg", "gateway_cpu_us_per_msg"),
+        ("gateway_cores", "gateway_cores"),
+        ("gateway_broker_cpu_us_per_msg", "broker_cpu_us_per_msg"),
+        ("gateway_mosquitto_cpu_us_per_msg", "mosquitto_cpu_us_per_msg"),
+        ("store_after_puback_s", "store_after_puback_s"),
+    ):
+        f[key] = median(r[attr] for r in gw)
+    f["gateway_puback_msgs_s"] = median(r["publish"]["msgs_s"] for r in gw)
     a, b = f["gateway_msgs_s"], f["mosquitto_qos1_msgs_s"]
     f["gateway_over_mosquitto"] = a / b if a is not None and b else None
 
@@ -598,89 +470,80 @@ def run_mqtt(
 ) -> MqttReport:
     """Mosquitto alone and the gateway path, repetitions alternating. ``bootstrap``: forward to that
     already-running Kafka-compatible broker (its topics are deleted afterwards) instead of ours."""
-    from load.peers import ExternalRunning
-    from sensors.mosquitto import MosquittoProcess
-
     report = MqttReport(config=asdict(cfg))
     reason = unavailable()
     if reason is not None:
         report.available, report.reason = False, reason
-        _log(console, f"[yellow]mosquitto: not available ({escape(reason)})[/yellow]")
+        log(console, f"[yellow]mosquitto: not available ({escape(reason)})[/yellow]")
         return report
     report.versions = {
         "mosquitto": mosquitto_version(),
-        "paho-mqtt": _dist_version("paho-mqtt"),
-        "gmqtt": _dist_version("gmqtt"),
+        "paho-mqtt": package_version("paho-mqtt"),
+        "gmqtt": package_version("gmqtt"),
     }
     stream = f"bench_{uuid.uuid4().hex[:8]}"
     messages = build_messages(cfg.count, stream, cfg.sensors)
     report.payload_bytes_avg = sum(len(p) for _, p in messages) / len(messages)
     warm = messages[: min(200, len(messages))]
-    with contextlib.ExitStack() as stack:
+
+    def fail(what: str, exc: BaseException, gateway: bool) -> None:
+        msg = f"{what}: {type(exc).__name__}: {exc}"
+        report.errors.append(msg)
+        if gateway:
+            report.gateway_errors.append(msg)
+        log(console, f"[red]{escape(msg)}[/red]")
+
+    with Processes() as running:
         try:
-            bare = MosquittoProcess(workdir / "mosquitto-alone").start()
-            stack.callback(bare.stop)
-            fronted = MosquittoProcess(workdir / "mosquitto-gateway").start()
-            stack.callback(fronted.stop)
+            bare = running.start(MosquittoProcess(workdir / "mosquitto-alone"), 15)
+            fronted = running.start(MosquittoProcess(workdir / "mosquitto-gateway"), 15)
         except Exception as exc:
             report.errors.append(f"mosquitto: {type(exc).__name__}: {exc}")
-            _log(console, f"[red]mosquitto: could not start: {escape(str(exc))}[/red]")
+            log(console, f"[red]mosquitto: could not start: {escape(str(exc))}[/red]")
             return report
-        mos_pid = bare.proc.pid if bare.proc else None
-        front_pid = fronted.proc.pid if fronted.proc else None
-        _log(console, f"mosquitto: started at {bare.address} (alone) and {fronted.address} (gateway)")
+        log(console, f"mosquitto: started at {bare.address} (alone) and {fronted.address} (gateway)")
         gateway_ok = True
-        broker: RunningBroker | None = None
+        broker: Server | None = None
         try:
             if bootstrap:
-                broker = ExternalRunning(bootstrap, broker_pid)
+                broker = Server(bootstrap, external_pid=broker_pid)
             else:
-                broker = OursLauncher().start(workdir / "broker")
-                stack.callback(broker.stop)
+                broker = running.add(OursLauncher().start(workdir / "broker"))
             from sensors.layout import ensure_layout
 
             ensure_layout(broker.bootstrap, partitions=cfg.partitions, stream=stream)
             if bootstrap:
-                stack.callback(_delete_stream_topics, bootstrap, stream)
+                running.callback(_delete_stream_topics, bootstrap, stream)
             counter = StoreCounter(broker.bootstrap, stream, cfg.partitions)
-            gateway = GatewayProcess(
+            gw = services.gateway(
                 broker.bootstrap, fronted.address, workdir / "gateway", client=cfg.gateway_client
             )
-            gateway.start()
-            stack.callback(gateway.stop)
-            _log(console, f"gateway: pid {gateway.pid}, forwarding to {broker.bootstrap}")
+            gateway = running.start(gw, 60)
+            log(console, f"gateway: pid {gateway.pid}, forwarding to {broker.bootstrap}")
             warm_up_gateway(fronted.port, counter, warm, cfg)
         except Exception as exc:
             gateway_ok = False
-            msg = f"gateway path: {type(exc).__name__}: {exc}"
-            report.errors.append(msg)
-            report.gateway_errors.append(msg)
-            _log(console, f"[red]{escape(msg)}[/red]")
+            fail("gateway path", exc, True)
         publish_qos1(bare.port, warm, cfg.window, 60, "bench-warm-a")
-        _log(
+        log(
             console,
             f"mqtt: {len(messages):,} messages/run, {report.payload_bytes_avg:.0f} bytes on average, "
             f"QoS 1, window {cfg.window}",
         )
         for rep in range(1, cfg.reps + 1):
-            order = ["mosquitto", "gateway"] if rep % 2 else ["gateway", "mosquitto"]
-            for system in order:
+            for system in ["mosquitto", "gateway"] if rep % 2 else ["gateway", "mosquitto"]:
                 if system == "gateway" and not gateway_ok:
                     continue
                 try:
                     if system == "mosquitto":
-                        run = mosquitto_run(rep, bare.port, mos_pid, messages, cfg)
+                        run = mosquitto_run(rep, bare.port, bare.pid, messages, cfg)
                     else:
                         assert broker is not None
                         run = gateway_run(
-                            rep, fronted.port, front_pid, gateway, broker, counter, messages, cfg
+                            rep, fronted.port, fronted.pid, gateway, broker, counter, messages, cfg
                         )
                 except Exception as exc:
-                    msg = f"rep {rep} {system}: {type(exc).__name__}: {exc}"
-                    report.errors.append(msg)
-                    if system == "gateway":
-                        report.gateway_errors.append(msg)
-                    _log(console, f"[red]{escape(msg)}[/red]")
+                    fail(f"rep {rep} {system}", exc, system == "gateway")
                     continue
                 report.runs.append(asdict(run))
                 if run.errors:
@@ -688,29 +551,21 @@ def run_mqtt(
                     report.errors.append(msg)
                     if system == "gateway":
                         report.gateway_errors.append(msg)
-                _log(console, f"mqtt rep {rep}/{cfg.reps}: {_describe(run)}")
+                log(console, f"mqtt rep {rep}/{cfg.reps}: {_describe(run)}")
         if gateway_ok and broker is not None:
             try:
-                drained = MosquittoProcess(workdir / "mosquitto-drain").start()
-                stack.callback(drained.stop)
-                drain_pid = drained.proc.pid if drained.proc else None
-                drain = gateway_drain_run(
-                    drained.port, drained.address, broker, counter, messages, workdir, cfg, drain_pid
-                )
+                drained = running.start(MosquittoProcess(workdir / "mosquitto-drain"), 15)
+                drain = gateway_drain_run(drained, broker, counter, messages, workdir, cfg, running)
                 report.figures["gateway_drain_msgs_s"] = drain["msgs_s"]
                 report.figures["gateway_drain_cpu_us_per_msg"] = drain["gateway_cpu_us_per_msg"]
                 report.drain = drain
-                rate = drain["msgs_s"]
-                _log(
+                log(
                     console,
-                    f"mqtt gateway drain: {rate or 0:,.0f} msgs/s from a {drain['messages']:,}-message "
-                    "backlog in Mosquitto",
+                    f"mqtt gateway drain: {drain['msgs_s'] or 0:,.0f} msgs/s from a "
+                    f"{drain['messages']:,}-message backlog in Mosquitto",
                 )
             except Exception as exc:
-                msg = f"gateway drain: {type(exc).__name__}: {exc}"
-                report.errors.append(msg)
-                report.gateway_errors.append(msg)
-                _log(console, f"[red]{escape(msg)}[/red]")
+                fail("gateway drain", exc, True)
     summarise(report)
     report.notes.append(
         "Both runs: one paho-mqtt publisher in the benchmark process, QoS 1, MQTT 5, gateway MQTT 3.1.1 "
@@ -720,14 +575,7 @@ def run_mqtt(
     return report
 
 
-def _dist_version(dist: str) -> str | None:
-    from load.peers import package_version
-
-    return package_version(dist)
-
-
 def _delete_stream_topics(bootstrap: str, stream: str) -> None:
-    from load.bench_broker import delete_topic
     from sensors.layout import TOPICS
 
     for t in TOPICS:

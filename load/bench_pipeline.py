@@ -80,11 +80,9 @@ import contextlib
 import datetime as dt
 import functools
 import json
-import math
 import multiprocessing as mp
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -92,14 +90,23 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from load.harness import procfs, services
+from load.harness.kafka import EndOffsets, quiet_logger
+from load.harness.profiler import Profiler, count_collapsed, py_spy
+from load.harness.report import machine_info, met
+from load.harness.runner import run_main
+from load.harness.stats import summary
+
 GOAL_EVENTS_S = 100_000.0
 GOAL_P95_S = 10.0
 GOAL_BATCH_EVENTS = 10_000_000
+RETENTION = {"log.retention.check.interval.ms": 300_000}
 REPLAY_START = "2026-11-18T07:00"  # a Wednesday morning in San Francisco (PST)
 WEATHER_PERIOD_MS = 60_000  # weather stations report on whole minutes (sensors.fleet)
 
@@ -157,29 +164,6 @@ def _log(msg: str) -> None:
 
 
 # -- small helpers ----------------------------------------------------------------------------
-def percentile(sorted_values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile of an ascending list (q in [0, 100])."""
-    if not sorted_values:
-        return None
-    k = max(0, min(len(sorted_values) - 1, math.ceil(q / 100 * len(sorted_values)) - 1))
-    return sorted_values[k]
-
-
-def _stats(values: list[float]) -> dict[str, Any]:
-    v = sorted(values)
-    if not v:
-        return {"n": 0}
-    return {
-        "n": len(v),
-        "min": round(v[0], 3),
-        "p50": round(percentile(v, 50) or 0.0, 3),
-        "p95": round(percentile(v, 95) or 0.0, 3),
-        "p99": round(percentile(v, 99) or 0.0, 3),
-        "max": round(v[-1], 3),
-        "mean": round(sum(v) / len(v), 3),
-    }
-
-
 _UNITS_MS = {"millisecond": 1, "second": 1000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000}
 
 
@@ -195,62 +179,10 @@ def _epoch_ms(iso: str) -> int:
     return int(dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
 
 
-def _quiet() -> Any:
-    import logging
-
-    lg = logging.getLogger("sftraffic.bench.librdkafka")
-    lg.addHandler(logging.NullHandler())
-    lg.propagate = False
-    return lg
-
-
-def _end_offsets(bootstrap: str, topics: list[str]) -> dict[str, int]:
-    """Sum of the high watermarks of each topic."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-offsets", "logger": _quiet()})
-    try:
-        out: dict[str, int] = {}
-        md = c.list_topics(timeout=10)
-        for t in topics:
-            parts = md.topics[t].partitions
-            out[t] = sum(
-                c.get_watermark_offsets(TopicPartition(t, p), timeout=10, cached=False)[1] for p in parts
-            )
-        return out
-    finally:
-        c.close()
-
-
 # -- processes: CPU by kind, py-spy -----------------------------------------------------------
-def _proc_table() -> dict[int, tuple[int, str, float, float]]:
-    """pid → (ppid, command line, own CPU s, CPU s of reaped children)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    out: dict[int, tuple[int, str, float, float]] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as fh:
-                f = fh.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{d}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
-        except OSError:
-            continue
-        out[int(d)] = (int(f[1]), cmd, (int(f[11]) + int(f[12])) / tick, (int(f[13]) + int(f[14])) / tick)
-    return out
-
-
-def _descendants(table: dict[int, tuple[int, str, float, float]], root: int) -> list[int]:
-    kids: dict[int, list[int]] = {}
-    for pid, (ppid, *_rest) in table.items():
-        kids.setdefault(ppid, []).append(pid)
-    out, todo = [], [root]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(kids.get(p, []))
-    return out
+def _tree() -> dict[int, str]:
+    """This process and its descendants: pid → command line."""
+    return {pid: procfs.cmdline(pid) for pid in [os.getpid(), *procfs.children(os.getpid(), recursive=True)]}
 
 
 def _kind(pid: int, cmd: str, fleet_pids: set[int]) -> str:
@@ -283,16 +215,18 @@ class CpuByKind:
         self._t0 = time.monotonic()
 
     def _snapshot(self) -> dict[str, float]:
-        table = _proc_table()
         out: dict[str, float] = {}
-        for pid in _descendants(table, os.getpid()):
-            if pid not in table:
-                continue
-            _ppid, cmd, own, reaped = table[pid]
+        for pid, cmd in _tree().items():
             kind = _kind(pid, cmd, self.fleet_pids)
             if kind == "fleet":
                 continue  # reported by the fleet itself (it may exit before the snapshot)
-            out[kind] = out.get(kind, 0.0) + own + (0.0 if kind == "driver_python" else reaped)
+            try:
+                cpu = procfs.cpu_seconds(pid) + (
+                    0.0 if kind == "driver_python" else procfs.reaped_cpu_seconds(pid)
+                )
+            except OSError:
+                continue
+            out[kind] = out.get(kind, 0.0) + cpu
         return out
 
     def result(self) -> dict[str, Any]:
@@ -317,78 +251,50 @@ class CpuByKind:
 class PySpy:
     """py-spy on the PySpark daemons (and the workers they fork) of this process tree."""
 
+    rate = 50
+
     def __init__(self, out_dir: Path) -> None:
         self.out_dir = out_dir
-        self.procs: list[tuple[subprocess.Popen[bytes], Path, str]] = []
+        self.profilers: list[tuple[Profiler, str]] = []
         self.t0 = 0.0
-        self.rate = 50
-
-    @staticmethod
-    def available() -> str | None:
-        exe = Path(sys.executable).with_name("py-spy")
-        return str(exe) if exe.exists() else shutil.which("py-spy")
 
     def start(self) -> bool:
-        exe = self.available()
-        if exe is None:
+        if py_spy() is None:
             return False
-        table = _proc_table()
-        daemons = [
-            (p, table[p][1])
-            for p in _descendants(table, os.getpid())
-            if p in table
-            and "pyspark.daemon" in table[p][1]
-            and "pyspark.daemon" not in table[table[p][0]][1]
-        ]
-        for pid, cmd in daemons:
-            out = self.out_dir / f"py-spy-{pid}.txt"
-            cmdline = [exe, "record", "--pid", str(pid), "--subprocesses", "--rate", str(self.rate)]
-            cmdline += ["--format", "raw", "--output", str(out), "--nonblocking"]
-            p = subprocess.Popen(cmdline, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            self.procs.append((p, out, cmd.split(" ", 3)[-1]))
+        tree = _tree()
+        for pid, cmd in tree.items():
+            if "pyspark.daemon" in cmd and "pyspark.daemon" not in tree.get(procfs.parent(pid), ""):
+                prof = Profiler(pid, self.out_dir / f"py-spy-{pid}.txt", rate=self.rate, subprocesses=True)
+                self.profilers.append((prof, cmd.split(" ", 3)[-1]))
         self.t0 = time.monotonic()
-        return bool(self.procs)
+        return bool(self.profilers)
 
     def stop(self) -> dict[str, Any]:
         wall = time.monotonic() - self.t0
-        for p, _out, _name in self.procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGINT)  # py-spy writes its output on Ctrl-C
-        self_ = _Tally()
-        incl = _Tally()
-        total = 0
-        for p, out, _name in self.procs:
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-            if not out.exists():
-                continue
-            for line in out.read_text(errors="replace").splitlines():
-                stack, _, n = line.rpartition(" ")
-                if not stack or not n.isdigit():
-                    continue
-                k = int(n)
-                frames = [_frame(f) for f in stack.split(";") if not f.startswith("process ")]
-                if not frames or frames[-1] == "manager (daemon.py)":
-                    continue  # the daemon's accept loop, not a worker at work
-                total += k
-                self_[frames[-1]] += k
-                for f in set(frames):
-                    incl[f] += k
+        self_, incl, total = Counter[str](), Counter[str](), 0
+        for prof, _name in self.profilers:
+            if prof.stop(30) is None:
+                # the daemon's accept loop is not a worker at work
+                leaf, inclusive, n = count_collapsed(
+                    prof.out.read_text(errors="replace"), _frame, "manager (daemon.py)"
+                )
+                self_.update(leaf)
+                incl.update(inclusive)
+                total += n
+
+        def top(c: Counter[str]) -> list[dict[str, Any]]:
+            return (
+                [{"function": f, "share": round(n / total, 3)} for f, n in c.most_common(15)] if total else []
+            )
+
         return {
-            "daemons": [name for _p, _o, name in self.procs],
+            "daemons": [name for _p, name in self.profilers],
             "seconds": round(wall, 1),
             "rate_hz": self.rate,
             "samples": total,
             "busy_workers_avg": round(total / self.rate / wall, 2) if wall > 0 else None,
-            "top_self": [{"function": f, "share": round(n / total, 3)} for f, n in self_.most_common(15)]
-            if total
-            else [],
-            "top_inclusive": [{"function": f, "share": round(n / total, 3)} for f, n in incl.most_common(15)]
-            if total
-            else [],
+            "top_self": top(self_),
+            "top_inclusive": top(incl),
         }
 
 
@@ -439,12 +345,7 @@ class JavaFlightRecorder:
         self.t0 = 0.0
 
     def start(self) -> bool:
-        table = _proc_table()
-        jvms = [
-            p
-            for p in _descendants(table, os.getpid())
-            if p in table and "java" in table[p][1].split(" ", 1)[0]
-        ]
+        jvms = [p for p, cmd in _tree().items() if "java" in cmd.split(" ", 1)[0]]
         if not jvms:
             return False
         self.pid = jvms[0]
@@ -492,7 +393,7 @@ class JavaFlightRecorder:
             events = json.loads(r.stdout)["recording"]["events"]
         except (ValueError, KeyError):
             return {"error": (r.stderr or "no output from jfr print")[-500:]}
-        areas, leaf, threads = _Tally(), _Tally(), _Tally()
+        areas, leaf, threads = Counter[str](), Counter[str](), Counter[str]()
         for e in events:
             v = e.get("values", {})
             methods = [fr.get("method") or {} for fr in (v.get("stackTrace") or {}).get("frames", [])]
@@ -505,7 +406,7 @@ class JavaFlightRecorder:
             threads[re.sub(r"[-\s#]*\d+$", "", re.sub(r"\s*\[id = .*", "", name))] += 1
         n = sum(areas.values())
 
-        def top(t: _Tally, k: int) -> list[dict[str, Any]]:
+        def top(t: Counter[str], k: int) -> list[dict[str, Any]]:
             return [{"name": a, "share": round(c / n, 3)} for a, c in t.most_common(k)] if n else []
 
         return {
@@ -522,14 +423,6 @@ def _frame(f: str) -> str:
     """'read_range (pipelines/source.py:312)' → 'read_range (pipelines/source.py)'."""
     f = re.sub(r":\d+\)$", ")", f.strip())
     return re.sub(r"\(/.*?/(site-packages|lib/python3\.\d+|main)/", "(", f)
-
-
-class _Tally(dict[str, int]):
-    def __missing__(self, key: str) -> int:
-        return 0
-
-    def most_common(self, n: int) -> list[tuple[str, int]]:
-        return sorted(self.items(), key=lambda kv: -kv[1])[:n]
 
 
 # -- timing the job's steps (wrappers; behaviour unchanged) -----------------------------------
@@ -785,7 +678,7 @@ def stream_phase(
     from pipelines import jobs
 
     topics = [jobs.t("traffic"), jobs.t("weather_conditions")]
-    ends = _end_offsets(bootstrap, topics)
+    ends = EndOffsets(bootstrap, topics).by_topic()
     total = sum(ends.values())
     jcfg = jobs.JobConfig(
         bootstrap=bootstrap,
@@ -879,7 +772,7 @@ class ResultCollector(threading.Thread):
                 "group.id": "bench-latency",
                 "enable.auto.commit": False,
                 "fetch.wait.max.ms": 10,
-                "logger": _quiet(),
+                "logger": quiet_logger(),
             }
         )
         parts = self.c.list_topics(topic, timeout=10).topics[topic].partitions
@@ -934,9 +827,9 @@ def latency_figures(records: list[dict[str, Any]], watermark_ms: int, weather_ga
     return {
         "records": len(records),
         "windows": len(per_window),
-        "raw_s": _stats(raw),
-        "after_close_s": _stats(after),
-        "after_close_by_produce_timestamp_s": _stats(after_prod),
+        "raw_s": summary(raw),
+        "after_close_s": summary(after),
+        "after_close_by_produce_timestamp_s": summary(after_prod),
         "per_window": [
             {
                 "window_end": dt.datetime.fromtimestamp(end / 1000, dt.UTC).isoformat(),
@@ -1036,8 +929,8 @@ def live_phase(spark: Any, bootstrap: str, cfg: PipelineBenchConfig, work: Path)
     secs = [_batch_window(p)[1] - _batch_window(p)[0] for p in batches]
     out["batches"] = {
         "count": len(batches),
-        "seconds": _stats(secs),
-        "input_rows": _stats([float(p.get("numInputRows") or 0) for p in batches]),
+        "seconds": summary(secs),
+        "input_rows": summary([float(p.get("numInputRows") or 0) for p in batches]),
         "durations": _durations_share(batches),
         "last_state": _batch_row(batches[-1], None)["state"] if batches else [],
     }
@@ -1073,19 +966,17 @@ def live_phase(spark: Any, bootstrap: str, cfg: PipelineBenchConfig, work: Path)
 
 # -- phase 3: batch over N events -------------------------------------------------------------
 def batch_phase(spark: Any, cfg: PipelineBenchConfig, work: Path) -> dict[str, Any]:
-    from deploy.local.process import BrokerProcess
     from pipelines import jobs
 
     out: dict[str, Any] = {"jobs": {}}
-    b = BrokerProcess(work / "broker-batch", overrides={"log.retention.check.interval.ms": 300_000}).start()
-    try:
+    with services.broker(work / "batch", **RETENTION) as b:
         _layout(b.bootstrap, cfg)
         _log(f"batch: replaying {cfg.batch_events:,} traffic events")
         cpu_gen = CpuByKind()
         gen = replay(b.bootstrap, cfg.batch_events, cfg, cpu_gen)()
         gen["cpu"] = cpu_gen.result()
         out["input"] = gen
-        ends = _end_offsets(b.bootstrap, [jobs.t("traffic"), jobs.t("weather_conditions")])
+        ends = EndOffsets(b.bootstrap, [jobs.t("traffic"), jobs.t("weather_conditions")]).by_topic()
         out["input"]["stored"] = ends
         traffic = ends[jobs.t("traffic")]
         for job in cfg.batch_jobs:
@@ -1102,9 +993,9 @@ def batch_phase(spark: Any, cfg: PipelineBenchConfig, work: Path) -> dict[str, A
             with StepTimers() as steps:
                 t0 = time.perf_counter()
                 try:
-                    summary = jobs.run_batch(spark, jcfg, job)
-                    eff = summary.pop("effects", None)
-                    res["results"] = {**summary, **({"effects": len(eff)} if eff is not None else {})}
+                    results = jobs.run_batch(spark, jcfg, job)
+                    eff = results.pop("effects", None)
+                    res["results"] = {**results, **({"effects": len(eff)} if eff is not None else {})}
                 except Exception as exc:  # reported, the other jobs still run
                     res["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
                 wall = time.perf_counter() - t0
@@ -1119,9 +1010,7 @@ def batch_phase(spark: Any, cfg: PipelineBenchConfig, work: Path) -> dict[str, A
             )
             res["cpu"] = cpu.result()
             out["jobs"][job] = res
-    finally:
-        b.stop()
-        shutil.rmtree(work / "broker-batch", ignore_errors=True)
+    shutil.rmtree(work / "batch", ignore_errors=True)
     return out
 
 
@@ -1138,52 +1027,27 @@ def _layout(bootstrap: str, cfg: PipelineBenchConfig) -> None:
 
 
 def _goals(doc: dict[str, Any], cfg: PipelineBenchConfig) -> list[dict[str, Any]]:
-    s = doc.get("stream") or {}
-    lat = ((doc.get("live") or {}).get("latency") or {}).get("after_close_s") or {}
-    bj = (doc.get("batch") or {}).get("jobs") or {}
-    out = []
-    v = s.get("sustained_events_per_s")
-    out.append(
-        {
-            "goal": "streaming correlation sustains >= 100k input events/s on " + cfg.master,
-            "value": v,
-            "target": GOAL_EVENTS_S,
-            "met": None if v is None else v >= GOAL_EVENTS_S,
-        }
-    )
-    p95 = lat.get("p95")
-    out.append(
-        {
-            "goal": "end-to-end latency p95 <= 10 s (after window close, under live load)",
-            "value": p95,
-            "target": GOAL_P95_S,
-            "met": None if p95 is None else p95 <= GOAL_P95_S,
-        }
-    )
-    done = [j for j in bj.values() if "error" not in j]
+    stream = (doc.get("stream") or {}).get("sustained_events_per_s")
+    p95 = (((doc.get("live") or {}).get("latency") or {}).get("after_close_s") or {}).get("p95")
+    done = [j for j in ((doc.get("batch") or {}).get("jobs") or {}).values() if "error" not in j]
     n = max((j["traffic_events"] for j in done), default=None)
-    out.append(
-        {
-            "goal": "a batch job over 10M events completes",
-            "value": n,
-            "target": GOAL_BATCH_EVENTS,
-            "met": None if n is None or cfg.batch_events < GOAL_BATCH_EVENTS else n >= GOAL_BATCH_EVENTS,
-        }
-    )
-    return out
+    return [
+        {"goal": f"streaming correlation sustains >= 100k input events/s on {cfg.master}", "value": stream,
+         "target": GOAL_EVENTS_S, "met": met(stream, GOAL_EVENTS_S, True)},
+        {"goal": "end-to-end latency p95 <= 10 s (after window close, under live load)", "value": p95,
+         "target": GOAL_P95_S, "met": met(p95, GOAL_P95_S, False)},
+        {"goal": "a batch job over 10M events completes", "value": n, "target": GOAL_BATCH_EVENTS,
+         "met": None if cfg.batch_events < GOAL_BATCH_EVENTS else met(n, GOAL_BATCH_EVENTS, True)},
+    ]  # fmt: skip
 
 
-def run(cfg: PipelineBenchConfig, argv: list[str]) -> dict[str, Any]:
-    from deploy.local.process import BrokerProcess
-    from load.bench_broker import machine_info
+def run(cfg: PipelineBenchConfig) -> dict[str, Any]:
     from pipelines.spark import session
 
-    info = machine_info()
-    info["command"] = shlex.join([Path(sys.executable).name, "-m", "load.bench_pipeline", *argv])
     doc: dict[str, Any] = {
         "benchmark": "pipeline",
         "mode": cfg.mode,
-        "machine": info,
+        "machine": machine_info("load.bench_pipeline"),
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()},
         "errors": [],
     }
@@ -1191,8 +1055,7 @@ def run(cfg: PipelineBenchConfig, argv: list[str]) -> dict[str, Any]:
     spark = None
     with tempfile.TemporaryDirectory(prefix="sftraffic-bench-pipeline-") as tmp:
         work = Path(tmp)
-        b = BrokerProcess(work / "broker", overrides={"log.retention.check.interval.ms": 300_000}).start()
-        try:
+        with services.broker(work, **RETENTION) as b:
             _layout(b.bootstrap, cfg)
             wait_backlog = None
             if "stream" in cfg.phases:
@@ -1214,8 +1077,6 @@ def run(cfg: PipelineBenchConfig, argv: list[str]) -> dict[str, Any]:
                     doc["live"] = live_phase(spark, b.bootstrap, cfg, work)
                 except Exception as exc:
                     doc["errors"].append(f"live: {type(exc).__name__}: {exc}")
-        finally:
-            b.stop()
         shutil.rmtree(work / "broker", ignore_errors=True)
         try:
             if "batch" in cfg.phases and spark is not None:
@@ -1238,11 +1099,9 @@ def run(cfg: PipelineBenchConfig, argv: list[str]) -> dict[str, Any]:
     return doc
 
 
-def render(doc: dict[str, Any]) -> None:
-    from rich.console import Console
+def render(doc: dict[str, Any], con: Any) -> None:
     from rich.table import Table
 
-    con = Console(stderr=False, width=120)
     t = Table(title=f"Spark pipeline benchmark ({doc['mode']}, {doc['config']['master']})")
     t.add_column("figure")
     t.add_column("value", justify="right")
@@ -1356,26 +1215,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[PipelineBenchConfig, argp
     return cfg, a
 
 
-def _terminate(signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
     cfg, args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _terminate)
-    try:
-        doc = run(cfg, argv)
-    except KeyboardInterrupt:
-        print("interrupted; broker, fleets and Spark stopped", file=sys.stderr)
-        return 130
-    render(doc)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(doc, indent=2, default=str) + "\n")
-        print(f"results written to {args.json}", file=sys.stderr)
-    return 0 if not doc["errors"] else 1
+    return run_main(lambda: run(cfg), render, args.json, name="bench_pipeline")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -26,19 +26,16 @@ Both servers have one acknowledgement mode: the reply comes once the server has 
 message. That one figure is therefore also their "acks=all" figure in the ratios.
 
 The results are :class:`load.bench_broker.SystemReport` objects with the same figure keys as the
-Kafka brokers', so ``sftraffic bench`` puts all systems in one table and computes ratios with
-:func:`load.bench_broker.ratios`.
+Kafka brokers' (the same :class:`load.bench_broker.Session` runs the phases), so ``sftraffic
+bench`` puts all systems in one table and computes ratios with :func:`load.bench_broker.ratios`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
+import functools
 import os
-import shutil
-import socket
-import subprocess
 import time
 import uuid
 from collections.abc import Callable
@@ -47,31 +44,21 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 
 from load.bench_broker import (
-    IDLE_WINDOW_S,
     LATENCY_LINGER_MS,
-    MB,
-    SETTLE_S,
     VALUE_SIZE,
-    CpuProbe,
-    Interference,
     Latency,
+    Session,
     SystemReport,
     Throughput,
-    _after,
-    _cpu,
-    _describe,
-    _describe_load,
-    _log,
-    _own_cpu,
-    _per_msg_us,
-    _settled_cpu,
-    _summarise,
-    percentile,
+    start_sessions,
+    summarise,
+    throughput,
 )
-from load.peers import LOOPBACK, Launcher, RunningBroker, spawn_child
+from load.harness.procfs import IDLE_WINDOW_S, CpuProbe, Interference, PhaseCpu
+from load.harness.runner import rotation
+from load.peers import LOOPBACK, ChildLauncher, Server
 
 
 @dataclass
@@ -94,116 +81,32 @@ class StreamsConfig:
 
 
 # -- servers --------------------------------------------------------------------------------
-def _find(binary: str, *candidates: str) -> str:
-    for cand in (shutil.which(binary), *candidates):
-        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
-            return cand
-    raise FileNotFoundError(f"{binary} not found (apt-get install {binary}; ./run bench installs it)")
-
-
-def _missing_module(module: str, dist: str) -> str | None:
-    if importlib.util.find_spec(module) is None:
-        return f"Python package {dist} is not installed (pip install {dist})"
-    return None
-
-
-def _version_line(cmd: list[str]) -> str | None:
-    try:
-        out = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr) else None
-
-
-class ServerLauncher(Launcher):
-    """A server binary from the OS packages, started on a free loopback port."""
-
-    binary_name: str = ""
-    binary_paths: tuple[str, ...] = ()
-    module: tuple[str, str] = ("", "")  # (import name, distribution) of the Python client
-    ready_timeout = 30.0
-
-    def binary(self) -> str:
-        return _find(self.binary_name, *self.binary_paths)
-
-    def unavailable(self) -> str | None:
-        try:
-            self.binary()
-        except OSError as exc:
-            return str(exc)
-        return _missing_module(*self.module)
-
-    def command(self, binary: str, port: int, datadir: Path) -> list[str]:
-        raise NotImplementedError
-
-    def ready(self, port: int) -> bool:
-        """True once the server answers a real request (a bound port is not enough)."""
-        raise NotImplementedError
-
-    def start(self, workdir: Path) -> RunningBroker:
-        running, port = spawn_child(self.name, self.command, self.binary(), workdir)
-        deadline = time.monotonic() + self.ready_timeout
-        while True:
-            if not running.alive():
-                raise RuntimeError(f"{self.name} exited at start:\n{running.log_tail()}")
-            try:
-                with socket.create_connection((LOOPBACK, port), timeout=1):
-                    pass
-                if self.ready(port):
-                    return running
-            except Exception:
-                pass
-            if time.monotonic() > deadline:
-                tail = running.log_tail()
-                running.stop()
-                raise RuntimeError(f"{self.name} not ready after {self.ready_timeout:g}s:\n{tail}")
-            time.sleep(0.05)
-
-
-class RedisLauncher(ServerLauncher):
+class RedisLauncher(ChildLauncher):
     binary_name = "redis-server"
     binary_paths = ("/usr/bin/redis-server", "/usr/local/bin/redis-server")
     module = ("redis", "redis")
+    ready_timeout = 30.0
 
     def __init__(self) -> None:
         super().__init__("redis", "Redis Streams (AOF, fsync every second)", persists=True)
 
     def command(self, binary: str, port: int, datadir: Path) -> list[str]:
-        return [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            LOOPBACK,
-            "--save",
-            "",
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "everysec",
-            "--dir",
-            str(datadir),
-        ]
+        args = f"--port {port} --bind {LOOPBACK} --appendonly yes --appendfsync everysec --dir {datadir}"
+        return [binary, *args.split(), "--save", ""]
 
-    def ready(self, port: int) -> bool:
-        import redis
-
-        r = redis.Redis(host=LOOPBACK, port=port, socket_timeout=2)
-        try:
+    def probe(self, server: Server) -> bool:
+        with contextlib.closing(_redis(server.port, socket_timeout=2)) as r:
             return bool(r.ping())
-        finally:
-            r.close()
 
     def version(self) -> str | None:
-        with contextlib.suppress(OSError):
-            return _version_line([self.binary(), "--version"])
-        return None
+        return self.version_line()
 
 
-class NatsLauncher(ServerLauncher):
+class NatsLauncher(ChildLauncher):
     binary_name = "nats-server"
     binary_paths = ("/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server")
     module = ("nats", "nats-py")
+    ready_timeout = 30.0
 
     def __init__(self) -> None:
         super().__init__("nats", "NATS JetStream (file storage, R1)", persists=True)
@@ -211,11 +114,13 @@ class NatsLauncher(ServerLauncher):
     def command(self, binary: str, port: int, datadir: Path) -> list[str]:
         return [binary, "-js", "-a", LOOPBACK, "-p", str(port), "-sd", str(datadir)]
 
-    def ready(self, port: int) -> bool:
+    def probe(self, server: Server) -> bool:
         async def probe() -> bool:
             import nats
 
-            nc = await nats.connect(f"nats://{LOOPBACK}:{port}", connect_timeout=2, max_reconnect_attempts=0)
+            nc = await nats.connect(
+                f"nats://{LOOPBACK}:{server.port}", connect_timeout=2, max_reconnect_attempts=0
+            )
             try:
                 await nc.jetstream().account_info()  # JetStream is up, not only the listener
                 return True
@@ -225,147 +130,101 @@ class NatsLauncher(ServerLauncher):
         return asyncio.run(probe())
 
     def version(self) -> str | None:
-        with contextlib.suppress(OSError):
-            return _version_line([self.binary(), "--version"])
-        return None
+        return self.version_line()
 
 
-STREAM_PEERS: dict[str, Callable[[], ServerLauncher]] = {"redis": RedisLauncher, "nats": NatsLauncher}
-
-
-def _port(server: RunningBroker) -> int:
-    return int(server.bootstrap.rpartition(":")[2])
-
-
-def _settle(cpu: CpuProbe | None, cfg: StreamsConfig) -> tuple[float | None, float | None]:
-    return _settled_cpu(cpu, SETTLE_S, cfg.idle_window_s)
-
-
-def _throughput(
-    phase: str,
-    messages: int,
-    seconds: float,
-    errors: int,
-    cpu0: float | None,
-    settled: tuple[float | None, float | None],
-    client_cpu: float,
-    value_size: int,
-    detail: str = "",
-) -> Throughput:
-    cpu_end, cpu_idle = settled
-    cpu_s, per_msg = _per_msg_us(cpu0, cpu_idle, messages)
-    good = max(0, messages - errors)
-    return Throughput(
-        phase=phase,
-        messages=messages,
-        seconds=seconds,
-        msgs_s=good / seconds if seconds > 0 else 0.0,
-        mb_s=good * value_size / seconds / MB if seconds > 0 else 0.0,
-        errors=errors,
-        broker_cpu_s=cpu_s,
-        broker_cpu_us_per_msg=per_msg,
-        broker_cpu_after_s=_after(cpu_end, cpu_idle),
-        client_cpu_s=client_cpu,
-        detail=detail,
-    )
-
-
-def _latency(
-    rate: int, n: int, sent_s: float, ms: list[float], errors: int, per_msg: float | None, after: float | None
-) -> Latency:
-    ms.sort()
-    return Latency(
-        acks=1,
-        target_rate=rate,
-        achieved_rate=n / sent_s if sent_s > 0 else 0.0,
-        messages=n,
-        samples=len(ms),
-        errors=errors,
-        p50_ms=percentile(ms, 50),
-        p90_ms=percentile(ms, 90),
-        p99_ms=percentile(ms, 99),
-        p999_ms=percentile(ms, 99.9),
-        max_ms=ms[-1] if ms else float("nan"),
-        broker_cpu_us_per_msg=per_msg,
-        broker_cpu_after_s=after,
-    )
+STREAM_PEERS: dict[str, Callable[[], ChildLauncher]] = {"redis": RedisLauncher, "nats": NatsLauncher}
 
 
 # -- Redis Streams --------------------------------------------------------------------------
-def redis_produce(port: int, key: str, cfg: StreamsConfig, cpu: CpuProbe | None = None) -> Throughput:
+def _redis(port: int, **kw: Any) -> Any:
+    import redis
+
+    return redis.Redis(host=LOOPBACK, port=port, **kw)
+
+
+def redis_rep(port: int, cfg: StreamsConfig, cpu: CpuProbe | None = None) -> tuple[Throughput, Throughput]:
+    """Produce to a fresh stream, read it back with a fresh group, delete it."""
+    key = f"bench:{uuid.uuid4().hex[:10]}"
+    with contextlib.closing(_redis(port)) as r:
+        try:
+            return redis_produce(r, key, cfg, cpu), redis_consume(r, key, cfg, cpu)
+        finally:
+            r.delete(key)
+
+
+def redis_produce(r: Any, key: str, cfg: StreamsConfig, cpu: CpuProbe | None = None) -> Throughput:
     """XADD ``cfg.count`` values in pipelines of ``cfg.redis_pipeline``; timed to the last reply."""
-    import redis
+    r.ping()  # connect outside the timing
+    value = os.urandom(cfg.value_size)
+    count, size = cfg.count, cfg.redis_pipeline
+    errors, detail = 0, ""
+    phase = PhaseCpu(cpu)
+    t0 = time.perf_counter()
+    sent = 0
+    while sent < count:
+        n = min(size, count - sent)
+        p = r.pipeline(transaction=False)
+        xadd = p.xadd
+        for _ in range(n):
+            xadd(key, {"d": value})
+        for res in p.execute(raise_on_error=False):
+            if isinstance(res, Exception):
+                errors += 1
+                detail = detail or str(res)
+        sent += n
+    seconds = time.perf_counter() - t0
+    phase.client_done()
+    stored = int(r.xlen(key))
+    if stored != count - errors and not detail:
+        detail = f"{stored} entries stored, {count} sent"
+        errors = max(errors, count - stored)
+    return throughput(
+        "produce_acks1",
+        count,
+        seconds,
+        errors,
+        phase,
+        cfg.idle_window_s,
+        detail=detail,
+        value_size=cfg.value_size,
+    )
 
-    r = redis.Redis(host=LOOPBACK, port=port)
-    try:
-        r.ping()  # connect outside the timing
-        value = os.urandom(cfg.value_size)
-        count, size = cfg.count, cfg.redis_pipeline
-        errors, detail = 0, ""
-        cpu0, own0 = _cpu(cpu), _own_cpu()
-        t0 = time.perf_counter()
-        sent = 0
-        while sent < count:
-            n = min(size, count - sent)
-            p = r.pipeline(transaction=False)
-            xadd = p.xadd
-            for _ in range(n):
-                xadd(key, {"d": value})
-            for res in p.execute(raise_on_error=False):
-                if isinstance(res, Exception):
-                    errors += 1
-                    detail = detail or str(res)
-            sent += n
-        seconds = time.perf_counter() - t0
-        client_cpu = _own_cpu() - own0
-        settled = _settle(cpu, cfg)
-        stored = int(r.xlen(key))
-        if stored != count - errors and not detail:
-            detail = f"{stored} entries stored, {count} sent"
-            errors = max(errors, count - stored)
-        return _throughput(
-            "produce_acks1", count, seconds, errors, cpu0, settled, client_cpu, cfg.value_size, detail
-        )
-    finally:
-        r.close()
 
-
-def redis_consume(port: int, key: str, cfg: StreamsConfig, cpu: CpuProbe | None = None) -> Throughput:
+def redis_consume(r: Any, key: str, cfg: StreamsConfig, cpu: CpuProbe | None = None) -> Throughput:
     """A fresh group reads ``key`` from the start: XREADGROUP COUNT n, then XACK of the batch."""
-    import redis
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    r.xgroup_create(key, group, id="0")
+    want = int(r.xlen(key))
+    got, detail = 0, ""
+    phase = PhaseCpu(cpu)
+    t0 = time.perf_counter()
+    while got < want:
+        resp = r.xreadgroup(group, "c1", {key: ">"}, count=cfg.redis_read_batch)
+        if not resp:
+            detail = f"stream ended early at {got}/{want} entries"
+            break
+        entries = resp[0][1]
+        got += len(entries)
+        r.xack(key, group, *[e[0] for e in entries])
+    seconds = time.perf_counter() - t0
+    phase.client_done()
+    return throughput(
+        "consume",
+        got,
+        seconds,
+        want - got,
+        phase,
+        cfg.idle_window_s,
+        detail=detail,
+        value_size=cfg.value_size,
+    )
 
-    r = redis.Redis(host=LOOPBACK, port=port)
-    try:
-        group = f"g-{uuid.uuid4().hex[:6]}"
-        r.xgroup_create(key, group, id="0")
-        want = int(r.xlen(key))
-        got, detail = 0, ""
-        cpu0, own0 = _cpu(cpu), _own_cpu()
-        t0 = time.perf_counter()
-        while got < want:
-            resp = r.xreadgroup(group, "c1", {key: ">"}, count=cfg.redis_read_batch)
-            if not resp:
-                detail = f"stream ended early at {got}/{want} entries"
-                break
-            entries = resp[0][1]
-            got += len(entries)
-            r.xack(key, group, *[e[0] for e in entries])
-        seconds = time.perf_counter() - t0
-        client_cpu = _own_cpu() - own0
-        settled = _settle(cpu, cfg)
-        return _throughput(
-            "consume", got, seconds, want - got, cpu0, settled, client_cpu, cfg.value_size, detail
-        )
-    finally:
-        r.close()
 
-
-def redis_latency(port: int, key: str, cfg: StreamsConfig, cpu: CpuProbe | None = None) -> Latency:
+def redis_latency(port: int, cfg: StreamsConfig, cpu: CpuProbe | None = None) -> Latency:
     """XADD at ``cfg.latency_rate``; every ``cfg.linger_ms`` what has come due goes in one pipeline."""
-    import redis
-
-    r = redis.Redis(host=LOOPBACK, port=port)
-    try:
+    key = f"bench:lat:{uuid.uuid4().hex[:10]}"
+    with contextlib.closing(_redis(port)) as r:
         r.ping()
         value = {"d": os.urandom(cfg.value_size)}
         rate = cfg.latency_rate
@@ -374,7 +233,7 @@ def redis_latency(port: int, key: str, cfg: StreamsConfig, cpu: CpuProbe | None 
         samples: list[float] = []
         errors = 0
         clock, sleep = time.perf_counter, time.sleep
-        cpu0 = _cpu(cpu)
+        phase = PhaseCpu(cpu)
         t0 = clock()
         i = k = 0
         while i < n:
@@ -393,21 +252,9 @@ def redis_latency(port: int, key: str, cfg: StreamsConfig, cpu: CpuProbe | None 
             samples.extend((done - (t0 + j * interval)) * 1000 for j in range(i, due))
             i = due
         sent_s = clock() - t0
-        cpu_end, cpu_idle = _settle(cpu, cfg)
-        _, per_msg = _per_msg_us(cpu0, cpu_idle, n)
-        return _latency(rate, n, sent_s, samples, errors, per_msg, _after(cpu_end, cpu_idle))
-    finally:
-        r.close()
-
-
-def redis_cleanup(port: int, key: str) -> None:
-    import redis
-
-    r = redis.Redis(host=LOOPBACK, port=port)
-    try:
+        lat = Latency.of(samples, rate, n, sent_s, errors, phase, cfg.idle_window_s)
         r.delete(key)
-    finally:
-        r.close()
+        return lat
 
 
 # -- NATS JetStream -------------------------------------------------------------------------
@@ -447,29 +294,35 @@ async def _nats_rep(port: int, cfg: StreamsConfig, cpu: CpuProbe | None) -> tupl
                 failures.append(fut.exception())  # type: ignore[arg-type]
 
         publish = js.publish_async
-        cpu0, own0 = _cpu(cpu), _own_cpu()
+        phase = PhaseCpu(cpu)
         t0 = time.perf_counter()
         for _ in range(count):
             (await publish(subject, value)).add_done_callback(check)
         await js.publish_async_completed()
         seconds = time.perf_counter() - t0
-        client_cpu = _own_cpu() - own0
-        settled = _settle(cpu, cfg)
+        phase.client_done()
         stored = (await js.stream_info(name)).state.messages
         errors = len(failures)
         detail = str(failures[0]) if failures else ""
         if stored != count + 1 - errors:
             detail = detail or f"{stored} messages stored, {count + 1} published"
             errors = max(errors, count + 1 - stored)
-        produced = _throughput(
-            "produce_acks1", count, seconds, errors, cpu0, settled, client_cpu, cfg.value_size, detail
+        produced = throughput(
+            "produce_acks1",
+            count,
+            seconds,
+            errors,
+            phase,
+            cfg.idle_window_s,
+            detail=detail,
+            value_size=cfg.value_size,
         )
 
         psub = await js.pull_subscribe(
             subject, durable="c1", config=ConsumerConfig(ack_policy=AckPolicy.ALL, max_ack_pending=-1)
         )
         got, detail = 0, ""
-        cpu0, own0 = _cpu(cpu), _own_cpu()
+        phase = PhaseCpu(cpu)
         t0 = time.perf_counter()
         while got < stored:
             try:
@@ -480,10 +333,16 @@ async def _nats_rep(port: int, cfg: StreamsConfig, cpu: CpuProbe | None) -> tupl
             got += len(msgs)
             await msgs[-1].ack()
         seconds = time.perf_counter() - t0
-        client_cpu = _own_cpu() - own0
-        settled = _settle(cpu, cfg)
-        consumed = _throughput(
-            "consume", got, seconds, stored - got, cpu0, settled, client_cpu, cfg.value_size, detail
+        phase.client_done()
+        consumed = throughput(
+            "consume",
+            got,
+            seconds,
+            stored - got,
+            phase,
+            cfg.idle_window_s,
+            detail=detail,
+            value_size=cfg.value_size,
         )
         await js.delete_stream(name)
         return produced, consumed
@@ -510,7 +369,7 @@ async def _nats_latency(port: int, cfg: StreamsConfig, cpu: CpuProbe | None) -> 
             else:
                 samples.append((clock() - scheduled) * 1000)
 
-        cpu0 = _cpu(cpu)
+        phase = PhaseCpu(cpu)
         t0 = clock()
         i = k = 0
         while i < n:
@@ -524,10 +383,9 @@ async def _nats_latency(port: int, cfg: StreamsConfig, cpu: CpuProbe | None) -> 
             i = max(i, due)
         sent_s = clock() - t0
         await asyncio.wait_for(js.publish_async_completed(), 60)
-        cpu_end, cpu_idle = _settle(cpu, cfg)
-        _, per_msg = _per_msg_us(cpu0, cpu_idle, n)
+        lat = Latency.of(samples, rate, n, sent_s, errors[0], phase, cfg.idle_window_s)
         await js.delete_stream(name)
-        return _latency(rate, n, sent_s, samples, errors[0], per_msg, _after(cpu_end, cpu_idle))
+        return lat
     finally:
         await nc.close()
 
@@ -541,74 +399,24 @@ def nats_latency(port: int, cfg: StreamsConfig, cpu: CpuProbe | None = None) -> 
 
 
 # -- orchestration ------------------------------------------------------------------------------
-class _StreamSession:
-    def __init__(self, report: SystemReport, server: RunningBroker, console: Console) -> None:
-        self.report = report
-        self.server = server
-        self.console = console
-        self.port = _port(server)
-        self.cpu: CpuProbe = server.cpu_seconds
+REP = {"redis": redis_rep, "nats": nats_rep}
+LATENCY = {"redis": redis_latency, "nats": nats_latency}
 
-    def log(self, text: str) -> None:
-        _log(self.console, f"{self.report.name}: {text}")
 
-    def fail(self, what: str, exc: BaseException) -> None:
-        msg = f"{what}: {type(exc).__name__}: {exc}"
-        if not self.server.alive():
-            msg += f"\n  server exited; last log lines:\n{self.server.log_tail()}"
-        self.report.errors.append(msg)
-        self.log(f"[red]{escape(msg)}[/red]")
-
-    def rep(self, rep: int, cfg: StreamsConfig) -> None:
-        row: dict[str, Any] = {"rep": rep}
-        load = Interference([self.server])
-        try:
-            if self.report.name == "redis":
-                key = f"bench:{uuid.uuid4().hex[:10]}"
-                produced = redis_produce(self.port, key, cfg, self.cpu)
-                consumed = redis_consume(self.port, key, cfg, self.cpu)
-                redis_cleanup(self.port, key)
-            else:
-                produced, consumed = nats_rep(self.port, cfg, self.cpu)
-        except Exception as exc:
-            self.fail(f"rep {rep}", exc)
-            return
+def _rep(s: Session, rep: int, cfg: StreamsConfig) -> None:
+    """Produce then consume on one server, under one :class:`Interference` reading."""
+    load = Interference([s.server.pid])
+    res = s.attempt(f"rep {rep}", lambda: REP[s.report.name](s.server.port, cfg, s.cpu))
+    if res is not None:
         share = load.share()
-        row["produce_acks1"] = {**asdict(produced), "other_cpu_share": share}
-        row["consume"] = {**asdict(consumed), "other_cpu_share": share}
-        row["other_cpu_share"] = share
-        self.report.reps.append(row)
-        self.log(
-            f"rep {rep}/{cfg.reps}: "
-            + ", ".join(_describe(x) for x in (row["produce_acks1"], row["consume"]))
-            + _describe_load(share)
-        )
-
-    def latency(self, cfg: StreamsConfig) -> None:
-        load = Interference([self.server])
-        try:
-            if self.report.name == "redis":
-                key = f"bench:lat:{uuid.uuid4().hex[:10]}"
-                lat = redis_latency(self.port, key, cfg, self.cpu)
-                redis_cleanup(self.port, key)
-            else:
-                lat = nats_latency(self.port, cfg, self.cpu)
-        except Exception as exc:
-            self.fail("latency", exc)
-            return
-        share = load.share()
-        self.report.latency.append({**asdict(lat), "other_cpu_share": share, "attempt": 1})
-        self.log(
-            f"latency at {lat.achieved_rate:,.0f} msgs/s: p50 {lat.p50_ms:.2f} ms, "
-            f"p99 {lat.p99_ms:.2f} ms, max {lat.max_ms:.2f} ms"
-            + (f" [red]{lat.errors} errors[/red]" if lat.errors else "")
-            + _describe_load(share)
+        s.finish_rep(
+            {"rep": rep, **{x.phase: {**asdict(x), "other_cpu_share": share} for x in res}}, cfg.reps
         )
 
 
 def _finish(report: SystemReport) -> None:
     """Medians as for the Kafka brokers; the one produce figure also stands for acks=all."""
-    _summarise(report)
+    summarise(report)
     f = report.figures
     for key in (
         "rss_mb_idle",
@@ -617,11 +425,15 @@ def _finish(report: SystemReport) -> None:
         "stop_1000_partitions_s",
     ):
         f.pop(key, None)
-    f["produce_acksall_msgs_s"] = f.get("produce_acks1_msgs_s")
-    f["produce_acksall_mb_s"] = f.get("produce_acks1_mb_s")
-    f["broker_cpu_us_per_msg_produce_acksall"] = f.get("broker_cpu_us_per_msg_produce")
-    f["p50_ms_10k_acksall"] = f.get("p50_ms_10k")
-    f["p99_ms_10k_acksall"] = f.get("p99_ms_10k")
+    for acks1, acksall in (
+        ("produce_acks1_msgs_s", "produce_acksall_msgs_s"),
+        ("produce_acks1_mb_s", "produce_acksall_mb_s"),
+        ("broker_cpu_us_per_msg_produce", "broker_cpu_us_per_msg_produce_acksall"),
+        ("p50_ms_10k", "p50_ms_10k_acksall"),
+        ("p99_ms_10k", "p99_ms_10k_acksall"),
+    ):
+        f[acksall] = f.get(acks1)
+        report.spread[acksall] = report.spread.get(acks1)
     if report.reps:
         report.notes.append(
             "one acknowledgement mode (reply once stored): its produce and latency figures are "
@@ -630,44 +442,22 @@ def _finish(report: SystemReport) -> None:
 
 
 def run_streams(
-    launchers: list[ServerLauncher], cfg: StreamsConfig, workdir: Path, console: Console
+    launchers: list[ChildLauncher], cfg: StreamsConfig, workdir: Path, console: Console
 ) -> dict[str, SystemReport]:
-    """Every phase on every available server; repetitions interleaved (rep 1: A B, rep 2: B A)."""
-    reports: dict[str, SystemReport] = {}
-    sessions: list[_StreamSession] = []
+    """Every phase on every available server; repetitions in rotation order (A B, B A, ...)."""
     with contextlib.ExitStack() as running:
-        for launcher in launchers:
-            reason = launcher.unavailable()
-            report = reports[launcher.name] = SystemReport(
-                name=launcher.name,
-                label=launcher.label,
-                available=True,
-                persists=launcher.persists,
-                version=launcher.version() if reason is None else None,
-            )
-            if reason is not None:
-                report.available, report.reason = False, reason
-                _log(console, f"[yellow]{launcher.name}: not available ({escape(reason)})[/yellow]")
-                continue
-            try:
-                server = launcher.start(workdir / launcher.name)
-            except Exception as exc:
-                report.errors.append(f"start: {type(exc).__name__}: {exc}")
-                _log(console, f"[red]{launcher.name}: could not start: {escape(str(exc))}[/red]")
-                continue
-            running.callback(server.stop)
-            sessions.append(_StreamSession(report, server, console))
-            _log(console, f"{launcher.name}: started at {server.bootstrap} (pid {server.pid})")
+        reports, sessions = start_sessions(list(launchers), workdir, console, running)
         for rep in range(1, cfg.reps + 1):
-            k = (rep - 1) % max(1, len(sessions))
-            for s in sessions[k:] + sessions[:k]:
+            for s in rotation(sessions, rep):
                 if s.server.alive():
-                    s.rep(rep, cfg)
+                    _rep(s, rep, cfg)
                 else:
                     s.report.errors.append(f"rep {rep}: server is not running")
         for s in sessions:
-            if s.server.alive():
-                s.latency(cfg)
+            measure = functools.partial(LATENCY[s.report.name], s.server.port, cfg, s.cpu)
+            lat = s.latency("latency", measure, lambda: None) if s.server.alive() else None
+            if lat is not None:
+                s.report.latency.append({**lat, "attempt": 1})
     for report in reports.values():
         _finish(report)
     return reports

