@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import tempfile
 import time
@@ -50,7 +51,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from load.harness.kafka import create_topic, delete_topic, quiet_logger
+from load.harness.kafka import create_topic, delete_topic, producer, quiet_logger
 from load.harness.procfs import BUSY_SHARE, IDLE_WINDOW_S, SETTLE_S, CpuProbe, Interference, PhaseCpu
 from load.harness.report import log, machine_info, met
 from load.harness.runner import rotation, run_main
@@ -160,33 +161,13 @@ class Latency:
 
     @classmethod
     def of(
-        cls,
-        ms: list[float],
-        rate: int,
-        n: int,
-        sent_s: float,
-        errors: int,
-        cpu: PhaseCpu,
-        window: float,
-        acks: int = 1,
+        cls, ms: list[float], rate: int, n: int, sent_s: float, errors: int, cpu: PhaseCpu, window: float
     ) -> Latency:
-        """From the latencies ``ms`` of ``n`` messages sent at ``rate`` over ``sent_s``."""
+        """From the latencies ``ms`` of ``n`` messages sent at ``rate`` over ``sent_s`` (acks: set after)."""
         _, per_msg, after = cpu.settle(n, SETTLE_S, window)
-        p = {q: percentile(ms, q) for q in (50, 90, 99, 99.9)}
+        head = [1, rate, n / sent_s if sent_s > 0 else 0.0, n, len(ms), errors]
         return cls(
-            acks,
-            rate,
-            n / sent_s if sent_s > 0 else 0.0,
-            n,
-            len(ms),
-            errors,
-            p[50],
-            p[90],
-            p[99],
-            p[99.9],
-            max(ms, default=None),
-            per_msg,
-            after,
+            *head, *[percentile(ms, q) for q in (50, 90, 99, 99.9)], max(ms, default=None), per_msg, after
         )
 
 
@@ -221,14 +202,8 @@ class SystemReport:
     stop_after_partitions_s: float | None = None  # clean shutdown with the 1,000 partitions
 
 
-def producer_config(bootstrap: str, acks: int, **extra: Any) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": bootstrap,
-        "acks": acks,
-        "logger": quiet_logger(),
-        **PRODUCER_SETTINGS,
-        **extra,
-    }
+def producer_config(acks: int, **extra: Any) -> dict[str, Any]:
+    return {"acks": acks, **PRODUCER_SETTINGS, **extra}
 
 
 def _warm_up(p: Producer, topic: str, partition: int) -> None:
@@ -247,16 +222,6 @@ def _produce_blocking(p: Producer, topic: str, value: bytes, partition: int) -> 
             p.poll(0.005)  # local queue full: let librdkafka send and serve delivery reports
 
 
-def _failures() -> tuple[list[str], Callable[[Any, Any], None]]:
-    failures: list[str] = []
-
-    def on_delivery(err: Any, _msg: Any) -> None:
-        if err is not None:
-            failures.append(str(err))
-
-    return failures, on_delivery
-
-
 # -- measurements (each takes a bootstrap string) ------------------------------------------------
 def measure_produce(
     bootstrap: str,
@@ -271,12 +236,7 @@ def measure_produce(
 ) -> Throughput:
     """Send ``count`` values as fast as the client can; time from the first produce() to the
     end of flush(). Writes ``count`` + 1 messages (one warm-up)."""
-    # Only failures get a delivery report: a Python callback per message would cost more than
-    # the broker spends on it.
-    failures, on_delivery = _failures()
-    p = Producer(
-        producer_config(bootstrap, acks, **{"delivery.report.only.error": True, "on_delivery": on_delivery})
-    )
+    p, failures = producer(bootstrap, **producer_config(acks))
     _warm_up(p, topic, partition)
     value = os.urandom(value_size)
     produce = p.produce
@@ -398,7 +358,8 @@ def measure_latency(
         elif (lat := msg.latency()) is not None:
             samples.append(lat * 1000)
 
-    p = Producer(producer_config(bootstrap, acks, on_delivery=on_delivery, **{"linger.ms": linger_ms}))
+    conf = {"bootstrap.servers": bootstrap, "logger": quiet_logger(), "on_delivery": on_delivery}
+    p = Producer(conf | producer_config(acks, **{"linger.ms": linger_ms}))
     _warm_up(p, topic, partition)
     samples.clear()
     value = os.urandom(value_size)
@@ -415,7 +376,9 @@ def measure_latency(
         poll(0)
     sent_s = clock() - t0
     undelivered = p.flush(60)
-    return Latency.of(samples, rate, n, sent_s, len(failures) + undelivered, phase, idle_window_s, acks)
+    lat = Latency.of(samples, rate, n, sent_s, len(failures) + undelivered, phase, idle_window_s)
+    lat.acks = acks
+    return lat
 
 
 def measure_partitions_rss(
@@ -434,10 +397,7 @@ def measure_partitions_rss(
     t0 = time.perf_counter()
     create_topic(bootstrap, topic, partitions, timeout=300)
     create_s = time.perf_counter() - t0
-    failures, on_delivery = _failures()
-    p = Producer(
-        producer_config(bootstrap, 1, **{"delivery.report.only.error": True, "on_delivery": on_delivery})
-    )
+    p, failures = producer(bootstrap, **producer_config(1))
     value = os.urandom(VALUE_SIZE)
     t1 = time.perf_counter()
     for part in range(partitions):
@@ -554,22 +514,12 @@ class Session:
             self.row[phase] = None
             return
 
-        def measure() -> Throughput:
-            if phase == "consume":
-                return measure_consume(
-                    self.bs, topic, cfg.count, cpu=self.cpu, idle_window_s=cfg.idle_window_s
-                )
-            acks = -1 if phase == "produce_acksall" else 1
-            return measure_produce(
-                self.bs,
-                topic,
-                cfg.count,
-                acks=acks,
-                value_size=cfg.value_size,
-                cpu=self.cpu,
-                idle_window_s=cfg.idle_window_s,
-            )
-
+        kw: dict[str, Any] = {"cpu": self.cpu, "idle_window_s": cfg.idle_window_s}
+        if phase == "consume":
+            measure = functools.partial(measure_consume, self.bs, topic, cfg.count, **kw)
+        else:
+            kw |= {"acks": -1 if phase == "produce_acksall" else 1, "value_size": cfg.value_size}
+            measure = functools.partial(measure_produce, self.bs, topic, cfg.count, **kw)
         self.row[phase] = self.measured(f"rep {self.row['rep']} {phase}", measure)
 
     def end_rep(self, cfg: BenchConfig) -> None:
@@ -611,21 +561,14 @@ class Session:
             t = self.topic(f"latency{'all' if acks == -1 else acks}") if self.server.alive() else None
             if t is None:
                 break
-            lat = self.latency(
-                f"latency acks={acks}",
-                lambda t=t: measure_latency(  # type: ignore[misc]
-                    self.bs,
-                    t,
-                    rate=cfg.latency_rate,
-                    seconds=cfg.latency_seconds,
-                    acks=acks,
-                    value_size=cfg.value_size,
-                    cpu=self.cpu,
-                    linger_ms=cfg.latency_linger_ms,
-                    idle_window_s=cfg.idle_window_s,
-                ),
-                lambda t=t: delete_topic(self.bs, t),  # type: ignore[misc]
-            )
+            kw = {"rate": cfg.latency_rate, "seconds": cfg.latency_seconds, "acks": acks, "cpu": self.cpu}
+            kw |= {
+                "value_size": cfg.value_size,
+                "linger_ms": cfg.latency_linger_ms,
+                "idle_window_s": cfg.idle_window_s,
+            }
+            measure = functools.partial(measure_latency, self.bs, t, **kw)
+            lat = self.latency(f"latency acks={acks}", measure, functools.partial(delete_topic, self.bs, t))
             if lat is None:
                 continue
             lat["attempt"] = attempt

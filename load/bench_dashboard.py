@@ -60,7 +60,7 @@ from dashboard.demo_data import iso, seed_results
 from deploy.local.process import ManagedProcess, free_port, wait_for
 from load.harness import procfs, services
 from load.harness.profiler import Profiler
-from load.harness.report import goal, loadavg, machine_info, print_goals
+from load.harness.report import document, goal, loadavg, mode, parser, print_goals
 from load.harness.runner import Processes, run_main
 from load.harness.stats import percentile
 from sensors.layout import STREAM
@@ -389,10 +389,9 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
 
     sim_start = rush_hour_start() if args.start == "rush" else parse_start(args.start)
     lookback_h = max(3, int((time.time() * 1000 - sim_start + seed_minutes * 60_000) / 3_600_000) + 2)
-    doc: dict[str, Any] = {
-        "benchmark": "dashboard",
-        "machine": machine_info("load.bench_dashboard"),
-        "config": {
+    doc = document(
+        "dashboard",
+        {
             "sensors": SENSORS,
             "fleet_speed": 1.0,
             "simulated_start": iso(sim_start),
@@ -401,10 +400,9 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
             "markers": markers,
             "page_ticks": ticks,
             "isolated_rounds": rounds,
-            "mode": "smoke" if args.smoke else "quick" if args.quick else "full",
+            "mode": mode(args),
         },
-        "errors": [],
-    }
+    )
     children: dict[str, ManagedProcess] = {}
     with tempfile.TemporaryDirectory(prefix="sftraffic-bench-dashboard-") as tmpdir, Processes() as running:
         tmp = Path(tmpdir)
@@ -481,9 +479,9 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     cb = doc.get("callbacks") or {}
     if vis and vis["seen"] < vis["markers"]:
         doc["errors"].append(f"{vis['markers'] - vis['seen']} markers never showed on the dashboard")
-    for mode in ("page", "isolated"):
-        if cb.get(mode, {}).get("errors"):
-            doc["errors"].append(f"{cb[mode]['errors']} callback requests failed ({mode})")
+    for how in ("page", "isolated"):
+        if cb.get(how, {}).get("errors"):
+            doc["errors"].append(f"{cb[how]['errors']} callback requests failed ({how})")
     doc["goals"] = [
         goal("sensor reading visible on the dashboard, p95", vis.get("p95_s"), VISIBLE_GOAL_S, "s", False),
         goal(
@@ -522,8 +520,8 @@ def render(doc: dict[str, Any], console: Console) -> None:
             f"{v['seen']}/{v['markers']} markers; store ack p50 {v['ack_p50_s']} s",
         )
     cb = doc.get("callbacks") or {}
-    for mode, label in (("page", "callbacks as the page (ms)"), ("isolated", "callbacks one at a time (ms)")):
-        s = cb.get(mode)
+    for how, label in (("page", "callbacks as the page (ms)"), ("isolated", "callbacks one at a time (ms)")):
+        s = cb.get(how)
         if not s:
             continue
         t.add_row(
@@ -552,22 +550,19 @@ def render(doc: dict[str, Any], console: Console) -> None:
         console.print(f"[red]error:[/red] {e}")
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m load.bench_dashboard", description=__doc__.split("\n\n")[0])
-    size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="20 markers, 15 page ticks, 15 rounds")
-    size.add_argument("--smoke", action="store_true", help="tiny: 5 markers, 3 ticks, 2 rounds (tests)")
+def main(argv: list[str] | None = None) -> int:
+    p = parser(
+        "dashboard",
+        __doc__,
+        "20 markers, 15 page ticks, 15 rounds",
+        "tiny: 5 markers, 3 ticks, 2 rounds (tests)",
+    )
     p.add_argument("--markers", type=int, help="marker readings (default 40)")
     p.add_argument("--ticks", type=int, help="page ticks, 2 s apart (default 40)")
     p.add_argument("--rounds", type=int, help="rounds of one-at-a-time callbacks (default 30)")
     p.add_argument("--start", default="rush", help="the fleet's simulated start: 'rush' or ISO 8601")
     p.add_argument("--profile", metavar="DIR", help="py-spy the dashboard during the page-like phase")
-    p.add_argument("--json", metavar="FILE", help="write the results as JSON")
-    return p.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = p.parse_args(argv)
     return run_main(lambda: run(args, Console(stderr=True)), render, args.json, name="bench_dashboard")
 
 

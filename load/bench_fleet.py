@@ -47,7 +47,7 @@ from rich.table import Table
 from load.harness import procfs, services
 from load.harness.kafka import EndOffsets
 from load.harness.profiler import Profiler
-from load.harness.report import goal, loadavg, machine_info, print_goals
+from load.harness.report import document, goal, loadavg, mode, parser, print_goals
 from load.harness.runner import Processes, run_main
 from sensors.layout import topic
 
@@ -198,20 +198,18 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
 
     duration = args.duration or (30.0 if args.smoke else 300.0 if args.quick else 1800.0)
     workers_list = [1] if args.smoke else [1, 2]
-    doc: dict[str, Any] = {
-        "benchmark": "fleet",
-        "machine": machine_info("load.bench_fleet"),
-        "config": {
+    doc = document(
+        "fleet",
+        {
             "sensors": SENSORS,
             "simulated_s": duration,
             "start": args.start,
             "partitions": PARTITIONS,
             "workers": workers_list,
-            "mode": "smoke" if args.smoke else "quick" if args.quick else "full",
+            "mode": mode(args),
         },
-        "runs": [],
-        "errors": [],
-    }
+    )
+    doc["runs"] = []
     with tempfile.TemporaryDirectory(prefix="sftraffic-bench-fleet-") as tmp, Processes() as running:
         broker = running.start(services.broker(Path(tmp)))
         ensure_layout(broker.bootstrap, partitions=PARTITIONS)
@@ -276,20 +274,14 @@ def render(doc: dict[str, Any], console: Console) -> None:
             )
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m load.bench_fleet", description=__doc__.split("\n\n")[0])
-    size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="300 simulated seconds per run")
-    size.add_argument("--smoke", action="store_true", help="tiny: 30 simulated seconds, one worker (tests)")
+def main(argv: list[str] | None = None) -> int:
+    p = parser(
+        "fleet", __doc__, "300 simulated seconds per run", "tiny: 30 simulated seconds, one worker (tests)"
+    )
     p.add_argument("--duration", type=float, help="simulated seconds per run (default 1800)")
     p.add_argument("--start", default=START, help=f"simulated start (default {START}, rush hour)")
     p.add_argument("--profile", metavar="DIR", help="py-spy the fleet workers for 8 s of each run")
-    p.add_argument("--json", metavar="FILE", help="write the results as JSON")
-    return p.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = p.parse_args(argv)
     return run_main(lambda: run(args, Console(stderr=True)), render, args.json, name="bench_fleet")
 
 

@@ -56,10 +56,10 @@ from rich.console import Console
 from rich.table import Table
 
 from load.harness import services
-from load.harness.kafka import EndOffsets, create_topic, quiet_logger
+from load.harness.kafka import EndOffsets, create_topic, producer, quiet_logger
 from load.harness.procfs import cpu_seconds, machine_busy_seconds, own_cpu
 from load.harness.profiler import Profiler
-from load.harness.report import goal, loadavg, machine_info, print_goals
+from load.harness.report import document, goal, loadavg, mode, parser, print_goals
 from load.harness.runner import Processes, run_main
 
 VALUE_SIZE = 100
@@ -98,23 +98,7 @@ BATCH = 10_000  # consume(num_messages=...)
 # -- (a) throughput --------------------------------------------------------------------------------
 def preload(bootstrap: str, topic: str, count: int) -> dict[str, Any]:
     """Write ``count`` values round-robin over the topic's partitions; checks the end offsets."""
-    from confluent_kafka import Producer
-
-    failures: list[str] = []
-
-    def on_delivery(err: Any, _msg: Any) -> None:
-        if err is not None:
-            failures.append(str(err))
-
-    p = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "logger": quiet_logger(),
-            "delivery.report.only.error": True,
-            "on_delivery": on_delivery,
-            **PRODUCER_SETTINGS,
-        }
-    )
+    p, failures = producer(bootstrap, **PRODUCER_SETTINGS)
     value = os.urandom(VALUE_SIZE)
     produce, poll = p.produce, p.poll
     t0 = time.perf_counter()
@@ -574,10 +558,9 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     count = args.count or (100_000 if args.smoke else 200_000 if args.quick else 4_000_000)
     reps = args.rebalance_reps if args.rebalance_reps is not None else (1 if args.smoke else 3)
     session_ms = args.session_timeout_ms
-    doc: dict[str, Any] = {
-        "benchmark": "groups",
-        "machine": machine_info("load.bench_groups"),
-        "config": {
+    doc = document(
+        "groups",
+        {
             "messages": count,
             "value_size": VALUE_SIZE,
             "partitions": PARTITIONS,
@@ -587,10 +570,9 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
             "session_timeout_ms": session_ms,
             "heartbeat_interval_ms": args.heartbeat_ms,
             "rebalance_produce_rate": args.rate,
-            "mode": "smoke" if args.smoke else "quick" if args.quick else "full",
+            "mode": mode(args),
         },
-        "errors": [],
-    }
+    )
     overrides: dict[str, object] = {}
     if session_ms < 6000:
         overrides["group.min.session.timeout.ms"] = session_ms
@@ -713,11 +695,8 @@ def render(doc: dict[str, Any], console: Console) -> None:
         console.print(f"[dim]py-spy {name}: " + ", ".join(f"{f} {p}%" for f, p in prof.get("self", [])[:5]))
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m load.bench_groups", description=__doc__.split("\n\n")[0])
-    size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="200k messages")
-    size.add_argument("--smoke", action="store_true", help="tiny: 100k messages, one rebalance (tests)")
+def main(argv: list[str] | None = None) -> int:
+    p = parser("groups", __doc__, "200k messages", "tiny: 100k messages, one rebalance (tests)")
     p.add_argument("--count", type=int, help="messages to preload (default 4M)")
     p.add_argument("--reps", type=int, default=1, help="throughput repetitions (default 1)")
     p.add_argument("--rebalance-reps", type=int, help="rebalance repetitions (default 3)")
@@ -728,12 +707,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--client-gc", action="store_true", help="leave the members' cyclic GC on (default: off, see code)"
     )
     p.add_argument("--profile", metavar="DIR", help="py-spy the broker and a member during (a)")
-    p.add_argument("--json", metavar="FILE", help="write the results as JSON")
-    return p.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = p.parse_args(argv)
     return run_main(lambda: run(args, Console(stderr=True)), render, args.json, name="bench_groups")
 
 

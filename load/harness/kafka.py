@@ -116,3 +116,18 @@ class EndOffsets:
             if n >= target or time.monotonic() > deadline:
                 return n, now
             time.sleep(interval)
+
+
+def producer(bootstrap: str, **conf: Any) -> tuple[Any, list[str]]:
+    """A confluent-kafka producer and the list its delivery failures go to. Only failures get a
+    delivery report: a Python callback per message would cost more than a broker spends on it."""
+    from confluent_kafka import Producer
+
+    failures: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    conf |= {"delivery.report.only.error": True, "on_delivery": on_delivery}
+    return Producer({"bootstrap.servers": bootstrap, "logger": quiet_logger(), **conf}), failures

@@ -7,6 +7,7 @@ for the single-system benchmarks, ``goals`` (:func:`goal`) and ``errors``.
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata
 import json
 import os
@@ -147,3 +148,30 @@ def table(title: str, *columns: str, **kw: Any) -> Table:
     for c in columns:
         t.add_column(c.lstrip(">^"), justify={">": "right", "^": "center"}.get(c[:1], "left"))
     return t
+
+
+def mode(args: Any) -> str:
+    """ "smoke", "quick" or "full" from ``--smoke`` / ``--quick``."""
+    return "smoke" if getattr(args, "smoke", False) else "quick" if args.quick else "full"
+
+
+def document(benchmark: str, config: dict[str, Any]) -> dict[str, Any]:
+    """The head of a single-system benchmark's JSON: name, machine, config, errors."""
+    return {
+        "benchmark": benchmark,
+        "machine": machine_info(f"load.bench_{benchmark}"),
+        "config": config,
+        "errors": [],
+    }
+
+
+def parser(benchmark: str, doc: str | None, quick: str, smoke: str) -> argparse.ArgumentParser:
+    """``python -m load.bench_<benchmark>`` with ``--quick`` | ``--smoke`` and ``--json``."""
+    p = argparse.ArgumentParser(
+        prog=f"python -m load.bench_{benchmark}", description=(doc or "").split("\n\n")[0]
+    )
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help=quick)
+    size.add_argument("--smoke", action="store_true", help=smoke)
+    p.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    return p

@@ -62,9 +62,10 @@ def _interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def on_sigterm_interrupt() -> None:
-    """SIGTERM (CI timeouts, kill) unwinds like Ctrl-C, so every started process is stopped."""
-    signal.signal(signal.SIGTERM, _interrupt)
+def on_sigterm_interrupt() -> Any:
+    """SIGTERM (CI timeouts, kill) unwinds like Ctrl-C, so every started process is stopped;
+    returns the handler it replaced."""
+    return signal.signal(signal.SIGTERM, _interrupt)
 
 
 def run_main(
@@ -74,13 +75,15 @@ def run_main(
     ok: Callable[[dict[str, Any]], bool] = lambda doc: not doc["errors"],
     name: str = "benchmark",
 ) -> int:
-    on_sigterm_interrupt()
+    previous = on_sigterm_interrupt()
     t0 = time.monotonic()
     try:
         doc = run()
     except KeyboardInterrupt:
         print(f"{name}: interrupted; every process it started was stopped", file=sys.stderr)
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     doc.setdefault("elapsed_s", round(time.monotonic() - t0, 1))
     render(doc, console_out())
     write_json(doc, json_path)
