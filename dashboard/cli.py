@@ -6,7 +6,9 @@ import argparse
 import logging
 import sys
 
-from framework.cli.common import add_bootstrap
+from framework.cli.common import add_bootstrap, require_modules
+
+require_modules("dash", "plotly", "pandas", "msgspec")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

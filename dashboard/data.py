@@ -23,14 +23,15 @@ from typing import Any
 
 import msgspec
 
-STREAM = "traffic_monitoring"
+from sensors.layout import STREAM, topic
+
 TOPICS = {
-    "aggregates": f"{STREAM}.traffic_aggregates",
-    "effects": f"{STREAM}.weather_effects",
-    "alerts": f"{STREAM}.congestion_alerts",
-    "weather": f"{STREAM}.weather_conditions",
-    "infra": f"{STREAM}.infrastructure",
-    "traffic": f"{STREAM}.traffic",
+    "aggregates": topic("traffic_aggregates"),
+    "effects": topic("weather_effects"),
+    "alerts": topic("congestion_alerts"),
+    "weather": topic("weather_conditions"),
+    "infra": topic("infrastructure"),
+    "traffic": topic("traffic"),
 }
 
 

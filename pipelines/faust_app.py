@@ -18,8 +18,10 @@ from typing import Any
 
 import faust
 
+from sensors.layout import topic
+
 BOOTSTRAP = os.environ.get("SFTRAFFIC_BOOTSTRAP", "127.0.0.1:9092")
-TRAFFIC_TOPIC = os.environ.get("SFTRAFFIC_TRAFFIC_TOPIC", "traffic_monitoring.traffic")
+TRAFFIC_TOPIC = os.environ.get("SFTRAFFIC_TRAFFIC_TOPIC", topic("traffic"))
 APP_ID = os.environ.get("SFTRAFFIC_FAUST_APP", "sftraffic-faust")
 PARTITIONS = int(os.environ.get("SFTRAFFIC_FAUST_PARTITIONS", "4"))
 CONGESTION_KMH = float(os.environ.get("SFTRAFFIC_CONGESTION_KMH", "20"))

@@ -15,7 +15,7 @@ passes them, and a micro-batch that Spark replays after a stop or crash (same ba
 offsets) is skipped by the sink's :class:`BatchLedger`.
 
 Every streaming query has its own checkpoint directory and a processing-time trigger. Records
-that do not parse go to ``traffic_monitoring.dead_letter`` with the reason; the job goes on.
+that do not parse go to the stream's ``dead_letter`` topic with the reason; the job goes on.
 ``--batch`` runs the same transforms once over what the topics hold (history, benchmarks).
 """
 
@@ -30,9 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-log = logging.getLogger("sftraffic.pipeline")
+from framework.cli.common import require_modules
+from sensors.layout import topic
 
-STREAM = "traffic_monitoring"
+require_modules("pyspark", "pyarrow", "msgspec")  # `sftraffic pipeline` needs the app extras
+
+log = logging.getLogger("sftraffic.pipeline")
 
 # the event fields the jobs read (besides the required ones): parsing only these is cheaper
 TRAFFIC_FIELDS: tuple[str, ...] = ()
@@ -40,7 +43,8 @@ WEATHER_FIELDS = ("precipitation_mm_h", "visibility_m")
 
 
 def t(name: str) -> str:
-    return f"{STREAM}.{name}"
+    """A topic of the application's stream (``sensors.layout.topic``)."""
+    return topic(name)
 
 
 @dataclass

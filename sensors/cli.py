@@ -10,7 +10,9 @@ import sys
 import time
 from typing import Any
 
-from framework.cli.common import add_bootstrap, ensure_reachable
+from framework.cli.common import add_bootstrap, ensure_reachable, require_modules
+
+require_modules("numpy", "msgspec", "paho")  # the fleet, its encoder, MQTT devices
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from sensors import geo
+from sensors.layout import STREAM
 from sensors.model import (
     CLASS_AXLES,
     CLASS_P,
@@ -63,7 +64,7 @@ class SensorFleet:
         self,
         n_sensors: int = 10_000,
         cfg: ModelConfig | None = None,
-        stream: str = "traffic_monitoring",
+        stream: str = STREAM,
         shard: tuple[int, int] = (0, 1),
         prefix: str = "",
         infrastructure: bool = True,

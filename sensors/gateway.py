@@ -33,6 +33,7 @@ from typing import Any
 
 from sensors import schema
 from sensors.disk_queue import DiskQueue, QueueFull
+from sensors.layout import STREAM
 
 log = logging.getLogger("sftraffic.gateway")
 
@@ -202,7 +203,7 @@ class Gateway:
         if len(parts) != 4 or parts[0] != "sf" or not all(parts[1:]):
             self._dead_letter(
                 msg,
-                parts[1] if len(parts) > 1 and parts[1] else "traffic_monitoring",
+                parts[1] if len(parts) > 1 and parts[1] else STREAM,
                 f"topic {msg.topic!r} is not sf/<stream>/<topic>/<sensor-id>",
             )
             return

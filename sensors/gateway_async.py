@@ -39,6 +39,7 @@ import msgspec
 from sensors import schema
 from sensors.disk_queue import DiskQueue, QueueFull
 from sensors.gateway import RETRIABLE_DOWN, GatewayConfig, GatewayStats, gateway_producer
+from sensors.layout import STREAM
 
 log = logging.getLogger("sftraffic.gateway")
 
@@ -360,7 +361,7 @@ class AsyncGateway:
         topic = raw_topic.decode("utf-8", "replace")
         parts = topic.split("/")
         if len(parts) != 4 or parts[0] != "sf" or not (parts[1] and parts[2] and parts[3]):
-            stream = parts[1] if len(parts) > 1 and parts[1] else "traffic_monitoring"
+            stream = parts[1] if len(parts) > 1 and parts[1] else STREAM
             reason = f"topic {topic!r} is not sf/<stream>/<topic>/<sensor-id>"
             self._dead_letter(link, tag, topic, payload, stream, reason)
             return

@@ -11,7 +11,9 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from framework.cli.common import add_bootstrap
+from framework.cli.common import add_bootstrap, require_modules
+
+require_modules("msgspec", "paho")  # validation and MQTT (gmqtt is optional: see run)
 
 if TYPE_CHECKING:
     from sensors.gateway import GatewayConfig, GatewayStats

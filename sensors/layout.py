@@ -4,12 +4,14 @@ Stream ``traffic_monitoring`` (TTL six months) with topics ``traffic``, ``infras
 ``weather_conditions`` and ``dead_letter`` (gateway rejects, with the reason in a header).
 On sftraffic the policy lives on the stream and the topics inherit it; on Apache Kafka or
 Redpanda (no streams) the same retention is set on each topic, so the apps run on both.
+
+These names are declared here once: the gateway, the fleet, the pipelines, the dashboard, the
+deployment and the tests use :data:`STREAM`, :data:`TOPICS` and :func:`topic`.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 STREAM = "traffic_monitoring"
 TOPICS = ("traffic", "infrastructure", "weather_conditions", "dead_letter")
@@ -65,29 +67,14 @@ def ensure_layout(
 
 def _ensure_stream(bootstrap: str, stream: str, partitions: int, rf: int, ttl_ms: int) -> bool:
     """Create the stream if the store supports streams; False on a plain Kafka cluster."""
-    from framework.client.wire import WireClient
-    from framework.protocol.messages.stream_admin import (
-        CREATE,
-        StreamAdminRequest,
-        StreamAdminResponse,
-        StreamConfig,
-    )
+    from framework.client.admin import ensure_stream
 
+    configs = {
+        "retention.ms": str(ttl_ms),
+        "num.partitions": str(partitions),
+        "default.replication.factor": str(rf),
+    }
     try:
-        with WireClient(bootstrap, timeout=10, client_id="sftraffic-layout") as w:
-            if w.version_for(StreamAdminRequest.API_KEY) is None:
-                return False
-            configs: list[Any] = [
-                StreamConfig("retention.ms", str(ttl_ms)),
-                StreamConfig("num.partitions", str(partitions)),
-                StreamConfig("default.replication.factor", str(rf)),
-            ]
-            resp = w.send(
-                StreamAdminRequest(operation=CREATE, names=[stream], configs=configs), StreamAdminResponse
-            )
-            code = resp.streams[0].error_code
-            if code not in (0, 36):  # 36 TOPIC_ALREADY_EXISTS: the stream exists
-                raise RuntimeError(f"cannot create stream {stream}: {resp.streams[0].error_message}")
-            return True
+        return ensure_stream(bootstrap, stream, configs, client_id="sftraffic-layout")
     except OSError:
         return False

@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from framework.client.producer import producer_config
+from sensors.layout import STREAM
 
 _enc = msgspec.json.Encoder()
 log = logging.getLogger("sftraffic.sensors")
@@ -89,7 +90,7 @@ class MqttSink:
         self,
         host: str,
         port: int,
-        stream: str = "traffic_monitoring",
+        stream: str = STREAM,
         connections: int = 2,
         window: int = 1000,
         client_prefix: str = "sftraffic-devices",

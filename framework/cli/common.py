@@ -1,14 +1,27 @@
-"""Shared CLI bits: --bootstrap, KEY=VALUE parsing, Kafka error → one line."""
+"""Shared CLI bits: --bootstrap, KEY=VALUE parsing, Kafka error → one line, required modules."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 from typing import Any
 
 from framework.errors import StoreError
 
 DEFAULT_BOOTSTRAP = os.environ.get("SFTRAFFIC_BOOTSTRAP", "127.0.0.1:9092")
+
+
+def require_modules(*names: str) -> None:
+    """Raise ModuleNotFoundError naming the first top-level module of ``names`` not installed.
+
+    Nothing is imported (``find_spec`` only looks), so a command module can call this when it is
+    imported: ``sftraffic`` then lists the command with a one-line "needs the extras" answer
+    instead of failing later, and building the parser stays quick.
+    """
+    for name in names:
+        if importlib.util.find_spec(name) is None:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
 
 def add_bootstrap(p: argparse.ArgumentParser) -> None:

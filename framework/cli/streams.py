@@ -16,6 +16,7 @@ from framework import config as cfg
 from framework.cli.common import add_bootstrap, parse_kv
 from framework.client.wire import WireClient
 from framework.errors import StoreError
+from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.stream_admin import (
     ALTER,
     CREATE,
@@ -129,7 +130,7 @@ def create(args: argparse.Namespace) -> int:
         configs=[StreamConfig(k, v) for k, v in policy(args).items()],
     )
     resp = call(args.bootstrap, req)
-    if args.if_not_exists and resp.streams and resp.streams[0].error_code == 36:
+    if args.if_not_exists and resp.streams and resp.streams[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
         console.print(f"stream {args.name} already exists")
         return 0
     rc = _check(resp)

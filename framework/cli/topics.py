@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     tsub.required = True
 
     c = tsub.add_parser("create", help="create topics")
-    c.add_argument("names", nargs="+", metavar="TOPIC", help="e.g. traffic_monitoring.traffic")
+    c.add_argument("names", nargs="+", metavar="TOPIC", help="TOPIC or STREAM.TOPIC (a topic of that stream)")
     c.add_argument(
         "--partitions",
         "-p",

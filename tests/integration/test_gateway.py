@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -15,18 +12,22 @@ from typing import Any, ClassVar
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from deploy.local.process import BrokerProcess, wait_for
+from deploy.local.mosquitto import MosquittoProcess
+from deploy.local.process import BrokerProcess, ManagedProcess, sftraffic, wait_for
 from framework.client.producer import partition_for
-from sensors.mosquitto import MosquittoProcess
+from sensors import layout
 from sensors.publish import MqttSink
 from tests.conftest import BrokerFactory, quiet_logger
 
 pytestmark = pytest.mark.integration
 
 PARTS = 6
+DEVICES = f"sf/{layout.STREAM}/traffic"  # MQTT topics sf/<stream>/<topic>/<sensor-id>
 
 
-class GatewayProc:
+class GatewayProc(ManagedProcess):
+    """``sftraffic gateway``; its output appended to ``<workdir>/<gid>.log`` (a restart appends)."""
+
     def __init__(
         self,
         bootstrap: str,
@@ -36,48 +37,19 @@ class GatewayProc:
         version: str = "3.1.1",
         extra: tuple[str, ...] = (),
     ) -> None:
-        self.args = [
-            sys.executable,
-            "-m",
-            "framework.cli.main",
-            "gateway",
-            "-b",
-            bootstrap,
-            "--mqtt",
-            mqtt,
-            "--id",
-            gid,
-            "--queue-dir",
-            str(workdir / "queue"),
-            "--mqtt-version",
-            version,
-            *extra,
-        ]
-        self.log = workdir / f"{gid}.log"
-        self.proc: subprocess.Popen[bytes] | None = None
+        cmd = sftraffic("gateway", "-b", bootstrap, "--mqtt", mqtt, "--id", gid)
+        cmd += ["--queue-dir", str(workdir / "queue"), "--mqtt-version", version, *extra]
+        super().__init__(gid, cmd, ready="ready", log=workdir / f"{gid}.log", grace=30.0)
 
-    def start(self) -> GatewayProc:
-        with open(self.log, "ab") as fh:
-            start = fh.tell()  # a restarted gateway appends to the log: wait for its own "ready"
-            self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=fh)
-        wait_for(lambda: "ready" in self.log.read_text()[start:], timeout=30, what="gateway ready")
+    def start(self, timeout: float = 30.0) -> GatewayProc:
+        super().start(timeout)
         return self
 
     def text(self) -> str:
+        assert self.log is not None
+        if self.proc is not None and not self.alive():
+            self.stop()  # reaped: everything it wrote is in the log
         return self.log.read_text()
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
 
 
 @pytest.fixture
@@ -136,7 +108,7 @@ def publish(
         kind = "traffic" if s % 10 < 8 else ("weather" if s % 10 == 8 else "infrastructure")
         sensor = f"{kind[:2]}-{s}"
         seq = i // sensors
-        sink.send(f"traffic_monitoring.{TOPIC_OF[kind]}", sensor, event(kind, sensor, seq, t0 + i), 0)
+        sink.send(layout.topic(TOPIC_OF[kind]), sensor, event(kind, sensor, seq, t0 + i), 0)
         sent.append((TOPIC_OF[kind], sensor, seq))
     assert sink.flush(60) == 0
     sink.close()
@@ -171,7 +143,7 @@ def read_topic(bootstrap: str, topic: str) -> list[Any]:
 def seen(bootstrap: str) -> Counter[tuple[str, str, int]]:
     c: Counter[tuple[str, str, int]] = Counter()
     for name in TOPIC_OF.values():
-        for m in read_topic(bootstrap, f"traffic_monitoring.{name}"):
+        for m in read_topic(bootstrap, layout.topic(name)):
             ev = json.loads(m.value())
             c[(name, ev["sensor_id"], ev["seq"])] += 1
     return c
@@ -207,7 +179,7 @@ class TestGateway:
             )
             for name in TOPIC_OF.values():
                 last: dict[str, int] = {}
-                for m in read_topic(store.bootstrap, f"traffic_monitoring.{name}"):
+                for m in read_topic(store.bootstrap, layout.topic(name)):
                     ev = json.loads(m.value())
                     assert m.key().decode() == ev["sensor_id"]
                     assert m.partition() == partition_for(m.key(), PARTS), "key not murmur2-partitioned"
@@ -309,18 +281,16 @@ class TestGateway:
             c.connect("127.0.0.1", mosquitto.port)
             c.loop_start()
             bad = {
-                "sf/traffic_monitoring/traffic/s-1": b"{not json",
-                "sf/traffic_monitoring/traffic/s-2": json.dumps(
-                    {"type": "traffic", "sensor_id": "s-2"}
-                ).encode(),
-                "sf/traffic_monitoring/traffic/s-3": json.dumps(event("traffic", "other", 0, 1)).encode(),
-                "sf/traffic_monitoring/traffic": json.dumps(event("traffic", "s-4", 0, 1)).encode(),
+                f"{DEVICES}/s-1": b"{not json",
+                f"{DEVICES}/s-2": json.dumps({"type": "traffic", "sensor_id": "s-2"}).encode(),
+                f"{DEVICES}/s-3": json.dumps(event("traffic", "other", 0, 1)).encode(),
+                DEVICES: json.dumps(event("traffic", "s-4", 0, 1)).encode(),
             }
             t_sent = int(time.time() * 1000)
             infos = [c.publish(t, p, qos=1) for t, p in bad.items()]
             infos.append(
                 c.publish(
-                    "sf/traffic_monitoring/traffic/ok-1",
+                    f"{DEVICES}/ok-1",
                     json.dumps(event("traffic", "ok-1", 0, int(time.time() * 1000))).encode(),
                     qos=1,
                 )
@@ -330,11 +300,11 @@ class TestGateway:
             c.loop_stop()
             c.disconnect()
             wait_for(
-                lambda: len(read_topic(store.bootstrap, "traffic_monitoring.dead_letter")) >= 4,
+                lambda: len(read_topic(store.bootstrap, layout.topic("dead_letter"))) >= 4,
                 timeout=30,
                 what="dead letters",
             )
-            dlq = read_topic(store.bootstrap, "traffic_monitoring.dead_letter")
+            dlq = read_topic(store.bootstrap, layout.topic("dead_letter"))
             reasons = {m.key().decode(): dict(m.headers())["reason"].decode() for m in dlq}
             for m in dlq:
                 h = dict(m.headers())
@@ -342,15 +312,15 @@ class TestGateway:
                 assert h["gateway"] == b"gw-test"
                 assert t_sent <= int(h["received_ms"]) <= time.time() * 1000
             assert set(reasons) == set(bad)
-            assert "not JSON" in reasons["sf/traffic_monitoring/traffic/s-1"]
-            assert "missing" in reasons["sf/traffic_monitoring/traffic/s-2"]
-            assert "sensor_id" in reasons["sf/traffic_monitoring/traffic/s-3"]
-            assert "not sf/" in reasons["sf/traffic_monitoring/traffic"]
+            assert "not JSON" in reasons[f"{DEVICES}/s-1"]
+            assert "missing" in reasons[f"{DEVICES}/s-2"]
+            assert "sensor_id" in reasons[f"{DEVICES}/s-3"]
+            assert "not sf/" in reasons[DEVICES]
             assert {m.value() for m in dlq} == set(bad.values()), "the original payload is kept"
             wait_for(
                 lambda: any(
                     json.loads(m.value())["sensor_id"] == "ok-1"
-                    for m in read_topic(store.bootstrap, "traffic_monitoring.traffic")
+                    for m in read_topic(store.bootstrap, layout.topic("traffic"))
                 ),
                 timeout=30,
                 what="the valid event",

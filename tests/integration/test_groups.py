@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import sys
 import threading
 import time
@@ -13,7 +12,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from deploy.local.process import BrokerProcess, wait_for
+from deploy.local.process import BrokerProcess, ManagedProcess, wait_for
 from tests.conftest import BrokerFactory, create_topic, quiet_logger
 
 pytestmark = pytest.mark.integration
@@ -32,42 +31,27 @@ class Member:
     """A group member process and what it reported."""
 
     def __init__(self, bootstrap: str, group: str, topic: str, session_ms: int) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.support.group_consumer",
-                bootstrap,
-                group,
-                topic,
-                str(session_ms),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
         self.assigned: set[int] = set()
         self.assign_times: list[tuple[float, set[int]]] = []
         self.msgs: list[tuple[int, int, int]] = []
         self.lock = threading.Lock()
-        threading.Thread(target=self._read, daemon=True).start()
+        cmd = [sys.executable, "-m", "tests.support.group_consumer", bootstrap, group, topic, str(session_ms)]
+        self.proc = ManagedProcess(f"member-{group}", cmd, grace=30.0)
+        self.proc.on_line(self._line)
+        self.proc.launch()
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            kind, _, rest = line.rstrip("\n").partition(" ")
-            with self.lock:
-                if kind == "A":
-                    self.assigned = {int(x) for x in rest.split(",") if x}
-                    self.assign_times.append((time.monotonic(), set(self.assigned)))
-                elif kind == "M":
-                    p, o, v = rest.split(" ")
-                    self.msgs.append((int(p), int(o), int(v)))
+    def _line(self, line: str) -> None:
+        kind, _, rest = line.partition(" ")
+        with self.lock:
+            if kind == "A":
+                self.assigned = {int(x) for x in rest.split(",") if x}
+                self.assign_times.append((time.monotonic(), set(self.assigned)))
+            elif kind == "M":
+                p, o, v = rest.split(" ")
+                self.msgs.append((int(p), int(o), int(v)))
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(30)
+        self.proc.stop()
 
 
 def test_four_members_share_twelve_partitions_and_survive_a_sigkill(
@@ -99,7 +83,6 @@ def test_four_members_share_twelve_partitions_and_survive_a_sigkill(
         victim = members[0]
         lost_parts = set(victim.assigned)
         victim.proc.kill()  # SIGKILL: no LeaveGroup, no final commit
-        victim.proc.wait()
         killed_at = time.monotonic()
         c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "g-share", "logger": quiet_logger()})
         committed = {

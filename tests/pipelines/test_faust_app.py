@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,15 +11,16 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from deploy.local.process import wait_for
+from deploy.local.process import ManagedProcess, wait_for
 from pipelines.faust_app import apply_event
+from sensors import layout
 from tests.conftest import BrokerFactory, create_topic, quiet_logger
 
 pytestmark = pytest.mark.integration
 
 SENSORS = 40
 SEGMENTS = 8
-TOPIC = "traffic_monitoring.traffic"
+TOPIC = layout.topic("traffic")
 
 
 def produce(bootstrap: str, start: int, n: int) -> None:
@@ -84,15 +82,11 @@ def table(bootstrap: str, topic: str) -> dict[str, Any]:
         c.close()
 
 
-def worker(bootstrap: str, cwd: Path) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, SFTRAFFIC_BOOTSTRAP=bootstrap, SFTRAFFIC_FAUST_APP="faust-test")
-    return subprocess.Popen(
-        [sys.executable, "-m", "faust", "-A", "pipelines.faust_app", "worker", "-l", "warn"],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=open(cwd / "faust.log", "ab"),
-    )
+def worker(bootstrap: str, cwd: Path) -> ManagedProcess:
+    """A faust worker (started, not waited for), its output appended to ``<cwd>/faust.log``."""
+    env = {"SFTRAFFIC_BOOTSTRAP": bootstrap, "SFTRAFFIC_FAUST_APP": "faust-test"}
+    cmd = [sys.executable, "-m", "faust", "-A", "pipelines.faust_app", "worker", "-l", "warn"]
+    return ManagedProcess("faust", cmd, cwd=cwd, env=env, log=cwd / "faust.log", grace=30.0).launch()
 
 
 def counts(bootstrap: str) -> dict[str, int]:
@@ -113,8 +107,7 @@ def test_faust_tables_are_exact_after_a_killed_worker_restarts(
             interval=0.5,
             what="faust to count",
         )
-        w.send_signal(signal.SIGKILL)
-        w.wait()
+        w.kill()
         produce(b.bootstrap, 8_000, 8_000)
         w = worker(b.bootstrap, tmp_path)
         expected = {f"seg{s}": 16_000 // SEGMENTS for s in range(SEGMENTS)}
@@ -126,11 +119,7 @@ def test_faust_tables_are_exact_after_a_killed_worker_restarts(
         )
         assert counts(b.bootstrap) == expected
     finally:
-        w.send_signal(signal.SIGTERM)
-        try:
-            w.wait(30)
-        except subprocess.TimeoutExpired:
-            w.kill()
+        w.stop()
     assert "Traceback" not in (tmp_path / "faust.log").read_text()
 
 

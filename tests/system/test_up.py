@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -16,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from deploy.local.process import free_port, wait_for
+from deploy.local.process import ManagedProcess, free_port, sftraffic, wait_for
+from sensors import layout
 
 pytestmark = pytest.mark.system
 
@@ -63,7 +63,7 @@ def _trace_mqtt_reading(mqtt_port: int, dash: str, timeout: float = 60) -> None:
     c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=sensor, protocol=mqtt.MQTTv5)
     c.connect("127.0.0.1", mqtt_port)
     c.loop_start()
-    c.publish(f"sf/traffic_monitoring/traffic/{sensor}", json.dumps(ev), qos=1).wait_for_publish(10)
+    c.publish(f"sf/{layout.STREAM}/traffic/{sensor}", json.dumps(ev), qos=1).wait_for_publish(10)
     c.loop_stop()
     c.disconnect()
     wait_for(
@@ -76,11 +76,18 @@ def _trace_mqtt_reading(mqtt_port: int, dash: str, timeout: float = 60) -> None:
     assert shown["speed_kmh"] == speed and shown["vehicle_class"] == "bus"
 
 
-def _stop_and_check_nothing_left(
-    proc: subprocess.Popen[bytes], log: Path, pids: dict[str, int], data: Path
-) -> None:
-    proc.send_signal(signal.SIGINT)
-    rc = proc.wait(120)
+def _start_up(cmd: list[str], log: Path) -> ManagedProcess:
+    """``sftraffic up`` as a managed process, its output in ``log`` (readiness: see the tests)."""
+    return ManagedProcess("up", cmd, log=log, grace=60.0).launch()
+
+
+def _stop_and_check_nothing_left(proc: ManagedProcess, log: Path, pids: dict[str, int], data: Path) -> None:
+    proc.signal(signal.SIGINT)  # Ctrl-C: to up's process group, as a terminal sends it
+    assert proc.proc is not None
+    try:
+        proc.proc.wait(120)
+    finally:
+        rc = proc.stop()  # reaped (SIGTERM, then SIGKILL, if Ctrl-C did not stop it); its output is in
     assert rc == 0, log.read_text()[-3000:]
     assert "all parts stopped" in log.read_text()
     left = {name: pid for name, pid in pids.items() if _alive(pid)}
@@ -93,7 +100,7 @@ def _stop_and_check_nothing_left(
 
 def _up_cmd(tmp_path: Path, store_port: int, ports: dict[str, int], *extra: str) -> list[str]:
     """``sftraffic up`` on free ports with a small fleet (300 direct sensors, 30 MQTT devices)."""
-    cmd = [sys.executable, "-m", "framework.cli.main", "up", "--data-dir", str(tmp_path / "up")]
+    cmd = sftraffic("up", "--data-dir", str(tmp_path / "up"))
     cmd += ["--port", str(store_port), "--metrics-port", str(ports["metrics"])]
     cmd += ["--mqtt-port", str(ports["mqtt"]), "--dashboard-port", str(ports["dash"])]
     return [*cmd, "--sensors", "300", "--mqtt-devices", "30", *extra]
@@ -127,8 +134,7 @@ def test_up_traces_an_mqtt_reading_to_the_dashboard_and_stops_cleanly(tmp_path: 
     ports = {k: free_port() for k in ("store", "metrics", "mqtt", "dash")}
     cmd = _up_cmd(tmp_path, ports["store"], ports)
     log = tmp_path / "up.out"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    proc = _start_up(cmd, log)
     dash = f"http://127.0.0.1:{ports['dash']}"
     pids: dict[str, int] = {}
     try:
@@ -149,8 +155,7 @@ def test_up_cluster_carries_on_when_a_broker_dies(tmp_path: Path) -> None:
     ports = {k: free_port() for k in ("metrics", "mqtt", "dash")}
     cmd = _up_cmd(tmp_path, base, ports, "--cluster", "3", "--no-spark", "--mqtt-devices", "20")
     log = tmp_path / "up.out"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    proc = _start_up(cmd, log)
     dash = f"http://127.0.0.1:{ports['dash']}"
     pids: dict[str, int] = {}
     try:
@@ -174,6 +179,6 @@ def test_up_cluster_carries_on_when_a_broker_dies(tmp_path: Path) -> None:
             interval=0.5,
             what="the dashboard listing the 2 live brokers",
         )
-        assert proc.poll() is None, "up stopped after losing one broker"
+        assert proc.returncode is None, "up stopped after losing one broker"
     finally:
         _stop_and_check_nothing_left(proc, log, pids, tmp_path / "up")

@@ -12,6 +12,7 @@ import pytest
 
 from sensors import geo, schema
 from sensors.fleet import TRAFFIC, SensorFleet
+from sensors.layout import STREAM
 from sensors.model import CONDITIONS, Model, ModelConfig, WeatherEffect, profile
 
 SF = dt.timezone(dt.timedelta(hours=-8))
@@ -170,7 +171,7 @@ def test_events_match_the_schema_and_sequences_increase_per_sensor() -> None:
     for topic, key, ev, ts in _events(f, ms(*WEDNESDAY, 17), 65):
         decoded = schema.decode(json.dumps(ev).encode())
         assert decoded["sensor_id"] == key and ev["event_time"] == ts
-        assert topic.startswith("traffic_monitoring.")
+        assert topic.startswith(STREAM + ".")
         assert ev["seq"] == last.get(key, -1) + 1
         last[key] = ev["seq"]
 
