@@ -438,6 +438,19 @@ class BenchConfig:
     # The fresh-instance RSS / many-partitions phase (sftraffic bench --quick skips it).
     rss_phase: bool = True
 
+    @classmethod
+    def of(cls, quick: bool, count: int | None = None, reps: int | None = None, **kw: Any) -> BenchConfig:
+        """The full run's settings or --quick's (under a minute), ``count`` and ``reps`` when given."""
+        small = {
+            "count": 50_000,
+            "reps": 1,
+            "latency_seconds": 2.0,
+            "latency_attempts": 1,
+            "idle_window_s": 0.5,
+        }
+        given = {k: v for k, v in (("count", count), ("reps", reps)) if v}
+        return cls(**((small | {"per_partition": 1}) if quick else {}) | given | kw, quick=quick)
+
 
 # Figure key -> (label, unit, higher_is_better; None: context, not a score). Table row order.
 FIGURES: dict[str, tuple[str, str, bool | None]] = {
@@ -1013,16 +1026,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    cfg = BenchConfig(
-        count=args.count or (50_000 if args.quick else 1_000_000),
-        reps=args.reps or (1 if args.quick else 3),
+    cfg = BenchConfig.of(
+        args.quick,
+        args.count,
+        args.reps,
         latency_rate=args.latency_rate,
-        latency_seconds=args.latency_seconds or (2.0 if args.quick else 10.0),
         latency_linger_ms=args.latency_linger_ms,
-        latency_attempts=1 if args.quick else 3,  # --quick must stay under a minute
-        idle_window_s=0.5 if args.quick else IDLE_WINDOW_S,
-        per_partition=1 if args.quick else 10,
-        quick=args.quick,
+        **({"latency_seconds": args.latency_seconds} if args.latency_seconds else {}),
     )
     primary: Launcher = (
         ExternalLauncher(args.bootstrap, args.broker_pid) if args.bootstrap else OursLauncher()

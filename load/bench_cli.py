@@ -115,7 +115,7 @@ def run_bench(args: argparse.Namespace, peers: list[str]) -> dict[str, Any]:
     from rich.console import Console
 
     from load import bench_broker, bench_mqtt, bench_streams
-    from load.harness.procfs import BUSY_SHARE, IDLE_WINDOW_S
+    from load.harness.procfs import BUSY_SHARE
     from load.harness.report import log
     from load.peers import PEERS, ExternalLauncher, Launcher, OursLauncher
 
@@ -123,32 +123,11 @@ def run_bench(args: argparse.Namespace, peers: list[str]) -> dict[str, Any]:
     quick = bool(args.quick)
     t0 = time.perf_counter()
     reps = args.reps or (1 if quick else 3)
-    kcfg = bench_broker.BenchConfig(
-        count=args.count or (50_000 if quick else 1_000_000),
-        reps=reps,
-        latency_seconds=2.0 if quick else 10.0,
-        latency_attempts=1 if quick else 3,
-        idle_window_s=0.5 if quick else IDLE_WINDOW_S,
-        per_partition=1 if quick else 10,
-        quick=quick,
-        rss_phase=not quick,
-    )
-    scfg = bench_streams.StreamsConfig(
-        count=20_000 if quick else 500_000,
-        nats_count=20_000 if quick else 200_000,
-        reps=reps,
-        latency_seconds=2.0 if quick else 10.0,
-        idle_window_s=0.5 if quick else IDLE_WINDOW_S,
-        quick=quick,
-    )
-    mcfg = bench_mqtt.MqttConfig(
-        count=3_000 if quick else 100_000,
-        reps=reps,
-        sensors=500 if quick else 2000,
-        idle_window_s=0.5 if quick else IDLE_WINDOW_S,
-        store_timeout_s=60.0 if quick else 120.0,
-        quick=quick,
-    )
+    kcfg = bench_broker.BenchConfig.of(quick, args.count, reps, rss_phase=not quick)
+    small = {"count": 20_000, "nats_count": 20_000, "latency_seconds": 2.0, "idle_window_s": 0.5}
+    scfg = bench_streams.StreamsConfig(reps=reps, quick=quick, **(small if quick else {}))
+    small = {"count": 3_000, "sensors": 500, "idle_window_s": 0.5, "store_timeout_s": 60.0}
+    mcfg = bench_mqtt.MqttConfig(reps=reps, quick=quick, **(small if quick else {}))
     primary: Launcher = (
         ExternalLauncher(args.bootstrap, args.broker_pid) if args.bootstrap else OursLauncher()
     )

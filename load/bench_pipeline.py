@@ -299,40 +299,36 @@ class PySpy:
 
 
 # where the JVM spends its time: innermost recognised frame of each sample (JFR, Java 11+)
-JVM_AREAS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (
-        "json parsing (from_json, get_json_object)",
-        ("jackson", "JacksonParser", "JsonToStructs", "GetJsonObject"),
-    ),
-    ("compression (lz4/zstd/snappy)", ("lz4", "LZ4", "zstd", "Zstd", "snappy", "Snappy")),
-    ("state store (join/aggregation state)", ("StateStore", "SymmetricHashJoinStateManager", "RocksDB")),
-    (
-        "arrow batches from the Python workers",
-        ("org.apache.arrow", "ArrowColumnVector", "PythonArrow", "ArrowUtils"),
-    ),
-    ("python worker I/O", ("PythonRunner", "PythonDataSource", "PythonWorker", "api.python")),
-    ("parquet", ("parquet",)),
-    ("shuffle / sort", ("shuffle", "Shuffle", "UnsafeExternalSorter", "ShuffleExternalSorter")),
-    (
-        "aggregation / join",
-        ("HashAggregate", "UnsafeFixedWidthAggregationMap", "HashedRelation", "SymmetricHashJoin"),
-    ),
-    ("generated code (projections, filters)", ("GeneratedClass", "GeneratedIterator")),
-    (
-        "query planning / codegen compile",
-        ("janino", "codehaus", "catalyst.rules", "catalyst.optimizer", "QueryExecution"),
-    ),
-    ("checkpoint / file system", ("hadoop.fs", "CheckpointFileManager", "HDFSMetadataLog")),
-)
+JVM_AREAS: dict[str, list[str]] = {
+    label: patterns.split()
+    for label, patterns in (
+        ("json parsing (from_json, get_json_object)", "jackson JacksonParser JsonToStructs GetJsonObject"),
+        ("compression (lz4/zstd/snappy)", "lz4 LZ4 zstd Zstd snappy Snappy"),
+        ("state store (join/aggregation state)", "StateStore SymmetricHashJoinStateManager RocksDB"),
+        (
+            "arrow batches from the Python workers",
+            "org.apache.arrow ArrowColumnVector PythonArrow ArrowUtils",
+        ),
+        ("python worker I/O", "PythonRunner PythonDataSource PythonWorker api.python"),
+        ("parquet", "parquet"),
+        ("shuffle / sort", "shuffle Shuffle UnsafeExternalSorter ShuffleExternalSorter"),
+        (
+            "aggregation / join",
+            "HashAggregate UnsafeFixedWidthAggregationMap HashedRelation SymmetricHashJoin",
+        ),
+        ("generated code (projections, filters)", "GeneratedClass GeneratedIterator"),
+        (
+            "query planning / codegen compile",
+            "janino codehaus catalyst.rules catalyst.optimizer QueryExecution",
+        ),
+        ("checkpoint / file system", "hadoop.fs CheckpointFileManager HDFSMetadataLog"),
+    )
+}
 
 
 def jvm_area(frames: list[str]) -> str:
     """``frames``: leaf first. The area of the innermost frame that names one."""
-    for f in frames:
-        for label, pats in JVM_AREAS:
-            if any(x in f for x in pats):
-                return label
-    return "other"
+    return next((a for f in frames for a, pats in JVM_AREAS.items() if any(x in f for x in pats)), "other")
 
 
 class JavaFlightRecorder:
@@ -340,53 +336,27 @@ class JavaFlightRecorder:
 
     def __init__(self, out_dir: Path) -> None:
         self.out = out_dir / "spark.jfr"
-        self.pid: int | None = None
-        self.bin: Path | None = None
         self.t0 = 0.0
+        self.jcmd: list[str] = []
+
+    def _run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
 
     def start(self) -> bool:
         jvms = [p for p, cmd in _tree().items() if "java" in cmd.split(" ", 1)[0]]
         if not jvms:
             return False
-        self.pid = jvms[0]
-        self.bin = Path(os.path.realpath(f"/proc/{self.pid}/exe")).parent
-        r = subprocess.run(
-            [str(self.bin / "jcmd"), str(self.pid), "JFR.start", "name=bench", "settings=profile"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        self.bin = Path(os.path.realpath(f"/proc/{jvms[0]}/exe")).parent
+        self.jcmd = [str(self.bin / "jcmd"), str(jvms[0])]
         self.t0 = time.monotonic()
-        return r.returncode == 0
+        return self._run(*self.jcmd, "JFR.start", "name=bench", "settings=profile").returncode == 0
 
     def stop(self) -> dict[str, Any]:
-        assert self.bin is not None
         wall = time.monotonic() - self.t0
-        jcmd = [str(self.bin / "jcmd"), str(self.pid)]
-        subprocess.run(
-            [*jcmd, "JFR.dump", "name=bench", f"filename={self.out}"],
-            capture_output=True,
-            timeout=120,
-            check=False,
-        )
-        subprocess.run([*jcmd, "JFR.stop", "name=bench"], capture_output=True, timeout=60, check=False)
-        r = subprocess.run(
-            [
-                str(self.bin / "jfr"),
-                "print",
-                "--json",
-                "--stack-depth",
-                "96",
-                "--events",
-                "jdk.ExecutionSample",
-                str(self.out),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
+        self._run(*self.jcmd, "JFR.dump", "name=bench", f"filename={self.out}", timeout=120)
+        self._run(*self.jcmd, "JFR.stop", "name=bench")
+        args = ["print", "--json", "--stack-depth", "96", "--events", "jdk.ExecutionSample", str(self.out)]
+        r = self._run(str(self.bin / "jfr"), *args, timeout=600)
         with contextlib.suppress(OSError):
             self.out.unlink()
         try:
@@ -604,6 +574,21 @@ def replay(
     return wait
 
 
+def _job_config(bootstrap: str, base: Path, cfg: PipelineBenchConfig, start: str, **kw: Any) -> Any:
+    """The settings ``sftraffic pipeline`` would use, checkpoints and Parquet under ``base``."""
+    from pipelines import jobs
+
+    return jobs.JobConfig(
+        bootstrap=bootstrap,
+        checkpoint_dir=f"{base}-checkpoints",
+        output_dir=f"{base}-parquet",
+        trigger=cfg.trigger,
+        starting_offsets=start,
+        master=cfg.master,
+        **kw,
+    )
+
+
 # -- Spark query progress ---------------------------------------------------------------------
 def _progress_dicts(q: Any) -> list[dict[str, Any]]:
     out = []
@@ -680,14 +665,8 @@ def stream_phase(
     topics = [jobs.t("traffic"), jobs.t("weather_conditions")]
     ends = EndOffsets(bootstrap, topics).by_topic()
     total = sum(ends.values())
-    jcfg = jobs.JobConfig(
-        bootstrap=bootstrap,
-        checkpoint_dir=str(work / "stream-checkpoints"),
-        output_dir=str(work / "stream-parquet"),
-        trigger=cfg.trigger,
-        starting_offsets="earliest",
-        max_offsets_per_trigger=cfg.max_offsets_per_trigger,
-        master=cfg.master,
+    jcfg = _job_config(
+        bootstrap, work / "stream", cfg, "earliest", max_offsets_per_trigger=cfg.max_offsets_per_trigger
     )
     out: dict[str, Any] = {
         "job": "correlation",
@@ -846,15 +825,8 @@ def live_phase(spark: Any, bootstrap: str, cfg: PipelineBenchConfig, work: Path)
     from pipelines import jobs
 
     result = "traffic_weather" if cfg.live_job == "correlation" else "traffic_aggregates"
-    jcfg = jobs.JobConfig(
-        bootstrap=bootstrap,
-        checkpoint_dir=str(work / "live-checkpoints"),
-        output_dir=str(work / "live-parquet"),
-        trigger=cfg.trigger,
-        starting_offsets="latest",
-        window=cfg.live_window,
-        watermark=cfg.live_watermark,
-        master=cfg.master,
+    jcfg = _job_config(
+        bootstrap, work / "live", cfg, "latest", window=cfg.live_window, watermark=cfg.live_watermark
     )
     out: dict[str, Any] = {
         "job": cfg.live_job,
@@ -980,13 +952,7 @@ def batch_phase(spark: Any, cfg: PipelineBenchConfig, work: Path) -> dict[str, A
         out["input"]["stored"] = ends
         traffic = ends[jobs.t("traffic")]
         for job in cfg.batch_jobs:
-            jcfg = jobs.JobConfig(
-                bootstrap=b.bootstrap,
-                checkpoint_dir=str(work / f"batch-{job}-checkpoints"),
-                output_dir=str(work / f"batch-{job}-parquet"),
-                starting_offsets="earliest",
-                master=cfg.master,
-            )
+            jcfg = _job_config(b.bootstrap, work / f"batch-{job}", cfg, "earliest")
             _log(f"batch: run_batch {job} over {traffic:,} traffic events")
             cpu = CpuByKind()
             res: dict[str, Any] = {}
