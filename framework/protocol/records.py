@@ -425,16 +425,28 @@ def build_batch(
     control: bool = False,
     transactional: bool = False,
     offset_deltas: Sequence[int] | None = None,
+    last_offset_delta: int | None = None,
+    log_append_time: int | None = None,
 ) -> bytes:
     """Encode one v2 batch (used by the coordinator, the cleaner, tools and tests).
 
     ``offset_deltas`` gives records offsets relative to ``base_offset`` with gaps (a
     compacted batch keeps its records' original offsets); by default they are 0..n-1.
+    ``last_offset_delta`` overrides the header's last offset delta (default: the last
+    record's), so a compacted batch keeps its original offset range and with it the
+    producer's last sequence (Kafka's ``MemoryRecordsBuilder.overrideLastOffset``).
+    ``log_append_time`` marks the batch LogAppendTime with that max timestamp (default:
+    CreateTime, max timestamp = the records' largest).
     """
     body = bytearray()
     ts_list = timestamps or [timestamp_ms] * len(records)
     base_ts = min(ts_list) if ts_list else timestamp_ms
     deltas = list(offset_deltas) if offset_deltas is not None else list(range(len(records)))
+    last_delta = deltas[-1] if deltas else -1
+    if last_offset_delta is not None:
+        if last_offset_delta < last_delta:
+            raise ValueError(f"last offset delta {last_offset_delta} is below the last record's {last_delta}")
+        last_delta = last_offset_delta
     for i, rec in enumerate(records):
         r = _encode_record(rec, ts_list[i] - base_ts, deltas[i])
         _write_varint(body, len(r))
@@ -446,6 +458,9 @@ def build_batch(
     if control:
         attrs |= CONTROL_MASK
     max_ts = max(ts_list) if ts_list else timestamp_ms
+    if log_append_time is not None:
+        attrs |= TIMESTAMP_TYPE_MASK
+        max_ts = log_append_time
     batch_length = HEADER_SIZE - LOG_OVERHEAD + len(payload)
     out = bytearray(
         _HEADER.pack(
@@ -455,7 +470,7 @@ def build_batch(
             MAGIC_V2,
             0,
             attrs,
-            deltas[-1] if deltas else -1,
+            last_delta,
             base_ts,
             max_ts,
             producer_id,

@@ -12,9 +12,12 @@ A cleaning pass over one log:
    if no later record has its key; tombstones (null values) are kept until they are older than
    ``delete.retention.ms`` so consumers catching up still see the deletion. Records keep their
    offsets: a batch whose records all survive is copied byte for byte, a partly filtered batch
-   is re-encoded with the survivors (same producer id/epoch, offsets as gaps), an emptied
-   batch disappears. Control and transactional batches are not produced here (no
-   transactions), so nothing else needs keeping.
+   is re-encoded with the survivors (offsets as gaps) keeping its base offset, last offset
+   delta, producer id/epoch/base sequence and timestamp type (Kafka's
+   ``buildRetainedRecordsInto``): it then holds fewer records than offsets, which replicas
+   accept (``Log.append_as_follower``); an emptied batch disappears. Control and
+   transactional batches are not produced here (no transactions), so nothing else needs
+   keeping.
 4. *Swap* (on the broker's event loop): the new file ``<base>.log.cleaned`` is fsynced, the
    segment's indexes are removed, the file renamed over ``<base>.log`` and the indexes rebuilt.
    A crash before the rename leaves the original (the stray ``.cleaned`` is deleted on load);
@@ -152,18 +155,7 @@ def filter_segment(
         if len(keep) == len(recs):
             out += raw
         elif keep:
-            base = keep[0].offset
-            out += rb.build_batch(
-                [(r.key, r.value, r.headers) for r in keep],
-                base_offset=base,
-                timestamps=[r.timestamp for r in keep],
-                compression=h.compression,
-                producer_id=h.producer_id,
-                producer_epoch=h.producer_epoch,
-                base_sequence=h.base_sequence,
-                leader_epoch=h.partition_leader_epoch,
-                offset_deltas=[r.offset - base for r in keep],
-            )
+            out += _retained_batch(h, keep)
     with open(out_path, "wb") as fh:
         fh.write(out)
         fh.flush()
@@ -171,6 +163,33 @@ def filter_segment(
     stats.bytes_before += seg.size
     stats.bytes_after += len(out)
     stats.segments += 1
+
+
+def _retained_batch(h: rb.BatchHeader, keep: list[rb.Record]) -> bytes:
+    """The survivors of batch ``h`` re-encoded as one batch with the original's identity.
+
+    As Kafka's ``MemoryRecords.buildRetainedRecordsInto``: the base offset and the last
+    offset delta stay (so the batch still spans the producer's sequences base..last and a
+    replica rebuilding producer state from it learns the right last sequence), and so do
+    the producer id/epoch, base sequence, leader epoch, compression, transactional flag and
+    timestamp type; a LogAppendTime batch keeps its append time as max timestamp, a
+    CreateTime batch gets its survivors' largest timestamp.
+    """
+    base = h.base_offset
+    return rb.build_batch(
+        [(r.key, r.value, r.headers) for r in keep],
+        base_offset=base,
+        timestamps=[r.timestamp for r in keep],
+        compression=h.compression,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
+        leader_epoch=h.partition_leader_epoch,
+        transactional=h.is_transactional,
+        offset_deltas=[r.offset - base for r in keep],
+        last_offset_delta=h.last_offset_delta,
+        log_append_time=h.max_timestamp if h.is_log_append_time else None,
+    )
 
 
 def swap_in(lg: Log, seg: LogSegment, cleaned: Path) -> None:

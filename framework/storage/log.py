@@ -289,6 +289,30 @@ class Log:
                 raise CorruptRecord(f"{self.name}: {exc}") from None
             raise StoreError(f"{self.name}: {exc}", ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT) from None
 
+    def _check_replicated(self, payload: memoryview) -> list[rb.BatchHeader]:
+        """Framing, magic, CRC and record counts of a leader's batches; no side effects.
+
+        ``payload`` holds whole batches (framed by the caller). Unlike a produced batch, a
+        replicated one may hold fewer records than its offset range: the leader's cleaner
+        keeps a partly filtered batch's base and last offsets (Kafka checks that count and
+        offset range agree only for client appends, in LogValidator).
+        """
+        out: list[rb.BatchHeader] = []
+        pos = 0
+        while pos < len(payload):
+            h = rb.read_header(payload, pos)
+            one = payload[pos : pos + h.size]
+            if h.magic == rb.MAGIC_V2 and 0 < h.records_count <= h.last_offset_delta:
+                if rb.scan_valid_prefix(one)[0] != h.size:
+                    raise CorruptRecord(f"{self.name}: CRC mismatch in replicated batch at {h.base_offset}")
+                if h.compression > rb.ZSTD:
+                    raise CorruptRecord(f"{self.name}: unknown compression codec {h.compression}")
+            else:
+                self._check_batches(one)
+            out.append(h)
+            pos += h.size
+        return out
+
     def validate(self, payload: memoryview, now_ms: int) -> list[rb.BatchHeader]:
         """Check a producer's record set without side effects; raise a StoreError if bad."""
         batches = self._check_batches(payload)
@@ -417,7 +441,9 @@ class Log:
         * a partial batch at its end (the leader cut the response at max bytes) is dropped;
         * leading batches wholly below our log end (overlapping data) are skipped;
         * the rest must be whole, CRC-valid v2 batches with increasing offsets, the first at or
-          after the log end (offsets may jump forward: a compacted leader log has gaps).
+          after the log end (offsets may jump forward: a compacted leader log has gaps, and a
+          compacted batch may hold fewer records than its offset range, see
+          :meth:`_check_replicated`).
           A batch straddling the log end, or offsets going backwards, raise
           :class:`UnexpectedAppendOffset` / :class:`CorruptRecord`; nothing is written then.
           One exception, as in Kafka: an empty log (log start == log end, no data) whose start
@@ -452,7 +478,7 @@ class Log:
         if start == pos:
             return AppendInfo(-1, -1, -1, 0, 0, [])
         view = payload[start:pos]
-        batches = self._check_batches(view)
+        batches = self._check_replicated(view)
         first = batches[0].base_offset
         nxt = first
         for h in batches:
