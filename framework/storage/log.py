@@ -646,16 +646,23 @@ class Log:
         """Delete whole segments past ``retention.ms`` / ``retention.bytes``; bytes freed.
 
         Only segments entirely below the high watermark go. When every segment qualifies the
-        log first rolls, so an empty active segment remains at the log end (Kafka's rule).
+        log first rolls, so an empty active segment remains at the log end (Kafka's rule). An
+        empty active segment stops the scan; an empty older one (emptied by compaction on a
+        ``compact,delete`` topic) holds nothing to retain: it neither stops the scan nor is
+        deleted on its own, and goes with the next segment that expires (Kafka's
+        ``deletableSegments`` stops only at the last segment when it is empty).
         """
         cfg = self.config
         if not cfg.delete:
             return 0
         victims = 0
         total = self.size_bytes
+        last = len(self.segments) - 1
         for i, seg in enumerate(self.segments):
-            if seg.next_offset > self.high_watermark or seg.size == 0:
+            if seg.next_offset > self.high_watermark or (seg.size == 0 and i == last):
                 break
+            if seg.size == 0:
+                continue
             expired = (
                 cfg.retention_ms >= 0
                 and seg.max_timestamp >= 0

@@ -337,13 +337,6 @@ def test_a_segment_emptied_by_cleaning_stays_readable_and_reopens(log: Log) -> N
         again.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Log.delete_retained_segments stops at the first empty segment (`seg.size == 0: "
-    "break`, meant for the empty active segment): a segment emptied by compaction blocks time "
-    "and size retention of every segment after it on compact,delete topics",
-)
 def test_a_segment_emptied_by_cleaning_does_not_stop_time_retention(tmp_path: Path) -> None:
     """cleanup.policy=compact,delete: old segments still expire after retention.ms."""
     config = cfg(compact=True, delete=True, segment_bytes=1 << 20, retention_ms=DAY)
@@ -359,6 +352,25 @@ def test_a_segment_emptied_by_cleaning_does_not_stop_time_retention(tmp_path: Pa
         lg.delete_retained_segments(NOW + 2 * DAY)  # the second segment expired too
         assert rows(lg) == [(3, b"c", b"1", NOW + 3 * DAY)]
         assert lg.log_start_offset == 3
+    finally:
+        lg.close()
+
+
+def test_a_segment_emptied_by_cleaning_goes_only_with_an_expired_one_after_it(tmp_path: Path) -> None:
+    """It holds nothing to retain, so it neither blocks retention nor moves the log start alone."""
+    config = cfg(compact=True, delete=True, segment_bytes=1 << 20, retention_ms=DAY)
+    lg, _ = open_log(tmp_path / "events-0", config)
+    try:
+        write(lg, kv((b"a", b"1"), ts=NOW))
+        lg.roll()
+        write(lg, kv((b"a", b"2"), ts=NOW + 2 * DAY), kv((b"b", b"1"), ts=NOW + 2 * DAY))
+        lg.roll()
+        write(lg, kv((b"c", b"1"), ts=NOW + 3 * DAY))
+        clean_log(lg, 0, NOW + 2 * DAY)
+        assert lg.segments[0].size == 0
+        assert lg.delete_retained_segments(NOW + 2 * DAY + 1) == 0
+        assert lg.log_start_offset == 0 and len(lg.segments) == 3
+        assert [r[0] for r in rows(lg)] == [1, 2, 3]
     finally:
         lg.close()
 
