@@ -24,8 +24,10 @@ A cleaning pass over one log:
    after it, the missing indexes are rebuilt on load. Offsets never change, the log start
    offset stays, and consumers reading across the swap see either version.
 
-Steps 2-3 only read segment files and run in a worker thread; the log is marked ``cleaning``
-so retention leaves its segments alone meanwhile.
+Steps 2-3 only read segment files and run in a worker thread; retention waits while the
+cleaner runs (``LogCleaner.running``). If the log changed under the worker anyway (a
+truncation, DeleteRecords, a deleted partition), step 4 is skipped for that log and its
+checkpoint does not advance (see :func:`changed_under`).
 """
 
 from __future__ import annotations
@@ -193,14 +195,47 @@ def _retained_batch(h: rb.BatchHeader, keep: list[rb.Record]) -> bytes:
 
 
 def swap_in(lg: Log, seg: LogSegment, cleaned: Path) -> None:
-    """Replace a segment's file by its cleaned version (event-loop thread)."""
+    """Replace a segment's file by its cleaned version (event-loop thread).
+
+    The cleaned file takes the original's modification time (Kafka's cleaner does the same),
+    so retention by file age is not reset by cleaning; the directory is fsynced after the
+    rename so the swap survives a power loss.
+    """
+    st = os.stat(seg.path)
+    os.utime(cleaned, ns=(st.st_atime_ns, st.st_mtime_ns))
     seg.index.path.unlink(missing_ok=True)
     seg.time_index.path.unlink(missing_ok=True)
     os.replace(cleaned, seg.path)
+    _fsync_dir(seg.dir)
     os.close(seg._fd)
     seg._fd = os.open(seg.path, os.O_RDWR)
     seg.size = os.fstat(seg._fd).st_size
     seg.recover()
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def changed_under(lg: Log, p: CleanPlan, truncations: int) -> str | None:
+    """Why the segments ``p`` cleaned are no longer ``lg``'s to swap (None if they are).
+
+    The cleaner filters in a thread while the event loop goes on: a truncation (a follower
+    diverging from its leader) may have cut or removed a planned segment or made it the
+    active one, and retention, DeleteRecords or a deletion may have removed some. Swapping
+    then would write data the log no longer holds over a live file, so the pass is
+    abandoned (Kafka aborts cleaning on truncation: ``abortAndPauseCleaning``).
+    """
+    if lg.truncations != truncations:
+        return "truncated"
+    live = lg.segments[:-1]
+    if any(not any(seg is s for s in live) for seg in p.segments):
+        return "segments deleted or made active"
+    return None
 
 
 def clean_log(
@@ -246,56 +281,69 @@ class LogCleaner:
     async def run_once(self, logs: list[Log]) -> CleanStats:
         """One pass over every compacted log that needs it (heavy work in a worker thread)."""
         total = CleanStats()
+        before = dict(self.checkpoints)
         self.running = True
         try:
             for lg in logs:
                 if not lg.config.compact or not lg.segments:
                     continue
-                key = (lg.topic, lg.partition)
-                now = int(time.time() * 1000)
-                p = plan(lg, self.checkpoints.get(key, 0), now)
-                if p is None:
+                st = await self._clean(lg)
+                if st is None:
                     continue
-
-                def work(
-                    p: CleanPlan = p, lg: Log = lg, now: int = now
-                ) -> tuple[list[tuple[LogSegment, Path]], CleanStats]:
-                    latest = build_offset_map(p)
-                    st = CleanStats()
-                    outs = []
-                    for seg in p.segments:
-                        out = seg.path.with_suffix(".log.cleaned")
-                        filter_segment(seg, latest, now, lg.config.delete_retention_ms, out, st)
-                        outs.append((seg, out))
-                    return outs, st
-
-                outs, st = await asyncio.to_thread(work)
-                if not lg.segments or lg.segments[0].base_offset > p.segments[0].base_offset:
-                    for _, out in outs:  # the log changed under us (deleted): drop the work
-                        out.unlink(missing_ok=True)
-                    continue
-                for seg, out in outs:
-                    if seg in lg.segments:
-                        swap_in(lg, seg, out)
-                    else:
-                        out.unlink(missing_ok=True)
-                self.checkpoints[key] = p.dirty_end
-                log.info(
-                    "%s: compacted %d segment(s): %d -> %d records, %d -> %d bytes",
-                    lg.name,
-                    st.segments,
-                    st.records_before,
-                    st.records_after,
-                    st.bytes_before,
-                    st.bytes_after,
-                )
                 total.segments += st.segments
                 total.records_before += st.records_before
                 total.records_after += st.records_after
                 total.bytes_before += st.bytes_before
                 total.bytes_after += st.bytes_after
-            if total.segments:
+            if self.checkpoints != before:
                 self.save()
         finally:
             self.running = False
         return total
+
+    async def _clean(self, lg: Log) -> CleanStats | None:
+        """Clean one log if it needs it; None if it did not or the pass was abandoned."""
+        key = (lg.topic, lg.partition)
+        now = int(time.time() * 1000)
+        checkpoint = self.checkpoints.get(key, 0)
+        if checkpoint > lg.log_end_offset:
+            # ahead of the log (truncated since): clean it all (Kafka's cleanableOffsets)
+            checkpoint = self.checkpoints[key] = lg.log_start_offset
+        p = plan(lg, checkpoint, now)
+        if p is None:
+            return None
+        truncations = lg.truncations
+
+        def work() -> tuple[list[tuple[LogSegment, Path]], CleanStats]:
+            latest = build_offset_map(p)
+            st = CleanStats()
+            outs = []
+            for seg in p.segments:
+                out = seg.path.with_suffix(".log.cleaned")
+                filter_segment(seg, latest, now, lg.config.delete_retention_ms, out, st)
+                outs.append((seg, out))
+            return outs, st
+
+        outs, st = await asyncio.to_thread(work)
+        why = changed_under(lg, p, truncations)
+        if why is not None:
+            for _, out in outs:
+                out.unlink(missing_ok=True)
+            if lg.truncations != truncations and lg.segments:
+                # what was cleaned may be gone (Kafka's maybeTruncateCheckpoint)
+                self.checkpoints[key] = min(self.checkpoints.get(key, 0), lg.active.base_offset)
+            log.info("%s: log %s while cleaning: pass abandoned", lg.name, why)
+            return None
+        for seg, out in outs:
+            swap_in(lg, seg, out)
+        self.checkpoints[key] = p.dirty_end
+        log.info(
+            "%s: compacted %d segment(s): %d -> %d records, %d -> %d bytes",
+            lg.name,
+            st.segments,
+            st.records_before,
+            st.records_after,
+            st.bytes_before,
+            st.bytes_after,
+        )
+        return st

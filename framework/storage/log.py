@@ -101,6 +101,9 @@ class Log:
         self.unflushed_messages = 0
         self.last_flush_ms = int(time.time() * 1000)
         self.leader_epoch = 0  # stamped into batches appended as leader (see become_leader)
+        # bumped by every truncation: the cleaner abandons a pass that saw one (it filtered
+        # segment files that are no longer the log's; Kafka's abortAndPauseCleaning)
+        self.truncations = 0
         self.producer_state = ProducerStateManager(directory, f"{topic}-{partition}")
         self.epochs = LeaderEpochCache(directory, f"{topic}-{partition}")
 
@@ -561,6 +564,7 @@ class Log:
         if offset >= self.log_end_offset:
             self.epochs.truncate_from_end(self.log_end_offset)
             return
+        self.truncations += 1
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
             self.segments.pop().delete()
             self._bases.pop()
@@ -578,6 +582,7 @@ class Log:
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.truncations += 1
         for s in self.segments:
             s.delete()
         self.segments = [LogSegment.create(self.dir, offset, self.config.index_interval_bytes)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -492,14 +493,6 @@ def test_the_log_cleaner_keeps_its_checkpoint_across_restarts(tmp_path: Path) ->
         lg.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="LogCleaner.run_once only notices deleted leading segments while it cleaned in its "
-    "thread; a follower's Log.truncate_to meanwhile (leader change) is undone by swap_in, which "
-    "writes the pre-truncation cleaned file over the (now active) segment: truncated records "
-    "come back and the log end is wrong",
-)
 def test_a_truncation_while_the_cleaner_works_is_not_undone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -520,6 +513,82 @@ def test_a_truncation_while_the_cleaner_works_is_not_undone(
         assert all(r[0] < 2 for r in rows(lg))
     finally:
         lg.close()
+
+
+def test_a_pass_over_a_log_that_changed_meanwhile_is_abandoned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DeleteRecords removes a planned segment while the worker filters: nothing is swapped,
+    no ``.cleaned`` file stays and the checkpoint does not move; the next pass cleans."""
+    lg, _ = open_log(tmp_path / "events-0", COMPACT)
+    try:
+        write(lg, kv((b"a", b"1")), kv((b"a", b"2")))
+        lg.roll()
+        write(lg, kv((b"b", b"1")), kv((b"b", b"2")))
+        lg.roll()
+        write(lg, kv((b"tail", b"t")))
+        real = asyncio.to_thread
+
+        async def worker_then_delete(fn: Callable[[], Any]) -> Any:
+            result = fn()
+            lg.delete_records_before(2)
+            return result
+
+        monkeypatch.setattr(asyncio, "to_thread", worker_then_delete)
+        lc = LogCleaner(tmp_path)
+        assert asyncio.run(lc.run_once([lg])).segments == 0
+        assert lc.checkpoints == {} and not list(lg.dir.glob("*.cleaned"))
+        assert [r[:3] for r in rows(lg)] == [(2, b"b", b"1"), (3, b"b", b"2"), (4, b"tail", b"t")]
+        monkeypatch.setattr(asyncio, "to_thread", real)
+        assert asyncio.run(lc.run_once([lg])).segments == 1
+        assert lc.checkpoints == {("events", 0): 4}
+        assert [r[:3] for r in rows(lg)] == [(3, b"b", b"2"), (4, b"tail", b"t")]
+    finally:
+        lg.close()
+
+
+def test_a_checkpoint_past_the_log_end_is_reset_to_the_log_start(tmp_path: Path) -> None:
+    """After a truncation below it (Kafka's cleanableOffsets: clean everything again)."""
+    lg, _ = open_log(tmp_path / "events-0", COMPACT)
+    try:
+        write(lg, kv((b"a", b"1")), kv((b"a", b"2")))
+        lg.roll()
+        write(lg, kv((b"tail", b"t")))
+        lc = LogCleaner(tmp_path)
+        lc.checkpoints[("events", 0)] = 50
+        assert asyncio.run(lc.run_once([lg])).segments == 1
+        assert lc.checkpoints == {("events", 0): 2}
+        assert [r[:3] for r in rows(lg)] == [(1, b"a", b"2"), (2, b"tail", b"t")]
+    finally:
+        lg.close()
+
+
+def test_the_swap_keeps_the_file_age_and_fsyncs_the_directory(
+    log: Log, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(log, kv((b"a", b"1")), kv((b"a", b"2")))
+    log.roll()
+    write(log, kv((b"tail", b"t")))
+    seg = log.segments[0]
+    os.utime(seg.path, (1_600_000_000, 1_600_000_000))
+    calls: list[str] = []
+
+    class Recording:
+        def replace(self, src: Any, dst: Any) -> None:
+            calls.append("replace")
+            os.replace(src, dst)
+
+        def fsync(self, fd: int) -> None:
+            calls.append("fsync dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync file")
+            os.fsync(fd)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(os, name)
+
+    monkeypatch.setattr(cleaner, "os", Recording())
+    clean_log(log, 0, NOW)
+    assert calls == ["fsync file", "replace", "fsync dir"]
+    assert seg.path.stat().st_mtime == 1_600_000_000
 
 
 # -- crashes during the swap ----------------------------------------------------------------------
