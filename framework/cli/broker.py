@@ -6,6 +6,7 @@ import argparse
 
 from framework import config as cfg
 from framework.errors import ConfigError
+from framework.server.run import run as run_broker
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -61,6 +62,4 @@ def load_config(args: argparse.Namespace) -> cfg.BrokerConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    from framework.server.run import run as run_broker
-
     return run_broker(load_config(args))

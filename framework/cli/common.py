@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import logging
 import os
+import socket
 from typing import Any
 
 from framework.errors import StoreError
@@ -57,8 +59,6 @@ def kafka_error(exc: BaseException) -> StoreError:
 
 def ensure_reachable(bootstrap: str, timeout: float = 3.0) -> None:
     """Fail fast with one line when no broker listens at ``bootstrap``."""
-    import socket
-
     last = ""
     for hp in bootstrap.split(","):
         host, _, port = hp.strip().rpartition(":")
@@ -75,8 +75,6 @@ def ensure_reachable(bootstrap: str, timeout: float = 3.0) -> None:
 
 def quiet_logger() -> Any:
     """A logger for librdkafka that drops its connection chatter (errors surface as exceptions)."""
-    import logging
-
     lg = logging.getLogger("sftraffic.librdkafka")
     lg.addHandler(logging.NullHandler())
     lg.propagate = False

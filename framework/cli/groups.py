@@ -11,6 +11,8 @@ import argparse
 import datetime as dt
 from typing import Any
 
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient
 from rich.console import Console
 from rich.table import Table
 
@@ -49,9 +51,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def _clients(bootstrap: str) -> tuple[Any, Any]:
-    from confluent_kafka import Consumer
-    from confluent_kafka.admin import AdminClient
-
     ensure_reachable(bootstrap)
     admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
     cons = Consumer(
@@ -86,8 +85,6 @@ def list_(args: argparse.Namespace) -> int:
 
 def committed_and_lag(admin: Any, cons: Any, group: str) -> list[tuple[str, int, int, int, int | None]]:
     """(topic, partition, committed or -1, log end, lag or None) for every committed partition."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-
     res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result()
     rows = []
     for tp in sorted(res.topic_partitions, key=lambda x: (x.topic, x.partition)):
@@ -161,8 +158,6 @@ def _timestamp_ms(text: str) -> int:
 
 
 def reset(args: argparse.Namespace) -> int:
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-
     admin, cons = _clients(args.bootstrap)
     try:
         d = admin.describe_consumer_groups([args.group], request_timeout=10)[args.group].result()

@@ -9,6 +9,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+)
 from rich.console import Console
 from rich.table import Table
 
@@ -71,8 +77,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def _admin(bootstrap: str) -> Any:
-    from confluent_kafka.admin import AdminClient
-
     ensure_reachable(bootstrap)
     a = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000, "logger": quiet_logger()})
     try:
@@ -83,8 +87,6 @@ def _admin(bootstrap: str) -> Any:
 
 
 def create(args: argparse.Namespace) -> int:
-    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
-
     configs = parse_kv(args.config)
     if args.ttl:
         configs["retention.ms"] = str(cfg.parse_duration_ms(args.ttl))
@@ -131,9 +133,6 @@ def list_(args: argparse.Namespace) -> int:
 
 
 def describe(args: argparse.Namespace) -> int:
-    from confluent_kafka import Consumer, TopicPartition
-    from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
-
     a = _admin(args.bootstrap)
     md = a.list_topics(timeout=10)
     c = Consumer(
