@@ -139,6 +139,8 @@ class DiskQueue:
             os.close(fd)
 
     def _iter(self, start: tuple[int, int], limit: int | None = None) -> list[Item]:
+        """Up to ``limit`` records from ``start``, in order: one record at a time, so a file is
+        read to its end (whatever its records' sizes) before the next one is opened."""
         out: list[Item] = []
         for n in self._files():
             if n < start[0]:
@@ -146,17 +148,17 @@ class DiskQueue:
             pos = start[1] if n == start[0] else 0
             with open(self._path(n), "rb") as fh:
                 fh.seek(pos)
-                data = fh.read(64 << 20 if limit is None else max(limit * 4096, 1 << 20))
-            base = pos
-            pos = 0
-            while pos + 8 <= len(data) and (limit is None or len(out) < limit):
-                size, _crc = _HEAD.unpack_from(data, pos)
-                end = pos + 8 + size
-                if end > len(data):
-                    break
-                topic, key, value, ts = _decode(data[pos + 8 : end])
-                out.append(Item(topic, key, value, ts, (n, base + end)))
-                pos = end
+                while limit is None or len(out) < limit:
+                    head = fh.read(_HEAD.size)
+                    if len(head) < _HEAD.size:
+                        break
+                    size, _crc = _HEAD.unpack(head)
+                    payload = fh.read(size)
+                    if len(payload) < size:
+                        break  # a torn tail: cut off on the next open
+                    pos += _HEAD.size + size
+                    topic, key, value, ts = _decode(payload)
+                    out.append(Item(topic, key, value, ts, (n, pos)))
             if limit is not None and len(out) >= limit:
                 break
         return out

@@ -139,13 +139,6 @@ def test_a_fully_delivered_queue_deletes_its_file_and_goes_on(qdir: Path) -> Non
     assert as_recs(DiskQueue(qdir).read()) == recs(2, 3)  # after a restart too
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="DiskQueue._iter reads at most max(limit*4096, 1 MiB) bytes of a file; when that "
-    "window ends inside a record it goes on to the next file, skipping the rest of this one: "
-    "read() returns records out of order and commit() then deletes the skipped ones",
-)
 def test_large_records_come_back_in_order_across_files(qdir: Path) -> None:
     q = DiskQueue(qdir, file_bytes=2 << 20)
     big = recs(60, size=50_000)
@@ -153,6 +146,15 @@ def test_large_records_come_back_in_order_across_files(qdir: Path) -> None:
         q.append([r])
     assert len(files(qdir)) == 2
     assert [r[2] for r in as_recs(drain(q, 100))] == [r[2] for r in big]
+
+
+def test_a_record_larger_than_a_megabyte_is_read_whole(qdir: Path) -> None:
+    q = DiskQueue(qdir)
+    big = recs(1, size=3 << 20)
+    q.append(recs(1) + big + recs(1, 2))
+    assert as_recs(q.read(1)) == recs(1)
+    assert as_recs(q.read(1)) == big
+    assert as_recs(q.read(1)) == recs(1, 2)
 
 
 # -- the size bound ----------------------------------------------------------------------------
