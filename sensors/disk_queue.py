@@ -12,7 +12,8 @@ Appends are fsynced before :meth:`append` returns, so a message acknowledged to 
 device after that survives a gateway crash. The cursor moves only after the store
 acknowledged the records (:meth:`commit`), so a crash while draining re-sends at most the
 records delivered since the last commit. A torn record at the end (power loss during an
-append) is detected by its length/CRC and cut off. Fully delivered files are deleted.
+append, or a zero-filled tail whose size reached the disk before its data) is detected by
+its length/CRC and cut off. Fully delivered files are deleted.
 Not thread-safe: one gateway thread owns it.
 """
 
@@ -26,6 +27,9 @@ from pathlib import Path
 import crc32c
 
 _HEAD = struct.Struct(">II")
+# the smallest payload: empty topic and key, the timestamp, an empty value. A shorter length
+# (a zero-filled tail reads as length 0, and crc32c(b"") == 0) is a torn record.
+_MIN_PAYLOAD = 2 + 2 + 8
 
 
 class QueueFull(Exception):
@@ -83,7 +87,8 @@ class DiskQueue:
             return (files[0] if files else 1, 0)
 
     def _repair_tail(self) -> None:
-        """Cut a torn record off the last file."""
+        """Cut a torn record off the last file: a short header, a length below the smallest
+        payload or past the end of the file, or a CRC mismatch ends the valid prefix."""
         files = self._files()
         if not files:
             return
@@ -93,7 +98,7 @@ class DiskQueue:
         while pos + 8 <= len(data):
             n, crc = _HEAD.unpack_from(data, pos)
             end = pos + 8 + n
-            if end > len(data) or crc32c.crc32c(data[pos + 8 : end]) != crc:
+            if n < _MIN_PAYLOAD or end > len(data) or crc32c.crc32c(data[pos + 8 : end]) != crc:
                 break
             pos = end
         if pos != len(data):
