@@ -429,7 +429,7 @@ class GroupCoordinator:
         ]
         for m in g.members.values():
             res = JoinResult(
-                error=0,
+                error=E.NONE,
                 generation=g.generation,
                 protocol_type=g.protocol_type,
                 protocol_name=g.protocol_name,
@@ -564,7 +564,7 @@ class GroupCoordinator:
         """The group's current generation as a JoinGroup answer (members for the leader only)."""
         assert g.protocol_name is not None
         return JoinResult(
-            error=0,
+            error=E.NONE,
             generation=g.generation,
             protocol_type=g.protocol_type,
             protocol_name=g.protocol_name,
@@ -704,7 +704,7 @@ class GroupCoordinator:
             return SyncResult(E.REBALANCE_IN_PROGRESS)
         if g.is_(GroupState.STABLE):
             self._heartbeat(g, m)
-            return SyncResult(0, g.protocol_type, g.protocol_name, m.assignment)
+            return SyncResult(E.NONE, g.protocol_type, g.protocol_name, m.assignment)
         if not g.is_(GroupState.COMPLETING_REBALANCE):
             return SyncResult(E.UNKNOWN_MEMBER_ID)
         fut: asyncio.Future[Any] = self.sched.create_future()
@@ -722,7 +722,9 @@ class GroupCoordinator:
             self._persist_group(g)
             for x in g.members.values():
                 if x.sync_future is not None and not x.sync_future.done():
-                    x.sync_future.set_result(SyncResult(0, g.protocol_type, g.protocol_name, x.assignment))
+                    x.sync_future.set_result(
+                        SyncResult(E.NONE, g.protocol_type, g.protocol_name, x.assignment)
+                    )
                     self._heartbeat(g, x)  # its session runs again from its answer
                 x.sync_future = None
             log.info("group %s: stable at generation %d", g.group_id, g.generation)
@@ -747,7 +749,7 @@ class GroupCoordinator:
         self._heartbeat(g, m)
         if g.is_(GroupState.PREPARING_REBALANCE):
             return E.REBALANCE_IN_PROGRESS
-        return 0
+        return E.NONE
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """Remove members ((member id, instance id) pairs); top-level and per-member errors."""
@@ -767,7 +769,7 @@ class GroupCoordinator:
                 member_id = mid
             if member_id in g.pending_members:
                 g.pending_members.pop(member_id).cancel()
-                errors.append(0)
+                errors.append(E.NONE)
                 self._maybe_complete_join(g)
                 continue
             m = g.members.get(member_id)
@@ -776,7 +778,7 @@ class GroupCoordinator:
                 continue
             log.info("group %s: member %s left the group", g.group_id, member_id)
             self._remove_member_and_update(g, m, f"member {member_id} left")
-            errors.append(0)
+            errors.append(E.NONE)
         top = errors[0] if len(members) == 1 else 0
         return top, errors
 
@@ -829,7 +831,7 @@ class GroupCoordinator:
                 result[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 accepted[tp] = CommittedOffset(off, epoch, meta or "", now)
-                result[tp] = 0
+                result[tp] = E.NONE
         if accepted:
             await self.store.write_offsets(group_id, accepted)
             g.offsets.update(accepted)
@@ -862,7 +864,7 @@ class GroupCoordinator:
             if subscribed is None or tp[0] in subscribed:
                 res[tp] = E.GROUP_SUBSCRIBED_TO_TOPIC
             else:
-                res[tp] = 0
+                res[tp] = E.NONE
                 if tp in g.offsets:
                     gone.append(tp)
         if gone:
@@ -886,7 +888,7 @@ class GroupCoordinator:
         await self.store.delete_group(group_id)
         self._set_state(g, GroupState.DEAD)
         del self.groups[group_id]
-        return 0
+        return E.NONE
 
     def _maybe_forget(self, g: Group) -> None:
         if g.is_(GroupState.EMPTY) and not g.offsets and not g.members and not g.pending_members:

@@ -19,7 +19,7 @@ def _keys() -> list[ApiVersion]:
 
 
 def handle(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
-    return ApiVersionsResponse(error_code=0, api_keys=_keys())
+    return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=_keys())
 
 
 def unsupported_version_response() -> ApiVersionsResponse:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from framework.metadata.admin import Committed
+from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.create_partitions import (
     CreatePartitionsRequest,
     CreatePartitionsResponse,
@@ -18,7 +19,7 @@ def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> object:
     out = []
     pending: list[tuple[CreatePartitionsTopicResult, Committed]] = []
     for t in req.topics:
-        r = CreatePartitionsTopicResult(name=t.name, error_code=0)
+        r = CreatePartitionsTopicResult(name=t.name, error_code=ErrorCode.NONE)
         out.append(r)
         with answer_errors(r):
             assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None

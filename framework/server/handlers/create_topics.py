@@ -55,7 +55,7 @@ def handle(ctx: RequestContext, req: CreateTopicsRequest) -> object:
     seen: set[str] = set()
     for ct in req.topics:
         r = CreatableTopicResult(
-            name=ct.name, error_code=0, num_partitions=-1, replication_factor=-1, configs=None
+            name=ct.name, error_code=ErrorCode.NONE, num_partitions=-1, replication_factor=-1, configs=None
         )
         results.append(r)
         with answer_errors(r):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.delete_records import (
     DeleteRecordsPartitionResult,
     DeleteRecordsRequest,
@@ -20,7 +21,7 @@ def handle(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsRespo
         out = []
         for p in t.partitions:
             r = DeleteRecordsPartitionResult(
-                partition_index=p.partition_index, low_watermark=-1, error_code=0
+                partition_index=p.partition_index, low_watermark=-1, error_code=ErrorCode.NONE
             )
             out.append(r)
             with answer_errors(r):

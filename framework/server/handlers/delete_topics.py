@@ -28,7 +28,7 @@ def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> object:
     out = []
     pending: list[tuple[DeletableTopicResult, Committed]] = []
     for name, tid in wanted:
-        r = DeletableTopicResult(name=name, topic_id=tid, error_code=0)
+        r = DeletableTopicResult(name=name, topic_id=tid, error_code=ErrorCode.NONE)
         out.append(r)
         with answer_errors(r):
             if name is None:

@@ -25,7 +25,7 @@ def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterR
             controller_id=-1,
         )
     return DescribeClusterResponse(
-        error_code=0,
+        error_code=ErrorCode.NONE,
         endpoint_type=1,
         cluster_id=cluster.cluster_id,
         controller_id=cluster.controller_id,

@@ -106,7 +106,7 @@ def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsR
     docs = req.include_documentation
     for res in req.resources:
         r = DescribeConfigsResult(
-            error_code=0, resource_type=res.resource_type, resource_name=res.resource_name
+            error_code=ErrorCode.NONE, resource_type=res.resource_type, resource_name=res.resource_name
         )
         results.append(r)
         keys = list(res.configuration_keys) if res.configuration_keys is not None else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.describe_groups import (
     DescribedGroup,
     DescribedGroupMember,
@@ -32,7 +33,7 @@ def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsRes
         if g is None:
             out.append(
                 DescribedGroup(
-                    error_code=0,
+                    error_code=ErrorCode.NONE,
                     group_id=gid,
                     group_state="Dead",
                     protocol_type="",
@@ -44,7 +45,7 @@ def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsRes
         proto = g.protocol_name or ""
         out.append(
             DescribedGroup(
-                error_code=0,
+                error_code=ErrorCode.NONE,
                 group_id=gid,
                 group_state=g.state.value,
                 protocol_type=g.protocol_type or "",

@@ -28,7 +28,9 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
         return _none(
             key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's coordinator is being elected; retry"
         )
-    return Coordinator(key=key, node_id=node.node_id, host=node.host, port=node.port, error_code=0)
+    return Coordinator(
+        key=key, node_id=node.node_id, host=node.host, port=node.port, error_code=ErrorCode.NONE
+    )
 
 
 def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:

@@ -55,7 +55,7 @@ def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> object:
     pending: list[tuple[AlterConfigsResourceResponse, Committed]] = []
     for res in req.resources:
         r = AlterConfigsResourceResponse(
-            error_code=0, resource_type=res.resource_type, resource_name=res.resource_name
+            error_code=ErrorCode.NONE, resource_type=res.resource_type, resource_name=res.resource_name
         )
         out.append(r)
         with answer_errors(r):

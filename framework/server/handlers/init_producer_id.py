@@ -29,7 +29,7 @@ def handle(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdRes
         )
     pid = ctx.services.producer_ids.next_id()
     log.debug("producer id %d for %s (%s)", pid, ctx.peer, ctx.header.client_id)
-    return InitProducerIdResponse(error_code=0, producer_id=pid, producer_epoch=0)
+    return InitProducerIdResponse(error_code=ErrorCode.NONE, producer_id=pid, producer_epoch=0)
 
 
 def error_response(req: InitProducerIdRequest, code: int, message: str) -> InitProducerIdResponse:

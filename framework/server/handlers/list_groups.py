@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.list_groups import (
     ListedGroup,
     ListGroupsRequest,
@@ -29,7 +30,7 @@ def handle(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
                 group_type="classic",
             )
         )
-    return ListGroupsResponse(error_code=0, groups=out)
+    return ListGroupsResponse(error_code=ErrorCode.NONE, groups=out)
 
 
 def error_response(req: ListGroupsRequest, code: int, message: str) -> ListGroupsResponse:

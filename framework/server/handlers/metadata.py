@@ -44,7 +44,7 @@ def topic_metadata(ctx: RequestContext, t: TopicInfo, include_ops: bool) -> Meta
             )
         )
     return MetadataResponseTopic(
-        error_code=0,
+        error_code=ErrorCode.NONE,
         name=t.name,
         topic_id=t.id_bytes,
         is_internal=t.internal,

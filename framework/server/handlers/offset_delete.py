@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.offset_delete import (
     OffsetDeleteRequest,
     OffsetDeleteResponse,
@@ -19,7 +20,7 @@ async def _delete(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDelete
     if top:
         return OffsetDeleteResponse(error_code=top)
     return OffsetDeleteResponse(
-        error_code=0,
+        error_code=ErrorCode.NONE,
         topics=[
             OffsetDeleteResponseTopic(
                 name=t.name,

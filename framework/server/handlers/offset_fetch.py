@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from framework.coordinator.groups import CommittedOffset
+from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.offset_fetch import (
     OffsetFetchRequest,
     OffsetFetchResponse,
@@ -46,7 +47,7 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
             groups.append(
                 OffsetFetchResponseGroup(
                     group_id=g.group_id,
-                    error_code=0,
+                    error_code=ErrorCode.NONE,
                     topics=[
                         OffsetFetchResponseTopics(
                             name=t,
@@ -56,7 +57,7 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
                                     committed_offset=o.offset if o else -1,
                                     committed_leader_epoch=o.leader_epoch if o else -1,
                                     metadata=o.metadata if o else "",
-                                    error_code=0,
+                                    error_code=ErrorCode.NONE,
                                 )
                                 for p, o in parts
                             ],
@@ -70,7 +71,7 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     wanted = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
     res = _lookup(ctx, req.group_id, wanted)
     return OffsetFetchResponse(
-        error_code=0,
+        error_code=ErrorCode.NONE,
         topics=[
             OffsetFetchResponseTopic(
                 name=t,
@@ -80,7 +81,7 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
                         committed_offset=o.offset if o else -1,
                         committed_leader_epoch=o.leader_epoch if o else -1,
                         metadata=o.metadata if o else "",
-                        error_code=0,
+                        error_code=ErrorCode.NONE,
                     )
                     for p, o in parts
                 ],

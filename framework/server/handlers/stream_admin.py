@@ -49,7 +49,7 @@ def describe(ctx: RequestContext, s: StreamInfo) -> StreamResult:
             )
     return StreamResult(
         name=s.name,
-        error_code=0,
+        error_code=ErrorCode.NONE,
         created_ms=s.created_ms,
         configs=entries,
         topics=ctx.cluster.stream_topics(s.name),
