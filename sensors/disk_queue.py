@@ -68,6 +68,7 @@ class DiskQueue:
         self.max_bytes = max_bytes
         self.file_bytes = file_bytes
         self.cursor = self._load_cursor()
+        self._drop_delivered_files()
         self._repair_tail()
         self._read_pos = self.cursor
 
@@ -180,23 +181,38 @@ class DiskQueue:
         self._read_pos = self.cursor
 
     def commit(self, position: tuple[int, int]) -> None:
-        """Everything before ``position`` was delivered: move the cursor, drop finished files."""
+        """Everything before ``position`` was delivered: move the cursor, drop finished files.
+
+        The cursor is written durably before any file goes: first ``position`` (the commit),
+        then, when that finishes the last file, the start of the next one; only then are the
+        files below the cursor deleted. A crash at any step leaves a cursor naming a file that
+        still exists, or a fully delivered file below the cursor, which reopening deletes.
+        """
+        self._write_cursor(position)
+        # a fully consumed last file can go too once nothing follows it
+        path = self._path(position[0])
+        if path.exists() and path.stat().st_size == position[1] and self._files()[-1] == position[0]:
+            self._write_cursor((position[0] + 1, 0))
+            self._read_pos = max(self._read_pos, self.cursor)
+        self._drop_delivered_files()
+
+    def _write_cursor(self, position: tuple[int, int]) -> None:
+        """Replace the cursor file durably (file and directory fsynced), then adopt it."""
         tmp = self.dir / "cursor.tmp"
         with open(tmp, "w") as fh:
             fh.write(f"{position[0]} {position[1]}")
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.dir / "cursor")
+        fd = os.open(self.dir, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         self.cursor = position
+
+    def _drop_delivered_files(self) -> None:
+        """Delete the files wholly before the cursor (also on open: a crash may leave some)."""
         for n in self._files():
-            if n < position[0]:
+            if n < self.cursor[0]:
                 self._path(n).unlink(missing_ok=True)
-        # a fully consumed last file can go too once nothing follows it
-        path = self._path(position[0])
-        if path.exists() and path.stat().st_size == position[1] and len(self._files()) == 1:
-            path.unlink()
-            self.cursor = (position[0] + 1, 0)
-            self._read_pos = self.cursor
-            with open(tmp, "w") as fh:
-                fh.write(f"{self.cursor[0]} 0")
-            os.replace(tmp, self.dir / "cursor")
