@@ -181,8 +181,10 @@ def main(argv: list[str] | None = None) -> int:
 
     def run() -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
+            machine = machine_info("load.bench_cluster")
             return {
-                "machine": machine_info("load.bench_cluster"),
+                "machine": machine,
+                "command": machine["command"],
                 "throughput": throughput(Path(tmp), 50_000 if args.quick else 200_000),
                 "failover": [failover(Path(tmp), 9000), failover(Path(tmp), 2000)],
             }

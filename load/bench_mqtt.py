@@ -370,9 +370,9 @@ def gateway_drain_run(
         )
         return running.add(gw)
 
-    first = drainer().start(60)
+    subscriber = drainer().start(60)
     warm_up_gateway(mosquitto.port, counter, messages[:1], cfg)
-    first.kill()  # no UNSUBSCRIBE: Mosquitto queues for the session
+    subscriber.kill()  # no UNSUBSCRIBE: Mosquitto queues for the session
     base = counter.total()
     pub = _publish(mosquitto.port, messages, cfg, "bench-pub-drain")
     # Not waiting for "ready": Mosquitto sends the session's backlog right after CONNACK, before the
