@@ -198,7 +198,7 @@ class ChildLauncher(Launcher):
 
         def ready() -> bool:
             if not server.alive():
-                raise RuntimeError(f"{self.name} exited at start:\n{server.log_tail()}")
+                raise RuntimeError(f"exited with code {server.proc.returncode if server.proc else '?'}")
             try:
                 return self.probe(server)
             except Exception:
@@ -206,11 +206,9 @@ class ChildLauncher(Launcher):
 
         try:
             wait_for(ready, self.ready_timeout, 0.1, f"{self.name} to answer")
-        except TimeoutError:
+        except Exception as exc:
             server.stop()
-            raise RuntimeError(
-                f"{self.name} not ready after {self.ready_timeout:g}s:\n{server.log_tail()}"
-            ) from None
+            raise RuntimeError(f"{self.name} did not become ready ({exc}):\n{server.log_tail()}") from None
         return server
 
     def version_line(self, flag: str = "--version") -> str | None:
