@@ -7,7 +7,9 @@
 * :mod:`load.harness.runner`: repetition order across systems, ``Processes`` (every process a
   run starts, stopped on exit, Ctrl-C or SIGTERM), ``run_main`` (the ``main`` of every benchmark);
 * :mod:`load.harness.report`: machine description, goals, the JSON writer, the console;
-* :mod:`load.harness.services`: Mosquitto, gateways, dashboards and fleets as
-  :class:`deploy.local.process.ManagedProcess` children;
-* :mod:`load.harness.kafka`: the quiet librdkafka logger, topic creation and deletion, end offsets.
+* :mod:`load.harness.services`: our broker, gateways, dashboards and fleets as
+  :class:`deploy.local.process.ManagedProcess` children (Mosquitto:
+  :class:`deploy.local.mosquitto.MosquittoProcess`; peers: :mod:`load.peers`);
+* :mod:`load.harness.kafka`: the quiet librdkafka logger, topic creation and deletion, end
+  offsets, a producer that collects its delivery failures.
 """
