@@ -18,9 +18,12 @@ Invariants kept by the apply functions (deterministic: they read only replicated
   offered), so a write acknowledged with acks=all, which is on every ISR member, survives;
 * ``leader_epoch`` grows by one at every leader change, and when the leader re-registers after
   a restart (its log may have lost unflushed data, so followers must not truncate to it);
-* the ISR never becomes empty, changes only through the partition's current leader at the
-  current ``partition_epoch`` (Kafka's AlterPartition check) or when the controller fences a
-  broker, and grows only by unfenced brokers.
+  ``partition_epoch`` by one at every change of leader or ISR. One apply changes a partition
+  at most once (as one Kafka PartitionChangeRecord), so neither moves by more than one;
+* the ISR never becomes empty, holds only distinct replicas of the partition, changes only
+  through the partition's current leader at the current ``partition_epoch`` (Kafka's
+  AlterPartition check) or when the controller fences a broker, and grows only by unfenced
+  brokers.
 
 The controller fences a broker it has not heard from (Raft append-entries responses) for
 ``broker.session.timeout.ms``: it leaves every ISR it is not the last member of and its
@@ -297,8 +300,7 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         self.brokers[node_id] = {"host": host, "port": port, "rack": rack, "fenced": False}
         # a (re)started broker may have lost unflushed data: it leads nothing and rejoins the
         # ISRs through their leaders once it has caught up
-        self._leave(node_id)
-        self._elect_offline()
+        self._leave(node_id, registered=True)
         self._changed()
 
     @replicated  # type: ignore[untyped-decorator]
@@ -323,6 +325,11 @@ class ClusterState(SyncObj):  # type: ignore[misc]
             return int(ErrorCode.INVALID_UPDATE_VERSION)
         if leader not in isr or any(r not in ps.isr and not self.unfenced(r) for r in isr):
             return int(ErrorCode.INELIGIBLE_REPLICA)
+        replicas = self._replicas(topic, index)
+        if len(set(isr)) != len(isr) or any(r not in replicas for r in isr):
+            # Kafka's Replicas.validateIsr: a non-replica would never fetch, so the leader's
+            # high watermark would stop; a duplicate would count one replica twice
+            return int(ErrorCode.INVALID_REQUEST)
         ps.isr = list(isr)
         ps.partition_epoch += 1
         self._changed()
@@ -332,31 +339,33 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         t = self.md.topics.get(topic)
         return list(t.assignments[index]) if t is not None and index < t.partitions else []
 
-    def _leave(self, node_id: int) -> None:
-        for topic, parts in self.pstates.items():
-            for i, ps in enumerate(parts):
-                if node_id in ps.isr and len(ps.isr) > 1:
-                    ps.isr = [r for r in ps.isr if r != node_id]
-                    ps.partition_epoch += 1
-                if ps.leader == node_id:
-                    ps.leader = next(
-                        (
-                            r
-                            for r in self._replicas(topic, i)
-                            if r != node_id and r in ps.isr and self.unfenced(r)
-                        ),
-                        -1,
-                    )
-                    ps.leader_epoch += 1
-                    ps.partition_epoch += 1
+    def _elect(self, replicas: list[int], isr: list[int], other_than: int = -1) -> int:
+        """The first live ISR member in assignment order (never outside the ISR), or -1."""
+        return next((r for r in replicas if r != other_than and r in isr and self.unfenced(r)), -1)
 
-    def _elect_offline(self) -> None:
+    def _leave(self, node_id: int, *, registered: bool = False) -> None:
+        """``node_id`` leaves every ISR it is not the last member of and hands over what it leads.
+
+        With ``registered`` (it registered again, unfenced) every partition left without a
+        leader elects one from its ISR, this broker included: a restarted sole ISR member leads
+        again. Each partition changes at most once per apply, as one Kafka PartitionChangeRecord:
+        the leader epoch goes up by one when the leader changes or is elected again, the
+        partition epoch by one when the leader or the ISR changes.
+        """
         for topic, parts in self.pstates.items():
             for i, ps in enumerate(parts):
-                if ps.leader != -1:
-                    continue
-                new = next((r for r in self._replicas(topic, i) if r in ps.isr and self.unfenced(r)), -1)
-                if new != -1:
-                    ps.leader = new
-                    ps.leader_epoch += 1
+                replicas = self._replicas(topic, i)
+                isr = ps.isr
+                if node_id in isr and len(isr) > 1:
+                    isr = [r for r in isr if r != node_id]
+                leader = ps.leader
+                if leader == node_id:
+                    leader = self._elect(replicas, isr, other_than=node_id)
+                if leader == -1 and registered:
+                    leader = self._elect(replicas, isr)
+                new_epoch = leader != ps.leader or ps.leader == node_id
+                if new_epoch or isr != ps.isr:
                     ps.partition_epoch += 1
+                if new_epoch:
+                    ps.leader_epoch += 1
+                ps.leader, ps.isr = leader, isr

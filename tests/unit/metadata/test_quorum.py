@@ -27,6 +27,7 @@ from framework.metadata.store import MetadataStore, TopicInfo
 from framework.protocol.errors import ErrorCode
 
 OK = 0
+INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
 FENCED_LEADER_EPOCH = int(ErrorCode.FENCED_LEADER_EPOCH)
 INVALID_UPDATE_VERSION = int(ErrorCode.INVALID_UPDATE_VERSION)
 INELIGIBLE_REPLICA = int(ErrorCode.INELIGIBLE_REPLICA)
@@ -223,6 +224,27 @@ def test_alter_isr_may_not_add_a_fenced_or_unknown_broker(three: Replica) -> Non
     assert q.alter_isr([1, 2, 3]) == OK
 
 
+def test_alter_isr_may_not_add_a_broker_that_is_not_a_replica(three: Replica) -> None:
+    """An unfenced broker outside the assignment would never fetch, so the leader's high
+    watermark would stop (Kafka's Replicas.validateIsr: INVALID_REQUEST)."""
+    q = three
+    q.register(4)
+    assert q.create_topic("two", [[1, 2]]) is None
+    state = q.snapshot("two")
+    assert q.alter_isr([1, 2, 4], topic="two") == INVALID_REQUEST
+    assert q.alter_isr([1, 3], topic="two") == INVALID_REQUEST  # 3 is live, not a replica
+    assert q.ps("two") == state
+    assert q.alter_isr([1], topic="two") == OK
+
+
+@pytest.mark.parametrize("isr", [[1, 1], [1, 2, 2], [1, 2, 3, 1]])
+def test_alter_isr_with_a_replica_twice_is_refused(three: Replica, isr: list[int]) -> None:
+    q = three
+    state, changes = q.snapshot(), q.changes
+    assert q.alter_isr(isr) == INVALID_REQUEST
+    assert q.ps() == state and q.changes == changes
+
+
 def test_alter_isr_of_an_unknown_partition(three: Replica) -> None:
     q = three
     assert q.apply("alter_isr", "t", 1, 1, 0, 0, [1]) == UNKNOWN
@@ -324,8 +346,16 @@ def test_a_restarted_sole_isr_leader_leads_again_at_a_new_epoch(three: Replica) 
     q.register(1)
     ps = q.ps()
     assert ps.leader == 1 and ps.isr == [1]
-    assert ps.leader_epoch > before.leader_epoch
-    assert ps.partition_epoch > before.partition_epoch
+    # one apply, one change: each epoch moves by exactly one (not once for leaving, once more
+    # for the re-election)
+    assert ps.leader_epoch == before.leader_epoch + 1
+    assert ps.partition_epoch == before.partition_epoch + 1
+
+
+def test_fencing_a_leader_in_a_larger_isr_is_one_partition_change(three: Replica) -> None:
+    q = three
+    q.fence(1)
+    assert q.ps() == PartitionState(2, 1, [2, 3], 1)
 
 
 def test_init_cluster_sets_the_id_once(q: Replica) -> None:
@@ -347,7 +377,7 @@ commands = st.lists(
             st.integers(0, 3),  # proposer: 0 = the current leader
             st.integers(-1, 0),  # leader epoch offset
             st.integers(-1, 0),  # partition epoch offset
-            st.lists(st.integers(1, 3), min_size=0, max_size=3, unique=True),
+            st.lists(st.integers(1, 3), min_size=0, max_size=4),
         ),
     ),
     max_size=40,
@@ -364,11 +394,13 @@ def test_invariants_hold_in_any_order_of_commands(
 
     * the ISR is never empty and holds only replicas; the leader is -1 or an unfenced ISR member;
     * a partition is offline (-1) only when no ISR member is unfenced (nothing left to elect);
-    * epochs never decrease; a new leader comes with a larger leader epoch and was in the ISR
-      before (no unclean election); any change of leader or ISR bumps the partition epoch;
+    * epochs never decrease and move by at most one per command; a new leader comes with a
+      larger leader epoch and was in the ISR before (no unclean election); any change of
+      leader or ISR bumps the partition epoch;
     * the ISR grows only by unfenced brokers, and only through an accepted AlterPartition;
     * alter_isr succeeds exactly when proposed by the leader at its current leader and
-      partition epochs with itself in the new ISR and no fenced newcomer.
+      partition epochs with itself in the new ISR, only replicas, none twice and no fenced
+      newcomer.
     """
     q = Replica(tmp_path_factory.mktemp("quorum"))
     q.register(*sorted(first))
@@ -398,6 +430,8 @@ def test_invariants_hold_in_any_order_of_commands(
                 and d == 0
                 and proposer in isr
                 and all(r in before[a].isr or r not in fenced_before for r in isr)
+                and set(isr) <= set(ASSIGNMENTS[a])
+                and len(set(isr)) == len(isr)
             )
             assert (code == OK) == valid, (before[a], proposer, c, d, isr, code)
         for i, assigned in enumerate(ASSIGNMENTS):
@@ -408,6 +442,8 @@ def test_invariants_hold_in_any_order_of_commands(
             else:
                 assert not any(q.cs.unfenced(r) for r in ps.isr), ps
             assert ps.leader_epoch >= old.leader_epoch and ps.partition_epoch >= old.partition_epoch
+            assert ps.leader_epoch <= old.leader_epoch + 1, (cmd, old, ps)  # one change per apply
+            assert ps.partition_epoch <= old.partition_epoch + 1, (cmd, old, ps)
             if ps.leader != old.leader:
                 assert ps.leader_epoch > old.leader_epoch
                 assert ps.leader == -1 or ps.leader in old.isr, (old, ps)
