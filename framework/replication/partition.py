@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from framework.errors import NotEnoughReplicas, NotLeader, StoreError
+from framework.errors import NotEnoughReplicas, NotLeader, OffsetOutOfRange, StoreError
 from framework.protocol.errors import ErrorCode
 from framework.storage.log import AppendInfo, Log
 
@@ -178,7 +178,18 @@ class Partition:
 
     # -- leader: followers ------------------------------------------------------------------
     def follower_fetched(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
-        """A follower fetched at ``fetch_offset``: everything below it is on that follower."""
+        """A follower fetched at ``fetch_offset``: everything below it is on that follower.
+
+        Check, then apply: an offset outside [log start, log end] (a follower ahead of this
+        log has diverged from it) raises OffsetOutOfRange and changes nothing, as Kafka updates
+        a follower's fetch state only after a successful read.
+        """
+        lg = self.log
+        if not lg.log_start_offset <= fetch_offset <= lg.log_end_offset:
+            raise OffsetOutOfRange(
+                f"{self.topic}-{self.index}: replica {replica_id} fetched at {fetch_offset}, "
+                f"outside [{lg.log_start_offset}, {lg.log_end_offset}]"
+            )
         fs = self.followers.get(replica_id)
         if fs is None:
             if replica_id not in self.replicas:

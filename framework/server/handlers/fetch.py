@@ -86,17 +86,24 @@ def _read(
                 part.check_leader()  # no fetching from followers (KIP-392) yet
             if v >= 9:
                 part.check_epoch(fp.current_leader_epoch)
-            if replica >= 0:
+            # check the offset before anything is recorded (Kafka updates a follower's state
+            # only after a successful read); the answer still carries the log start and high
+            # watermark, from which a replica fetcher tells "behind" from "diverged"
+            in_range = lg.log_start_offset <= fp.fetch_offset <= lg.log_end_offset
+            if replica >= 0 and in_range:
                 # a follower: what it asks for is what it has; it may read past the high
                 # watermark, up to the log end
                 part.follower_fetched(replica, fp.fetch_offset, now)
-                upper = lg.log_end_offset
-            else:
-                upper = lg.high_watermark
             hw = lg.high_watermark
             pd.high_watermark = hw
             pd.last_stable_offset = hw
             pd.log_start_offset = lg.log_start_offset
+            if not in_range:
+                raise OffsetOutOfRange(
+                    f"{part.topic}-{part.index}: offset {fp.fetch_offset} outside "
+                    f"[{lg.log_start_offset}, {lg.log_end_offset}]"
+                )
+            upper = lg.log_end_offset if replica >= 0 else hw
             if budget > 0 and fp.partition_max_bytes > 0:
                 data = lg.read(fp.fetch_offset, min(fp.partition_max_bytes, budget), upper, total == 0)
                 if data:
@@ -105,8 +112,6 @@ def _read(
                     budget -= n
                     total += n
                     metrics.child(metrics.BYTES_OUT, part.topic).inc(n)
-            elif fp.fetch_offset < lg.log_start_offset or fp.fetch_offset > lg.log_end_offset:
-                raise OffsetOutOfRange()
         if pd.error_code:
             error = True
     return FetchResponse(session_id=0, responses=topics), total, error

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 from collections.abc import Callable, Coroutine, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -21,9 +21,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framework.errors import NotEnoughReplicas, NotLeader
+from framework.errors import NotEnoughReplicas, NotLeader, OffsetOutOfRange
+from framework.protocol.errors import ErrorCode
+from framework.protocol.messages.fetch import (
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    FetchTopic,
+    PartitionData,
+)
 from framework.replication import partition as partition_mod
 from framework.replication.partition import NotEnoughReplicasAfterAppend, Partition
+from framework.server.handlers import fetch as fetch_handler
 from framework.storage.log import Log
 from tests.unit.storage.support import NOW, batch, cfg, open_log, payload
 
@@ -438,6 +447,59 @@ def test_fetches_from_unknown_replicas_are_ignored(log: Log, quorum: Quorum, clo
     p = elect(log, quorum, isr=[1, 2])
     p.follower_fetched(9, 0, NOW)
     assert 9 not in p.followers and quorum.proposals == []
+
+
+def test_a_follower_fetching_outside_the_log_is_refused_and_not_recorded(
+    log: Log, quorum: Quorum, clock: Clock
+) -> None:
+    """Past the log end (a follower that diverged) or below the log start: OFFSET_OUT_OF_RANGE,
+    and the follower counts neither as caught up nor for the ISR or the high watermark (Kafka
+    updates follower state only after a successful read)."""
+    p = elect(log, quorum, isr=[1, 2])
+    produce(p, 10)
+    p.follower_fetched(2, 10, NOW)
+    before = replace(p.followers[3])
+    with pytest.raises(OffsetOutOfRange):
+        p.follower_fetched(3, 11, NOW + 1)
+    assert p.followers[3] == before and quorum.proposals == [] and p.high_watermark == 10
+    log.delete_records_before(5)
+    with pytest.raises(OffsetOutOfRange):
+        p.follower_fetched(3, 4, NOW + 2)
+    assert p.followers[3] == before
+    p.follower_fetched(3, 10, NOW + 3)  # at the log end: in range, caught up, proposed in
+    assert quorum.proposals == [(1, 1, [1, 2, 3])]
+
+
+def _fetch_as_follower(p: Partition, replica_id: int, offset: int) -> PartitionData:
+    """One partition of a Fetch (v12) from follower ``replica_id``, through the handler."""
+    ctx: Any = SimpleNamespace(
+        version=12,
+        partitions=SimpleNamespace(replica=lambda topic, index: p),
+        services=SimpleNamespace(stopping=asyncio.Event()),
+    )
+    fp = FetchPartition(
+        partition=0, current_leader_epoch=p.leader_epoch, fetch_offset=offset, partition_max_bytes=1 << 20
+    )
+    req = FetchRequest(replica_id=replica_id, topics=[FetchTopic(topic="events", partitions=[fp])])
+    resp = fetch_handler.handle(ctx, req)
+    assert isinstance(resp, FetchResponse)
+    return resp.responses[0].partitions[0]
+
+
+def test_the_fetch_handler_checks_a_followers_offset_before_recording_it(
+    log: Log, quorum: Quorum, clock: Clock
+) -> None:
+    p = elect(log, quorum, isr=[1, 2])
+    produce(p, 10)
+    p.follower_fetched(2, 10, NOW)
+    pd = _fetch_as_follower(p, 3, 11)
+    assert pd.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    # what the replica fetcher needs to tell "behind the log start" from "diverged"
+    assert (pd.log_start_offset, pd.high_watermark) == (0, 10)
+    assert p.followers[3].log_end_offset == -1 and quorum.proposals == []
+    pd = _fetch_as_follower(p, 3, 10)
+    assert pd.error_code == 0 and p.followers[3].log_end_offset == 10
+    assert quorum.proposals == [(1, 1, [1, 2, 3])]
 
 
 def test_without_a_quorum_nothing_is_proposed(log: Log, clock: Clock) -> None:
