@@ -198,6 +198,17 @@ class Group:
             names &= {n for n, _ in m.protocols}
         return bool(names)
 
+    def member(self, member_id: str, instance_id: str | None) -> tuple[Member | None, ErrorCode]:
+        """The member, or the error Kafka answers: FENCED_INSTANCE_ID when the static instance
+        id belongs to another (newer) member id, else UNKNOWN_MEMBER_ID."""
+        m = self.members.get(member_id)
+        if m is None:
+            fenced = instance_id is not None and instance_id in self.static_members
+            return None, E.FENCED_INSTANCE_ID if fenced else E.UNKNOWN_MEMBER_ID
+        if instance_id and self.static_members.get(instance_id) != member_id:
+            return None, E.FENCED_INSTANCE_ID
+        return m, E.NONE
+
     def subscribed_topics(self) -> set[str] | None:
         """Topics the members consume (consumer protocol only); None when unknown."""
         if self.protocol_type != "consumer" or not self.protocol_name:
@@ -538,13 +549,9 @@ class GroupCoordinator:
     def _join_known(self, g: Group, req: JoinRequest, fut: asyncio.Future[Any]) -> JoinResult | None:
         """A member rejoining with its member id; None when the answer comes through ``fut``."""
         member_id, instance_id = req.member_id, req.group_instance_id
-        m = g.members.get(member_id)
+        m, code = g.member(member_id, instance_id)
         if m is None:
-            if instance_id and instance_id in g.static_members:
-                return JoinResult(E.FENCED_INSTANCE_ID)
-            return JoinResult(E.UNKNOWN_MEMBER_ID)
-        if instance_id and g.static_members.get(instance_id) != member_id:
-            return JoinResult(E.FENCED_INSTANCE_ID)
+            return JoinResult(code)
         if g.is_(GroupState.PREPARING_REBALANCE):
             self._update_member(m, req, fut)
             self._maybe_complete_join(g)
@@ -687,13 +694,9 @@ class GroupCoordinator:
         g = self.groups.get(group_id)
         if g is None:
             return SyncResult(E.UNKNOWN_MEMBER_ID)
-        m = g.members.get(member_id)
+        m, code = g.member(member_id, group_instance_id)
         if m is None:
-            if group_instance_id and group_instance_id in g.static_members:
-                return SyncResult(E.FENCED_INSTANCE_ID)
-            return SyncResult(E.UNKNOWN_MEMBER_ID)
-        if group_instance_id and g.static_members.get(group_instance_id) != member_id:
-            return SyncResult(E.FENCED_INSTANCE_ID)
+            return SyncResult(code)
         if generation != g.generation:
             return SyncResult(E.ILLEGAL_GENERATION)
         if (protocol_type and protocol_type != g.protocol_type) or (
@@ -735,13 +738,9 @@ class GroupCoordinator:
         g = self.groups.get(group_id)
         if g is None:
             return E.UNKNOWN_MEMBER_ID
-        m = g.members.get(member_id)
+        m, code = g.member(member_id, group_instance_id)
         if m is None:
-            if group_instance_id and group_instance_id in g.static_members:
-                return E.FENCED_INSTANCE_ID
-            return E.UNKNOWN_MEMBER_ID
-        if group_instance_id and g.static_members.get(group_instance_id) != member_id:
-            return E.FENCED_INSTANCE_ID
+            return code
         if g.is_(GroupState.EMPTY, GroupState.DEAD):
             return E.UNKNOWN_MEMBER_ID
         if generation != g.generation:
@@ -807,13 +806,9 @@ class GroupCoordinator:
             pass  # simple (standalone) consumer or admin commit: no members to check against
         elif generation >= 0 or member_id or group_instance_id:
             # as Kafka's validateOffsetCommit: member, then generation, then the group's state
-            m = g.members.get(member_id)
+            m, code = g.member(member_id, group_instance_id)
             if m is None:
-                if group_instance_id and group_instance_id in g.static_members:
-                    return all_(E.FENCED_INSTANCE_ID)
-                return all_(E.UNKNOWN_MEMBER_ID)
-            if group_instance_id and g.static_members.get(group_instance_id) != member_id:
-                return all_(E.FENCED_INSTANCE_ID)
+                return all_(code)
             if generation != g.generation:
                 return all_(E.ILLEGAL_GENERATION)
             if g.is_(GroupState.COMPLETING_REBALANCE):

@@ -22,6 +22,14 @@ BROKER_STATIC = (
 )
 
 
+def check_alterable(resource_type: int) -> None:
+    """Only topic configs change at run time; broker configs are static here."""
+    if resource_type == BROKER:
+        raise StoreError(BROKER_STATIC, ErrorCode.INVALID_REQUEST)
+    if resource_type != TOPIC:
+        raise StoreError(f"resource type {resource_type} is not supported", ErrorCode.INVALID_REQUEST)
+
+
 def handle(ctx: RequestContext, req: AlterConfigsRequest) -> object:
     out = []
     pending: list[tuple[AlterConfigsResourceResponse, Committed]] = []
@@ -31,12 +39,7 @@ def handle(ctx: RequestContext, req: AlterConfigsRequest) -> object:
         )
         out.append(r)
         with answer_errors(r):
-            if res.resource_type == BROKER:
-                raise StoreError(BROKER_STATIC, ErrorCode.INVALID_REQUEST)
-            if res.resource_type != TOPIC:
-                raise StoreError(
-                    f"resource type {res.resource_type} is not supported", ErrorCode.INVALID_REQUEST
-                )
+            check_alterable(res.resource_type)
             values = {c.name: c.value for c in res.configs if c.value is not None}
             prop = ctx.admin.alter_topic(
                 res.resource_name, values, replace=True, validate_only=req.validate_only

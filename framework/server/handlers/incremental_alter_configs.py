@@ -16,10 +16,9 @@ from framework.protocol.messages.incremental_alter_configs import (
 )
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors, when_committed
-from framework.server.handlers.alter_configs import BROKER_STATIC
+from framework.server.handlers.alter_configs import check_alterable
 
 API_KEY = 44
-TOPIC, BROKER = 2, 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
@@ -59,12 +58,7 @@ def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> object:
         )
         out.append(r)
         with answer_errors(r):
-            if res.resource_type == BROKER:
-                raise StoreError(BROKER_STATIC, ErrorCode.INVALID_REQUEST)
-            if res.resource_type != TOPIC:
-                raise StoreError(
-                    f"resource type {res.resource_type} is not supported", ErrorCode.INVALID_REQUEST
-                )
+            check_alterable(res.resource_type)
             t = ctx.cluster.topics.get(res.resource_name)
             if t is None:
                 raise UnknownTopicOrPartition(f"topic {res.resource_name!r} does not exist")
