@@ -235,9 +235,19 @@ class Partition:
 
     # -- role changes (from the metadata quorum) --------------------------------------------
     def apply_state(
-        self, leader: int, leader_epoch: int, isr: list[int], partition_epoch: int, replicas: list[int]
+        self,
+        leader: int,
+        leader_epoch: int,
+        isr: list[int],
+        partition_epoch: int,
+        replicas: list[int],
+        now_ms: int | None = None,
     ) -> str:
-        """Take the quorum's view; returns "leader", "follower" when the role or epoch changed, else ""."""
+        """Take the quorum's view; returns "leader", "follower" when the role or epoch changed, else "".
+
+        ``now_ms`` (default: the clock) is the time of an election: this broker's followers in
+        the ISR count as caught up then.
+        """
         self.replicas = replicas
         changed = leader != self.leader_id or leader_epoch != self.leader_epoch
         if partition_epoch != self.partition_epoch:
@@ -256,9 +266,9 @@ class Partition:
         if leader == self.node_id:
             # as Kafka: in-sync followers count as caught up at the election, so none is
             # dropped from the ISR before it could fetch once
-            now_ms = int(time.time() * 1000)
+            elected = int(time.time() * 1000) if now_ms is None else now_ms
             self.followers = {
-                r: FollowerState(last_caught_up_ms=now_ms if r in isr else 0)
+                r: FollowerState(last_caught_up_ms=elected if r in isr else 0)
                 for r in replicas
                 if r != self.node_id
             }

@@ -224,7 +224,14 @@ class ReplicaManager:
                     continue
                 p = parts[i] = self._new_replica(t, i)
             ps = states[i]
-            role = p.apply_state(ps.leader, ps.leader_epoch, ps.isr, ps.partition_epoch, list(replicas))
+            role = p.apply_state(
+                ps.leader,
+                ps.leader_epoch,
+                ps.isr,
+                ps.partition_epoch,
+                list(replicas),
+                now_ms=int(time.time() * 1000),
+            )
             if role:
                 self._unfollow(p)
                 if role == "follower" and ps.leader >= 0:

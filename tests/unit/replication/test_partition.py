@@ -3,8 +3,8 @@
 waiters, Kafka's ISR shrink and expand rules with one AlterPartition proposal in flight, and
 role changes from the metadata quorum (apply_state).
 
-The quorum is a recording ``alter_isr`` callable plus explicit ``apply_state`` calls; time is a
-fake clock (``now_ms`` arguments, and the module's ``time`` for the election in apply_state).
+The quorum is a recording ``alter_isr`` callable plus explicit ``apply_state`` calls; time is
+explicit: ``now_ms`` arguments, the election's included (no clock is patched).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from framework.protocol.messages.fetch import (
     FetchTopic,
     PartitionData,
 )
-from framework.replication import partition as partition_mod
 from framework.replication.partition import NotEnoughReplicasAfterAppend, Partition
 from framework.server.handlers import fetch as fetch_handler
 from framework.storage.log import Log
@@ -38,23 +37,6 @@ from tests.unit.storage.support import NOW, batch, cfg, open_log, payload
 
 LEADER = 1
 LAG = 10_000  # replica.lag.time.max.ms
-
-
-class Clock:
-    """The fake clock apply_state reads (through the module's ``time``) at an election."""
-
-    def __init__(self, now_ms: int = NOW) -> None:
-        self.now_ms = now_ms
-
-    def time(self) -> float:
-        return self.now_ms / 1000
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    c = Clock()
-    monkeypatch.setattr(partition_mod, "time", SimpleNamespace(time=c.time))
-    return c
 
 
 @dataclass
@@ -70,11 +52,11 @@ class Quorum:
         """The last proposal is applied: new ISR at partition epoch + 1."""
         _, epoch, isr = self.proposals[-1]
         assert epoch == p.partition_epoch
-        return p.apply_state(p.leader_id, p.leader_epoch, isr, epoch + 1, p.replicas)
+        return p.apply_state(p.leader_id, p.leader_epoch, isr, epoch + 1, p.replicas, now_ms=NOW)
 
     def set_isr(self, p: Partition, isr: list[int]) -> str:
         """The controller changes the ISR on its own (a fenced broker leaves it)."""
-        return p.apply_state(p.leader_id, p.leader_epoch, isr, p.partition_epoch + 1, p.replicas)
+        return p.apply_state(p.leader_id, p.leader_epoch, isr, p.partition_epoch + 1, p.replicas, now_ms=NOW)
 
 
 @pytest.fixture
@@ -109,9 +91,10 @@ def elect(
     isr: list[int] | None = None,
     leader_epoch: int = 1,
     partition_epoch: int = 1,
+    now_ms: int = NOW,
 ) -> Partition:
     p = follower_partition(lg, quorum, replicas)
-    role = p.apply_state(LEADER, leader_epoch, list(isr or p.replicas), partition_epoch, p.replicas)
+    role = p.apply_state(LEADER, leader_epoch, list(isr or p.replicas), partition_epoch, p.replicas, now_ms)
     assert role == "leader"
     return p
 
@@ -128,14 +111,14 @@ def quorum() -> Quorum:
 
 
 # -- the high watermark ------------------------------------------------------------------------
-def test_one_replica_high_watermark_follows_the_log_end(log: Log, quorum: Quorum, clock: Clock) -> None:
+def test_one_replica_high_watermark_follows_the_log_end(log: Log, quorum: Quorum) -> None:
     p = elect(log, quorum, replicas=[LEADER])
     assert produce(p, 3) == 3
     assert p.high_watermark == 3
     assert quorum.proposals == []
 
 
-def test_high_watermark_is_the_smallest_log_end_of_the_isr(log: Log, quorum: Quorum, clock: Clock) -> None:
+def test_high_watermark_is_the_smallest_log_end_of_the_isr(log: Log, quorum: Quorum) -> None:
     p = elect(log, quorum)
     produce(p, 10)
     assert p.high_watermark == 0  # nobody else has anything yet
@@ -152,7 +135,7 @@ def test_high_watermark_is_the_smallest_log_end_of_the_isr(log: Log, quorum: Quo
     assert p.high_watermark == 12
 
 
-def test_high_watermark_never_moves_back(log: Log, quorum: Quorum, clock: Clock) -> None:
+def test_high_watermark_never_moves_back(log: Log, quorum: Quorum) -> None:
     p = elect(log, quorum)
     produce(p, 10)
     p.follower_fetched(2, 10, NOW)
@@ -166,9 +149,7 @@ def test_high_watermark_never_moves_back(log: Log, quorum: Quorum, clock: Clock)
     assert p.high_watermark == 10
 
 
-def test_a_follower_outside_the_isr_does_not_hold_the_high_watermark(
-    log: Log, quorum: Quorum, clock: Clock
-) -> None:
+def test_a_follower_outside_the_isr_does_not_hold_the_high_watermark(log: Log, quorum: Quorum) -> None:
     p = elect(log, quorum, isr=[1, 2])
     produce(p, 10)
     p.follower_fetched(2, 10, NOW)
@@ -179,9 +160,7 @@ def test_a_follower_outside_the_isr_does_not_hold_the_high_watermark(
     assert p.high_watermark == 15
 
 
-def test_a_pending_isr_expansion_counts_for_the_high_watermark(
-    log: Log, quorum: Quorum, clock: Clock
-) -> None:
+def test_a_pending_isr_expansion_counts_for_the_high_watermark(log: Log, quorum: Quorum) -> None:
     """Kafka's "maximal ISR": once the leader proposed a follower in, it waits for it too, so
     the high watermark is safe whichever way the proposal is decided."""
     p = elect(log, quorum, isr=[1, 2])
@@ -202,9 +181,7 @@ def test_a_pending_isr_expansion_counts_for_the_high_watermark(
     assert p.high_watermark == 20
 
 
-def test_a_pending_isr_shrink_still_waits_for_the_follower_leaving(
-    log: Log, quorum: Quorum, clock: Clock
-) -> None:
+def test_a_pending_isr_shrink_still_waits_for_the_follower_leaving(log: Log, quorum: Quorum) -> None:
     p = elect(log, quorum)
     produce(p, 10)
     p.follower_fetched(3, 5, NOW)
@@ -224,7 +201,7 @@ def run(body: Callable[[], Coroutine[Any, Any, None]]) -> None:
 
 
 def test_acks_all_waiters_complete_exactly_when_the_high_watermark_passes_them(
-    log: Log, quorum: Quorum, clock: Clock
+    log: Log, quorum: Quorum
 ) -> None:
     async def body() -> None:
         p = elect(log, quorum)
@@ -248,7 +225,7 @@ def test_acks_all_waiters_complete_exactly_when_the_high_watermark_passes_them(
 
 
 def test_acks_all_is_refused_before_writing_when_the_isr_is_below_min_insync(
-    tmp_path: Path, quorum: Quorum, clock: Clock
+    tmp_path: Path, quorum: Quorum
 ) -> None:
     lg, _ = open_log(tmp_path / "events-0", cfg(min_insync_replicas=2))
     try:
@@ -262,7 +239,7 @@ def test_acks_all_is_refused_before_writing_when_the_isr_is_below_min_insync(
 
 
 def test_acks_all_waiter_fails_when_the_isr_shrank_below_min_insync_before_the_hw_passed(
-    tmp_path: Path, quorum: Quorum, clock: Clock
+    tmp_path: Path, quorum: Quorum
 ) -> None:
     lg, _ = open_log(tmp_path / "events-0", cfg(min_insync_replicas=2))
 
@@ -285,7 +262,7 @@ def test_acks_all_waiter_fails_when_the_isr_shrank_below_min_insync_before_the_h
 
 
 def test_acks_all_waiter_succeeds_when_the_isr_shrank_but_not_below_min_insync(
-    tmp_path: Path, quorum: Quorum, clock: Clock
+    tmp_path: Path, quorum: Quorum
 ) -> None:
     lg, _ = open_log(tmp_path / "events-0", cfg(min_insync_replicas=2))
 
@@ -304,16 +281,14 @@ def test_acks_all_waiter_succeeds_when_the_isr_shrank_but_not_below_min_insync(
         lg.close()
 
 
-def test_acks_all_waiters_fail_with_not_leader_when_leadership_moves(
-    log: Log, quorum: Quorum, clock: Clock
-) -> None:
+def test_acks_all_waiters_fail_with_not_leader_when_leadership_moves(log: Log, quorum: Quorum) -> None:
     async def body() -> None:
         p = elect(log, quorum)
         end = produce(p, 3, acks=-1)
         w = p.wait_replicated(end)
         assert w is not None
         p.follower_fetched(3, 2, NOW)  # a proposal in flight is dropped with the leadership
-        assert p.apply_state(2, 2, [2, 3], 2, [1, 2, 3]) == "follower"
+        assert p.apply_state(2, 2, [2, 3], 2, [1, 2, 3], NOW) == "follower"
         assert w.done()
         assert isinstance(w.exception(), NotLeader)
         assert not p.is_leader and p.followers == {} and p.pending_isr is None
@@ -324,12 +299,9 @@ def test_acks_all_waiters_fail_with_not_leader_when_leadership_moves(
 
 
 # -- ISR shrink ---------------------------------------------------------------------------------
-def test_a_new_leader_counts_in_sync_followers_as_caught_up_at_the_election(
-    log: Log, quorum: Quorum, clock: Clock
-) -> None:
-    clock.now_ms = NOW + 50_000
-    p = elect(log, quorum, replicas=[1, 2, 3, 4], isr=[1, 2, 3])
-    elected = clock.now_ms
+def test_a_new_leader_counts_in_sync_followers_as_caught_up_at_the_election(log: Log, quorum: Quorum) -> None:
+    elected = NOW + 50_000
+    p = elect(log, quorum, replicas=[1, 2, 3, 4], isr=[1, 2, 3], now_ms=elected)
     assert p.followers[2].last_caught_up_ms == elected
     assert p.followers[3].last_caught_up_ms == elected
     assert p.followers[4].last_caught_up_ms == 0  # out of the ISR: not caught up
@@ -339,7 +311,7 @@ def test_a_new_leader_counts_in_sync_followers_as_caught_up_at_the_election(
     assert quorum.proposals == [(1, 1, [LEADER])]
 
 
-def test_a_follower_fetching_at_the_log_end_stays_in_sync(log: Log, quorum: Quorum, clock: Clock) -> None:
+def test_a_follower_fetching_at_the_log_end_stays_in_sync(log: Log, quorum: Quorum) -> None:
     p = elect(log, quorum, isr=[1, 2])
     t = NOW
     for _ in range(5):
@@ -352,7 +324,7 @@ def test_a_follower_fetching_at_the_log_end_stays_in_sync(log: Log, quorum: Quor
 
 
 def test_a_follower_reaching_the_log_end_of_its_previous_fetch_is_caught_up_as_of_then(
-    log: Log, quorum: Quorum, clock: Clock
+    log: Log, quorum: Quorum
 ) -> None:
     """Kafka's Replica.updateFetchState: under steady production a follower never sees the
     current log end, but each fetch reaches the end as it was at the previous one."""
@@ -371,7 +343,7 @@ def test_a_follower_reaching_the_log_end_of_its_previous_fetch_is_caught_up_as_o
     assert p.followers[2].last_caught_up_ms == NOW + 1_000
 
 
-def test_a_follower_not_caught_up_for_the_lag_is_proposed_out(log: Log, quorum: Quorum, clock: Clock) -> None:
+def test_a_follower_not_caught_up_for_the_lag_is_proposed_out(log: Log, quorum: Quorum) -> None:
     p = elect(log, quorum)
     produce(p, 10)
     p.follower_fetched(2, 10, NOW)
@@ -392,25 +364,21 @@ def test_a_follower_not_caught_up_for_the_lag_is_proposed_out(log: Log, quorum: 
     assert p.isr == [1, 2] and p.pending_isr is None and p.partition_epoch == 2
 
 
-def test_shrink_never_drops_the_leader_or_a_lone_isr_and_only_as_leader(
-    log: Log, quorum: Quorum, clock: Clock
-) -> None:
+def test_shrink_never_drops_the_leader_or_a_lone_isr_and_only_as_leader(log: Log, quorum: Quorum) -> None:
     p = elect(log, quorum, isr=[LEADER])
     p.shrink_isr(NOW + 10 * LAG, LAG)
     assert quorum.proposals == []
     quorum.set_isr(p, [1, 2])
     p.shrink_isr(NOW + 10 * LAG, LAG)
     assert quorum.proposals == [(1, 2, [LEADER])]
-    p.apply_state(2, 2, [2], 3, [1, 2, 3])
+    p.apply_state(2, 2, [2], 3, [1, 2, 3], NOW)
     quorum.proposals.clear()
     p.shrink_isr(NOW + 20 * LAG, LAG)  # a follower proposes nothing
     assert quorum.proposals == []
 
 
 # -- ISR expand ---------------------------------------------------------------------------------
-def test_a_follower_is_proposed_back_once_it_reaches_the_high_watermark(
-    log: Log, quorum: Quorum, clock: Clock
-) -> None:
+def test_a_follower_is_proposed_back_once_it_reaches_the_high_watermark(log: Log, quorum: Quorum) -> None:
     p = elect(log, quorum, isr=[1, 2])
     produce(p, 10)
     p.follower_fetched(2, 10, NOW)
@@ -425,15 +393,13 @@ def test_a_follower_is_proposed_back_once_it_reaches_the_high_watermark(
     assert len(quorum.proposals) == 1  # in the ISR: nothing more to propose
 
 
-def test_expansion_also_waits_for_the_start_of_the_leaders_epoch(
-    log: Log, quorum: Quorum, clock: Clock
-) -> None:
+def test_expansion_also_waits_for_the_start_of_the_leaders_epoch(log: Log, quorum: Quorum) -> None:
     """A follower at the high watermark but before the offset where this leader's epoch
     starts may still hold the previous leader's divergent records there (Kafka's rule)."""
     p = follower_partition(log, quorum)
     log.append_as_leader(payload(batch(10)), NOW)  # records this broker had as a follower
     log.high_watermark = 5  # the previous leader's high watermark
-    assert p.apply_state(LEADER, 3, [1, 2], 7, [1, 2, 3]) == "leader"
+    assert p.apply_state(LEADER, 3, [1, 2], 7, [1, 2, 3], NOW) == "leader"
     assert p.epoch_start_offset == 10
     assert log.leader_epoch == 3
     assert p.high_watermark == 5
@@ -443,15 +409,13 @@ def test_expansion_also_waits_for_the_start_of_the_leaders_epoch(
     assert quorum.proposals == [(3, 7, [1, 2, 3])]
 
 
-def test_fetches_from_unknown_replicas_are_ignored(log: Log, quorum: Quorum, clock: Clock) -> None:
+def test_fetches_from_unknown_replicas_are_ignored(log: Log, quorum: Quorum) -> None:
     p = elect(log, quorum, isr=[1, 2])
     p.follower_fetched(9, 0, NOW)
     assert 9 not in p.followers and quorum.proposals == []
 
 
-def test_a_follower_fetching_outside_the_log_is_refused_and_not_recorded(
-    log: Log, quorum: Quorum, clock: Clock
-) -> None:
+def test_a_follower_fetching_outside_the_log_is_refused_and_not_recorded(log: Log, quorum: Quorum) -> None:
     """Past the log end (a follower that diverged) or below the log start: OFFSET_OUT_OF_RANGE,
     and the follower counts neither as caught up nor for the ISR or the high watermark (Kafka
     updates follower state only after a successful read)."""
@@ -486,9 +450,7 @@ def _fetch_as_follower(p: Partition, replica_id: int, offset: int) -> PartitionD
     return resp.responses[0].partitions[0]
 
 
-def test_the_fetch_handler_checks_a_followers_offset_before_recording_it(
-    log: Log, quorum: Quorum, clock: Clock
-) -> None:
+def test_the_fetch_handler_checks_a_followers_offset_before_recording_it(log: Log, quorum: Quorum) -> None:
     p = elect(log, quorum, isr=[1, 2])
     produce(p, 10)
     p.follower_fetched(2, 10, NOW)
@@ -502,7 +464,7 @@ def test_the_fetch_handler_checks_a_followers_offset_before_recording_it(
     assert quorum.proposals == [(1, 1, [1, 2, 3])]
 
 
-def test_without_a_quorum_nothing_is_proposed(log: Log, clock: Clock) -> None:
+def test_without_a_quorum_nothing_is_proposed(log: Log) -> None:
     p = Partition("events", 0, b"\x00" * 16, log, [1, 2], 1, 0, [1], node_id=1)
     p.follower_fetched(2, 0, NOW)
     p.shrink_isr(NOW + 10 * LAG, LAG)
@@ -510,7 +472,7 @@ def test_without_a_quorum_nothing_is_proposed(log: Log, clock: Clock) -> None:
 
 
 # -- one proposal in flight; apply_state ----------------------------------------------------------
-def test_only_one_isr_proposal_is_in_flight(log: Log, quorum: Quorum, clock: Clock) -> None:
+def test_only_one_isr_proposal_is_in_flight(log: Log, quorum: Quorum) -> None:
     p = elect(log, quorum, replicas=[1, 2, 3, 4], isr=[1, 2])
     p.follower_fetched(2, 0, NOW)
     p.follower_fetched(3, 0, NOW)
@@ -524,12 +486,12 @@ def test_only_one_isr_proposal_is_in_flight(log: Log, quorum: Quorum, clock: Clo
 
 
 def test_apply_state_clears_the_pending_isr_only_when_the_partition_epoch_changes(
-    log: Log, quorum: Quorum, clock: Clock
+    log: Log, quorum: Quorum
 ) -> None:
     p = elect(log, quorum, isr=[1, 2])
     p.follower_fetched(3, 0, NOW)
     assert p.pending_isr == [1, 2, 3]
-    assert p.apply_state(LEADER, 1, [1, 2], 1, [1, 2, 3]) == ""  # the same state again
+    assert p.apply_state(LEADER, 1, [1, 2], 1, [1, 2, 3], NOW) == ""  # the same state again
     assert p.pending_isr == [1, 2, 3]
     assert quorum.set_isr(p, [LEADER]) == ""  # another change won: the proposal is stale
     assert p.pending_isr is None and p.isr == [LEADER] and p.partition_epoch == 2
@@ -537,24 +499,24 @@ def test_apply_state_clears_the_pending_isr_only_when_the_partition_epoch_change
     assert quorum.proposals[-1] == (1, 2, [1, 3])  # proposed again, at the new epoch
 
 
-def test_apply_state_reports_role_changes(log: Log, quorum: Quorum, clock: Clock) -> None:
+def test_apply_state_reports_role_changes(log: Log, quorum: Quorum) -> None:
     p = follower_partition(log, quorum)
-    assert p.apply_state(2, 1, [1, 2, 3], 1, [1, 2, 3]) == "follower"
+    assert p.apply_state(2, 1, [1, 2, 3], 1, [1, 2, 3], NOW) == "follower"
     assert not p.is_leader
-    assert p.apply_state(2, 1, [1, 2], 2, [1, 2, 3]) == ""  # only the ISR changed
+    assert p.apply_state(2, 1, [1, 2], 2, [1, 2, 3], NOW) == ""  # only the ISR changed
     assert p.isr == [1, 2]
-    assert p.apply_state(LEADER, 2, [1, 2], 3, [1, 2, 3]) == "leader"
+    assert p.apply_state(LEADER, 2, [1, 2], 3, [1, 2, 3], NOW) == "leader"
     assert p.is_leader and p.leader_epoch == 2 and set(p.followers) == {2, 3}
-    assert p.apply_state(LEADER, 3, [1, 2], 4, [1, 2, 3]) == "leader"  # re-elected, new epoch
+    assert p.apply_state(LEADER, 3, [1, 2], 4, [1, 2, 3], NOW) == "leader"  # re-elected, new epoch
     assert log.leader_epoch == 3
 
 
-def test_election_wakes_long_polling_fetchers(log: Log, quorum: Quorum, clock: Clock) -> None:
+def test_election_wakes_long_polling_fetchers(log: Log, quorum: Quorum) -> None:
     async def body() -> None:
         p = follower_partition(log, quorum)
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         p.add_waiter(waiter)
-        p.apply_state(LEADER, 1, [1, 2, 3], 1, [1, 2, 3])
+        p.apply_state(LEADER, 1, [1, 2, 3], 1, [1, 2, 3], NOW)
         assert waiter.done()
 
     run(body)
