@@ -244,11 +244,46 @@ define(
 define(
     "broker.session.timeout.ms",
     "int",
-    9000,
+    3000,
     "A broker the controller has not heard from for this long is fenced: it leaves every ISR "
-    "and its partitions get new leaders.",
+    "and its partitions get new leaders. Shorter than Kafka's 9000 so that a crashed leader's "
+    "partitions fail over within 5 s; a broker stalled for longer (a long GC-like pause, "
+    "CPU starvation) is fenced too and rejoins when it resumes.",
     [B],
     validator=between(500, 600_000),
+)
+define(
+    "controlled.shutdown.enable",
+    "bool",
+    True,
+    "A clustered broker told to stop (SIGTERM) first asks the controller to move every "
+    "leadership it holds to an in-sync follower and leaves the ISRs, then stops.",
+    [B],
+)
+define(
+    "auto.leader.rebalance.enable",
+    "bool",
+    True,
+    "The controller moves leadership back to each partition's preferred replica (the first "
+    "of its assignment) when it is alive and in sync, as ElectLeaders(PREFERRED) does.",
+    [B],
+)
+define(
+    "leader.imbalance.check.interval.seconds",
+    "long",
+    300,
+    "How often the controller checks for partitions not led by their preferred replica.",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "leader.imbalance.per.broker.percentage",
+    "int",
+    10,
+    "The controller rebalances a broker's leaderships when more than this share of the "
+    "partitions it prefers to lead are led by others.",
+    [B],
+    validator=between(0, 100),
 )
 define(
     "replica.lag.time.max.ms",

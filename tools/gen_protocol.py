@@ -71,6 +71,7 @@ APIS = [
     "describe_cluster",
     "describe_producers",
     "describe_log_dirs",
+    "elect_leaders",
 ]
 DATA = ["consumer_protocol_subscription", "consumer_protocol_assignment"]
 

@@ -268,7 +268,8 @@ class OffsetsTopicStore:
             end = part.append_records(memoryview(batch), -1 if part.replicated else 1, now).last_offset + 1
         fut = part.wait_replicated(end) if part.replicated else None
         if fut is not None:
-            await asyncio.wait_for(fut, 30)
+            async with asyncio.timeout(30):
+                await fut
 
     async def write_offsets(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> None:
         await self._append(

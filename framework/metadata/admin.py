@@ -37,6 +37,9 @@ class Proposal(Generic[T]):
             self.committed.add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
+PREFERRED, UNCLEAN = 0, 1  # ElectLeaders election types
+
+
 class TopicDeletionDisabled(StoreError):
     code = ErrorCode.TOPIC_DELETION_DISABLED
 
@@ -114,3 +117,34 @@ class MetadataAdmin:
 
     def delete_stream(self, name: str) -> Proposal[StreamInfo]:
         return self._commit(self.store.plan_delete_stream(name))
+
+    # -- leader elections (ElectLeaders) ------------------------------------------------------
+    def elect_leader(self, topic: str, index: int, election_type: int) -> ErrorCode | asyncio.Future[Any]:
+        """Elect a partition's preferred replica (or, unclean, any live replica when no in-sync
+        one is alive): an error code at once, or a future of the quorum's answer (an error code).
+        A single node leads every partition: there is never an election to hold."""
+        t = self.cache.topics.get(topic)
+        if t is None or not 0 <= index < t.partitions:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if election_type not in (PREFERRED, UNCLEAN):
+            return ErrorCode.INVALID_REQUEST
+        quorum = self.cache.quorum
+        ps = self.cache.partition_state(topic, index)
+        if quorum is None or ps is None:
+            return ErrorCode.ELECTION_NOT_NEEDED
+        replicas = t.assignments[index]
+        if election_type == PREFERRED:
+            candidate = replicas[0]
+            if ps.leader == candidate:
+                return ErrorCode.ELECTION_NOT_NEEDED
+            if candidate not in ps.isr or not quorum.unfenced(candidate):
+                return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        else:
+            if ps.leader != -1 or any(quorum.unfenced(r) for r in ps.isr):
+                return ErrorCode.ELECTION_NOT_NEEDED
+            candidate = next((r for r in replicas if quorum.unfenced(r)), -1)
+            if candidate == -1:
+                return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+        return quorum.propose(
+            "elect_leader", topic, index, ps.leader_epoch, candidate, election_type == UNCLEAN
+        )

@@ -4,8 +4,8 @@ Every broker of a cluster is a voter of one Raft group (pysyncobj), listed in
 ``controller.quorum.voters``. Changes are proposed by any broker and applied, in log order, on
 every broker by the ``@replicated`` methods below; the Raft leader is the *controller*.
 
-Replicated state (rebuilt on start by replaying ``<data dir>/__cluster/raft.journal``; nothing
-else is persisted for it)::
+Replicated state (rebuilt on start from the latest snapshot, ``<data dir>/__cluster/raft.snapshot``,
+then the journal after it, ``raft.journal``; nothing else is persisted for it)::
 
     cluster_id
     md        the MetadataStore's streams and topics (the same changes a single node applies)
@@ -25,6 +25,11 @@ Invariants kept by the apply functions (deterministic: they read only replicated
   AlterPartition check) or when the controller fences a broker, and grows only by unfenced
   brokers.
 
+The journal is compacted (Raft log compaction) once it holds ``SNAPSHOT_EVERY`` entries: the
+state above is written to the snapshot file (pickled, replaced atomically by pysyncobj) and the
+journal keeps only what came after, so a long-lived cluster's journal and restart time stay
+bounded. A member too far behind receives the snapshot from the leader and restores it.
+
 The controller fences a broker it has not heard from (Raft append-entries responses) for
 ``broker.session.timeout.ms``: it leaves every ISR it is not the last member of and its
 partitions get new leaders. A restarted broker registers again before it leads anything.
@@ -34,9 +39,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import pickle
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +88,12 @@ def parse_voters(items: list[str]) -> dict[int, str]:
     return voters
 
 
+SNAPSHOT_EVERY = 1000  # journal entries that trigger a snapshot (log compaction)
+SNAPSHOT_MAX_AGE_S = 3600  # and at least this often when anything changed
+SNAPSHOT_FORMAT = 1
+STALL_S = 1.0  # a gap between two duty rounds (every 0.2 s) longer than this: the process was paused
+
+
 class QuorumError(StoreError):
     code = ErrorCode.REQUEST_TIMED_OUT
 
@@ -112,25 +125,33 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         self._registering = False
         self._registered_once = False
         self._next_control = 0.0
+        self._last_duty = 0.0
+        self._next_rebalance = 0.0
+        self._electing: set[tuple[str, int]] = set()
+        self.shutting_down = False  # controlled shutdown: fenced on purpose, does not re-register
         self.endpoint = endpoint  # (host, port, rack) this broker registers
         conf = SyncObjConf(
             autoTick=False,
             journalFile=str(directory / "raft.journal"),
-            # the metadata log is small (topic and leadership changes): it is replayed whole
-            logCompactionMinEntries=2**62,
-            logCompactionMinTime=2**62,
+            fullDumpFile=str(directory / "raft.snapshot"),
+            serializer=self._write_snapshot,
+            deserializer=self._read_snapshot,
+            logCompactionMinEntries=SNAPSHOT_EVERY,
+            logCompactionMinTime=SNAPSHOT_MAX_AGE_S,
             useFork=False,
             dynamicMembershipChange=False,
             commandsWaitLeader=True,
             connectionRetryTime=0.5,
             connectionTimeout=3.0,
-            raftMinTimeout=1.0,
-            raftMaxTimeout=2.5,
+            # a crashed controller is replaced within 0.8-1.6 s, then fences the broker after
+            # broker.session.timeout.ms: failover stays under 5 s at the defaults
+            raftMinTimeout=0.8,
+            raftMaxTimeout=1.6,
             maxBindRetries=3,
             bindRetryTime=0.5,
         )
-        # replicated state (attributes set before SyncObj.__init__ are not part of snapshots,
-        # which are disabled: the journal is the state)
+        # replicated state (written to snapshots by _write_snapshot, not by pysyncobj's pickling
+        # of attributes: it is set before SyncObj.__init__ for that reason)
         self.cluster_id = ""
         self.brokers: dict[int, dict[str, Any]] = {}
         self.pstates: dict[str, list[PartitionState]] = {}
@@ -144,6 +165,34 @@ class ClusterState(SyncObj):  # type: ignore[misc]
                 "is another broker using it?"
             ) from None
         self._start_commit = self.raftCommitIndex
+
+    # -- snapshots (Raft log compaction; called by pysyncobj on the event loop) ----------------
+    def _write_snapshot(self, path: str, raft: tuple[Any, ...]) -> None:
+        state = {
+            "cluster_id": self.cluster_id,
+            "brokers": self.brokers,
+            "pstates": {t: [astuple(ps) for ps in parts] for t, parts in self.pstates.items()},
+            "version": self.version,
+            "metadata": self.md.snapshot(),
+        }
+        with open(path, "wb") as fh:
+            pickle.dump((SNAPSHOT_FORMAT, state, raft), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def _read_snapshot(self, path: str) -> tuple[Any, ...]:
+        with open(path, "rb") as fh:
+            fmt, state, raft = pickle.load(fh)  # noqa: S301 (our own file, in our data dir)
+        if fmt != SNAPSHOT_FORMAT:
+            raise StoreError(f"{path}: unknown snapshot format {fmt!r}")
+        self.cluster_id = state["cluster_id"]
+        self.brokers = state["brokers"]
+        self.pstates = {t: [PartitionState(*ps) for ps in parts] for t, parts in state["pstates"].items()}
+        self.version = state["version"]
+        self.md.restore(state["metadata"])
+        self.md.cluster_id = self.cluster_id or self.md.cluster_id
+        self.on_change()
+        return tuple(raft)
 
     # -- queries ---------------------------------------------------------------------------
     @property
@@ -192,22 +241,26 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         getattr(self, method)(*args, callback=done)
         return fut
 
-    def submit_metadata(self, op: str, arg: dict[str, Any]) -> asyncio.Future[Any]:
-        """Propose a metadata change, again while the quorum elects a new leader (up to 15 s)."""
-        return asyncio.ensure_future(self._submit_retrying(op, arg))
+    async def propose_retrying(self, method: str, *args: Any, timeout: float = 15.0) -> Any:
+        """Propose a change, again while the quorum elects a new leader (up to ``timeout`` s).
 
-    async def _submit_retrying(self, op: str, arg: dict[str, Any]) -> Any:
+        Only for idempotent changes: after a leader change the first proposal may or may not
+        be in the log, and applying it twice must do no harm.
+        """
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + 15
+        deadline = loop.time() + timeout
         while True:
             try:
-                return await self.propose("change_metadata", op, arg)
+                return await self.propose(method, *args)
             except QuorumError:
-                # the leader changed before committing it: the change may or may not be in the
-                # log; applying it twice is harmless (a topic's creation is idempotent by id)
                 if loop.time() + 0.2 >= deadline:
                     raise
                 await asyncio.sleep(0.2)
+
+    def submit_metadata(self, op: str, arg: dict[str, Any]) -> asyncio.Future[Any]:
+        """Propose a metadata change, again while the quorum elects a new leader (up to 15 s);
+        applying it twice is harmless (a topic's creation is idempotent by id)."""
+        return asyncio.ensure_future(self.propose_retrying("change_metadata", op, arg))
 
     async def run(self, interval: float = 0.01) -> None:
         """Drive Raft from the event loop (no thread: applies run on the loop)."""
@@ -225,8 +278,19 @@ class ClusterState(SyncObj):  # type: ignore[misc]
     def _duties(self, now: float) -> None:
         if not self.replayed:
             return
+        stalled = now - self._last_duty
+        self._last_duty = now
+        if self._controller_since is not None and stalled > STALL_S:
+            # this process was paused (SIGSTOP, a stalled VM): what it last heard of the others
+            # is stale, so it judges them afresh from now, as a newly elected controller does
+            log.info("metadata quorum: no tick for %.1f s; session clocks restart", stalled)
+            self._controller_since = now
         me = self.brokers.get(self.node_id)
-        if not self._registering and (not self._registered_once or me is None or me["fenced"]):
+        if (
+            not self.shutting_down
+            and not self._registering
+            and (not self._registered_once or me is None or me["fenced"])
+        ):
             self._register()
         if not self.is_controller:
             self._controller_since = None
@@ -250,6 +314,87 @@ class ClusterState(SyncObj):  # type: ignore[misc]
                 )
                 self._fencing.add(nid)
                 self.fence_broker(nid, callback=lambda _r, _e, n=nid: self._fencing.discard(n))
+        self._elect_unclean()
+        if self.md.broker["auto.leader.rebalance.enable"] and now >= self._next_rebalance:
+            self._next_rebalance = now + int(self.md.broker["leader.imbalance.check.interval.seconds"])
+            self._rebalance_leaders()
+
+    # -- controller: elections ----------------------------------------------------------------
+    def preferred_candidates(self, only: set[tuple[str, int]] | None = None) -> list[tuple[str, int, int]]:
+        """(topic, partition, preferred replica) where that replica is live, in sync and not leading."""
+        out = []
+        for topic, parts in self.pstates.items():
+            for i, ps in enumerate(parts):
+                if only is not None and (topic, i) not in only:
+                    continue
+                replicas = self._replicas(topic, i)
+                if (
+                    replicas
+                    and replicas[0] != ps.leader
+                    and replicas[0] in ps.isr
+                    and self.unfenced(replicas[0])
+                ):
+                    out.append((topic, i, replicas[0]))
+        return out
+
+    def _rebalance_leaders(self) -> None:
+        """Kafka's auto leader rebalance: for each broker whose share of preferred partitions led
+        by others exceeds leader.imbalance.per.broker.percentage, elect it where it can lead."""
+        preferred: dict[int, int] = {}
+        not_led: dict[int, int] = {}
+        for topic, parts in self.pstates.items():
+            for i, ps in enumerate(parts):
+                replicas = self._replicas(topic, i)
+                if replicas:
+                    preferred[replicas[0]] = preferred.get(replicas[0], 0) + 1
+                    if ps.leader != replicas[0]:
+                        not_led[replicas[0]] = not_led.get(replicas[0], 0) + 1
+        limit = int(self.md.broker["leader.imbalance.per.broker.percentage"]) / 100
+        brokers = {b for b, n in not_led.items() if n / preferred[b] > limit}
+        for topic, i, candidate in self.preferred_candidates():
+            if candidate in brokers:
+                self._propose_election(topic, i, candidate, unclean=False, why="preferred replica")
+
+    def _elect_unclean(self) -> None:
+        """Partitions without a leader and no live ISR member, whose topic allows it, get a live
+        out-of-sync replica as leader (unclean.leader.election.enable): records it lacks are lost."""
+        for topic, parts in self.pstates.items():
+            t = self.md.topics.get(topic)
+            if t is None:
+                continue
+            for i, ps in enumerate(parts):
+                if ps.leader != -1 or any(self.unfenced(r) for r in ps.isr):
+                    continue
+                if not self.md.topic_config_values(t)["unclean.leader.election.enable"][0]:
+                    break
+                candidate = next((r for r in t.assignments[i] if self.unfenced(r)), -1)
+                if candidate != -1:
+                    self._propose_election(topic, i, candidate, unclean=True, why="unclean election")
+
+    def _propose_election(self, topic: str, index: int, candidate: int, *, unclean: bool, why: str) -> None:
+        key = (topic, index)
+        ps = self.partition_state(topic, index)
+        if key in self._electing or ps is None:
+            return
+        if unclean:
+            log.warning(
+                "%s-%d: no in-sync replica is alive; unclean leader election makes broker %d the "
+                "leader: records it does not have are lost (unclean.leader.election.enable=true)",
+                topic,
+                index,
+                candidate,
+            )
+        else:
+            log.info("%s-%d: electing broker %d as leader (%s)", topic, index, candidate, why)
+        self._electing.add(key)
+        self.elect_leader(
+            topic,
+            index,
+            ps.leader_epoch,
+            candidate,
+            unclean,
+            callback=lambda _r, _e: self._electing.discard(key),
+        )
 
     def _register(self) -> None:
         host, port, rack = self.endpoint
@@ -311,6 +456,39 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         b["fenced"] = True
         self._leave(node_id)
         self._changed()
+
+    @replicated  # type: ignore[untyped-decorator]
+    def elect_leader(self, topic: str, index: int, leader_epoch: int, candidate: int, unclean: bool) -> int:
+        """Make ``candidate`` the leader (ElectLeaders, auto rebalance, unclean election).
+
+        Decided on the controller's view; checked again here against the state it was decided
+        on (the leader epoch): a preferred leader must be live and in the ISR; an unclean one
+        live, and only while no ISR member is, and it becomes the whole ISR.
+        """
+        ps = self.partition_state(topic, index)
+        if ps is None:
+            return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if ps.leader_epoch != leader_epoch:
+            return int(ErrorCode.FENCED_LEADER_EPOCH)
+        if ps.leader == candidate:
+            return int(ErrorCode.ELECTION_NOT_NEEDED)
+        if candidate not in self._replicas(topic, index) or not self.unfenced(candidate):
+            return int(
+                ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+                if unclean
+                else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+            )
+        if unclean:
+            if ps.leader != -1 or any(self.unfenced(r) for r in ps.isr):
+                return int(ErrorCode.ELECTION_NOT_NEEDED)
+            ps.isr = [candidate]
+        elif candidate not in ps.isr:
+            return int(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE)
+        ps.leader = candidate
+        ps.leader_epoch += 1
+        ps.partition_epoch += 1
+        self._changed()
+        return 0
 
     @replicated  # type: ignore[untyped-decorator]
     def alter_isr(

@@ -154,16 +154,31 @@ class MetadataStore:
             self.cluster_id = self.broker["cluster.id"] or new_cluster_id()
             self._persist()
 
-    def _persist(self) -> None:
-        if not self.persist:
-            return
-        doc = {
+    def snapshot(self) -> dict[str, Any]:
+        """The whole state as plain data (the metadata.json document; the quorum's snapshots)."""
+        return {
             "version": 1,
             "cluster_id": self.cluster_id,
             "streams": [asdict(s) for s in self.streams.values()],
             "topics": [asdict(t) for t in self.topics.values()],
         }
-        write_durably(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
+
+    def restore(self, doc: dict[str, Any]) -> None:
+        """Replace the whole state with a snapshot's (a lagging cluster member catching up)."""
+        streams = [StreamInfo(**st) for st in doc.get("streams", [])]
+        topics = [TopicInfo(**t) for t in doc.get("topics", [])]
+        with self._lock:
+            self.cluster_id = str(doc.get("cluster_id", ""))
+            self.streams = {st.name: st for st in streams}
+            self.topics = {t.name: t for t in topics}
+            self.topics_by_id = {t.id_bytes: t for t in topics}
+            self._persist()
+        self._notify("restored", "")
+
+    def _persist(self) -> None:
+        if not self.persist:
+            return
+        write_durably(self.path, json.dumps(self.snapshot(), indent=1, sort_keys=True).encode())
 
     def _notify(self, event: str, name: str) -> None:
         for fn in list(self.listeners):

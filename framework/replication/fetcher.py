@@ -19,7 +19,6 @@ make the follower wait for the metadata change that will reassign it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import struct
 import time
@@ -109,10 +108,10 @@ class ReplicaFetcher:
             del self.parts[key]
             self.truncate.discard(key)
 
-    async def stop(self) -> None:
+    async def stop(self, timeout: float = 1.0) -> None:
+        """Cancel the fetch loop and wait for it (bounded): a stuck read cannot hold a stop up."""
         self.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.task
+        await asyncio.wait({self.task}, timeout=timeout)
         self._close()
 
     # -- the loop --------------------------------------------------------------------------
@@ -127,7 +126,8 @@ class ReplicaFetcher:
                 await asyncio.sleep(self.backoff)
                 continue
             try:
-                self.reader, self.writer = await asyncio.wait_for(asyncio.open_connection(*addr), 5)
+                async with asyncio.timeout(5):
+                    self.reader, self.writer = await asyncio.open_connection(*addr)
                 while self.parts:
                     if self.truncate:
                         await self._truncate()
@@ -164,9 +164,12 @@ class ReplicaFetcher:
         self.corr += 1
         client_id = f"replica-{self.node_id}"
         self.writer.write(encode_request(req.API_KEY, version, self.corr, client_id, req))
-        head = await asyncio.wait_for(self.reader.readexactly(4), timeout)
-        (size,) = struct.unpack(">i", head)
-        data = await asyncio.wait_for(self.reader.readexactly(size), timeout)
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that
+        # arrives as the read completes (CPython gh-86296), and the fetcher would never stop
+        async with asyncio.timeout(timeout):
+            head = await self.reader.readexactly(4)
+            (size,) = struct.unpack(">i", head)
+            data = await self.reader.readexactly(size)
         return decode_response(data, self.corr, req.API_KEY, version, response_cls)
 
     # -- truncation (KIP-101 / KIP-279) ------------------------------------------------------

@@ -40,6 +40,11 @@ class NotEnoughReplicasAfterAppend(StoreError):
     code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
 
+def _outcome_seen(fut: asyncio.Future[None]) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
 @dataclass(slots=True)
 class FollowerState:
     log_end_offset: int = -1
@@ -129,6 +134,9 @@ class Partition:
         if self.log.high_watermark >= end_offset:
             return None
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # its waiter may be gone (connection closed, request timed out): the outcome is then
+        # nobody's business, and must not be reported as "exception was never retrieved"
+        fut.add_done_callback(_outcome_seen)
         self._acks.append((end_offset, fut))
         return fut
 

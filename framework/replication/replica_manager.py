@@ -40,6 +40,7 @@ log = logging.getLogger("sftraffic.replicas")
 # (partition index, leading) for a watched topic
 LeadershipListener = Callable[[int, bool], None]
 Periodic = tuple[int, Callable[[], None]]
+ISR_RETRY_BACKOFF_S = 1.0  # after a refused ISR change, the partition waits this long to propose again
 
 
 def _log_failure(what: str) -> Callable[[asyncio.Task[Any]], None]:
@@ -71,6 +72,8 @@ class ReplicaManager:
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._listeners: dict[str, list[LeadershipListener]] = {}
         self._reconcile_due = False
+        self._cleaning: asyncio.Task[Any] | None = None
+        self._isr_backoff: dict[tuple[str, int], float] = {}  # partition -> no proposal before
         self.fetcher_settings = FetcherSettings.from_config(node_id, config)
 
     # -- look-ups for handlers ---------------------------------------------------------------
@@ -276,6 +279,14 @@ class ReplicaManager:
     def _alter_isr(self, p: Partition, isr: list[int]) -> None:
         quorum = self.cache.quorum
         assert quorum is not None
+        key = (p.topic, p.index)
+        now = time.monotonic()
+        joining = [r for r in isr if r not in p.isr]
+        if now < self._isr_backoff.get(key, 0.0) or not all(self.cache.is_live(r) for r in joining):
+            # a fenced broker still fetching (stopping, or paused and resumed) cannot rejoin, and a
+            # refused proposal is not repeated at every fetch: the quorum log stays quiet
+            p.pending_isr = None
+            return
         epoch = p.partition_epoch
         log.info("%s-%d: proposing ISR %s (was %s)", p.topic, p.index, isr, p.isr)
         fut = quorum.propose("alter_isr", p.topic, p.index, self.node_id, p.leader_epoch, epoch, isr)
@@ -285,6 +296,7 @@ class ReplicaManager:
             code = f.result() if err is None and not f.cancelled() else -1
             if code != 0:
                 log.info("%s-%d: ISR change to %s not applied (%s)", p.topic, p.index, isr, err or code)
+                self._isr_backoff[key] = time.monotonic() + ISR_RETRY_BACKOFF_S
                 if p.partition_epoch == epoch:
                     p.pending_isr = None
 
@@ -306,10 +318,11 @@ class ReplicaManager:
         return tasks
 
     def clean(self) -> None:
-        if self.cleaner.running:
+        if self.cleaner.running or self.cleaner.stopping.is_set():
             return
         task = asyncio.get_running_loop().create_task(self.cleaner.run_once(list(self.logs.logs.values())))
         task.add_done_callback(_log_failure("log cleaner"))
+        self._cleaning = task
 
     def enforce_retention(self) -> None:
         if self.cleaner.running:
@@ -346,8 +359,11 @@ class ReplicaManager:
             if p.replicated:
                 p.shrink_isr(now, lag)
 
-    async def stop(self) -> None:
-        """Stop every replica fetcher (the broker shuts the logs down after)."""
-        for f in list(self._fetchers.values()):
-            await f.stop()
-        self._fetchers.clear()
+    async def stop(self, timeout: float = 1.0) -> None:
+        """Stop the replica fetchers and the cleaner, each bounded (the broker closes the logs after)."""
+        self.cleaner.stop()
+        fetchers, self._fetchers = list(self._fetchers.values()), {}
+        await asyncio.gather(*(f.stop(timeout) for f in fetchers))
+        if self._cleaning is not None and not self._cleaning.done():
+            # the worker thread ends at its next batch; a swap in progress finishes on the loop
+            await asyncio.wait({self._cleaning}, timeout=timeout)

@@ -42,6 +42,9 @@ from framework.storage.log_manager import LogManager
 
 log = logging.getLogger("sftraffic.broker")
 
+SHUTDOWN_S = 5.0  # SIGTERM to exit, at most (then force_stop)
+CONTROLLED_SHUTDOWN_S = 3.0  # of which handing over leaderships, at most
+
 
 def split_host_port(text: str, what: str = "listener") -> tuple[str, int]:
     host, sep, port = text.strip().rpartition(":")
@@ -181,22 +184,70 @@ class Broker:
 
     # -- stopping ----------------------------------------------------------------------------
     async def stop(self) -> None:
-        self.stopping.set()
+        """Stop in order: controlled shutdown (cluster), listener, background work, quorum, logs.
+
+        Each step is bounded; the caller bounds the whole (``SHUTDOWN_S``) and calls
+        :meth:`force_stop` when it runs out.
+        """
+        t0 = time.monotonic()
+        self.stopping.set()  # long-polling fetches answer now
+        if self.cache.quorum is not None and self.config["controlled.shutdown.enable"]:
+            await self._controlled_shutdown(CONTROLLED_SHUTDOWN_S)
         self.listener.close()
         await self._close_parts()
-        await self.listener.wait_closed(2)
-        log.info("broker %d stopped cleanly", self.node_id)
+        await self.listener.wait_closed(0.5)
+        log.info("broker %d stopped cleanly in %.1f s", self.node_id, time.monotonic() - t0)
+
+    async def _controlled_shutdown(self, timeout: float) -> None:
+        """Hand every leadership to an in-sync follower and leave the ISRs before stopping.
+
+        The broker proposes its own fencing (Kafka's controlled shutdown): once applied, its
+        partitions have new leaders elected from their ISRs, so producers see retriable
+        NOT_LEADER_OR_FOLLOWER answers and move on instead of waiting out a session timeout.
+        """
+        quorum = self.cache.quorum
+        assert quorum is not None
+        leading = sum(1 for p in self.replicas.all_partitions() if p.is_leader and p.replicated)
+        log.info("broker %d: controlled shutdown, handing over %d leadership(s)", self.node_id, leading)
+        quorum.shutting_down = True
+        try:
+            async with asyncio.timeout(timeout):
+                await quorum.propose_retrying("fence_broker", self.node_id, timeout=timeout)
+        except (TimeoutError, StoreError) as exc:
+            log.warning("broker %d: controlled shutdown incomplete (%s); stopping anyway", self.node_id, exc)
+            return
+        self.replicas.reconcile()  # the new leaders take over here too, before the listener closes
+        left = [
+            f"{p.topic}-{p.index}" for p in self.replicas.all_partitions() if p.is_leader and p.replicated
+        ]
+        if left:
+            log.warning(
+                "broker %d: no in-sync follower could take over %s", self.node_id, ", ".join(left[:10])
+            )
 
     async def _close_parts(self) -> None:
         for t in self._tasks:
             t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=1.0)
         self._tasks.clear()
-        await self.replicas.stop()
+        await self.replicas.stop(timeout=1.0)
         quorum = self.cache.quorum
         if quorum is not None:
             with contextlib.suppress(Exception):
                 quorum.destroy()
         self.logs.shutdown()
+
+    def force_stop(self, why: str) -> None:
+        """Stop now, from the event loop's thread, without waiting for anything (a second
+        signal, or ``stop`` ran out of time): flush and checkpoint the logs, write the
+        clean-shutdown marker when every flush succeeded, and leave."""
+        self.stopping.set()
+        self.listener.close()
+        self.replicas.cleaner.stop()
+        quorum = self.cache.quorum
+        if quorum is not None:
+            with contextlib.suppress(Exception):
+                quorum.destroy()
+        self.logs.shutdown()
+        log.warning("broker %d stopped: forced (%s)", self.node_id, why)

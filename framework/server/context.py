@@ -103,6 +103,8 @@ class TopicAdmin(Protocol):
 
     def delete_stream(self, name: str) -> Proposal[StreamInfo]: ...
 
+    def elect_leader(self, topic: str, index: int, election_type: int) -> ErrorCode | asyncio.Future[Any]: ...
+
 
 class GroupDirectory(Protocol):
     coordinator: GroupCoordinator

@@ -104,7 +104,8 @@ async def _await_committed(resp: R, pending: list[tuple[Any, Committed]]) -> R:
     for result, fut in pending:
         problem: StoreError | None
         try:
-            problem = await asyncio.wait_for(asyncio.shield(fut), max(deadline - loop.time(), 0.01))
+            async with asyncio.timeout(max(deadline - loop.time(), 0.01)):
+                problem = await asyncio.shield(fut)
         except TimeoutError:
             problem = StoreError(
                 "the metadata quorum did not commit the change within 15 s; is a majority of "

@@ -70,7 +70,8 @@ class KafkaListener:
     async def wait_closed(self, timeout: float) -> None:
         if self.server is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.server.wait_closed(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self.server.wait_closed()
 
 
 class KafkaConnection(asyncio.BufferedProtocol):

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
 import time
 
 from framework import config as cfg
 from framework.errors import StoreError
-from framework.server.broker import Broker
+from framework.server.broker import SHUTDOWN_S, Broker
 
 try:
     import uvloop
@@ -44,31 +45,49 @@ def setup_logging(level: str, fmt: str) -> None:
     root.setLevel(level)
 
 
-async def serve(config: cfg.BrokerConfig, ready: asyncio.Event | None = None) -> None:
+async def serve(config: cfg.BrokerConfig, ready: asyncio.Event | None = None) -> int:
+    """Run a broker until SIGINT/SIGTERM; returns the exit code (0 clean, 1 forced).
+
+    The first signal starts a clean stop bounded by ``SHUTDOWN_S``; a second signal, or the
+    bound, forces it (logs flushed and checkpointed, nothing else waited for).
+    """
     broker = Broker(config)
     await broker.start()
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+
+    def on_signal() -> None:
+        if not stop.is_set():
+            stop.set()
+            return
+        broker.force_stop("second signal")
+        logging.shutdown()
+        os._exit(1)
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal)
         except (NotImplementedError, RuntimeError):
             pass
     if ready is not None:
         ready.set()
     await stop.wait()
-    await broker.stop()
+    try:
+        async with asyncio.timeout(SHUTDOWN_S):
+            await broker.stop()
+    except TimeoutError:
+        broker.force_stop(f"not stopped within {SHUTDOWN_S:.0f} s")
+        return 1
+    return 0
 
 
 def run(config: cfg.BrokerConfig) -> int:
     setup_logging(config["log.level"], config["log.format"])
     try:
         if uvloop is not None:
-            uvloop.run(serve(config))
-        else:
-            asyncio.run(serve(config))
+            return int(uvloop.run(serve(config)))
+        return asyncio.run(serve(config))
     except StoreError as exc:
         logging.getLogger("sftraffic.broker").error("%s", exc.message)
         print(f"sftraffic broker: {exc.message}", file=sys.stderr)
         return 2
-    return 0

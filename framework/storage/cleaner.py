@@ -35,7 +35,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,12 +103,22 @@ def _batches(seg: LogSegment) -> list[tuple[bytes, rb.BatchHeader]]:
     return [(data[pos : pos + h.size], h) for pos, h in rb.iter_batches(data)]
 
 
-def build_offset_map(p: CleanPlan) -> dict[bytes, int]:
+class CleaningAborted(Exception):
+    """The broker is stopping: the pass ends between two batches (nothing was swapped in)."""
+
+
+def _never() -> bool:
+    return False
+
+
+def build_offset_map(p: CleanPlan, aborted: Callable[[], bool] = _never) -> dict[bytes, int]:
     latest: dict[bytes, int] = {}
     for seg in p.segments:
         if seg.next_offset <= p.first_dirty:
             continue
         for raw, h in _batches(seg):
+            if aborted():
+                raise CleaningAborted
             if h.next_offset <= p.first_dirty:
                 continue
             try:
@@ -132,10 +144,13 @@ def filter_segment(
     delete_retention_ms: int,
     out_path: Path,
     stats: CleanStats,
+    aborted: Callable[[], bool] = _never,
 ) -> None:
     """Write the surviving batches of ``seg`` to ``out_path`` (read-only on ``seg``)."""
     out = bytearray()
     for raw, h in _batches(seg):
+        if aborted():
+            raise CleaningAborted
         try:
             _, recs = rb.decode_batch(raw)
         except rb.InvalidBatch:
@@ -274,6 +289,10 @@ class LogCleaner:
         self.path = data_dir / "cleaner-offset-checkpoint"
         self.checkpoints: dict[tuple[str, int], int] = read_checkpoint(self.path)
         self.running = False
+        self.stopping = threading.Event()  # set by the broker: a pass ends at the next batch
+
+    def stop(self) -> None:
+        self.stopping.set()
 
     def save(self) -> None:
         write_checkpoint(self.path, self.checkpoints)
@@ -285,6 +304,8 @@ class LogCleaner:
         self.running = True
         try:
             for lg in logs:
+                if self.stopping.is_set():
+                    break
                 if not lg.config.compact or not lg.segments:
                     continue
                 st = await self._clean(lg)
@@ -315,16 +336,22 @@ class LogCleaner:
         truncations = lg.truncations
 
         def work() -> tuple[list[tuple[LogSegment, Path]], CleanStats]:
-            latest = build_offset_map(p)
+            aborted = self.stopping.is_set
+            latest = build_offset_map(p, aborted)
             st = CleanStats()
             outs = []
             for seg in p.segments:
                 out = seg.path.with_suffix(".log.cleaned")
-                filter_segment(seg, latest, now, lg.config.delete_retention_ms, out, st)
                 outs.append((seg, out))
+                filter_segment(seg, latest, now, lg.config.delete_retention_ms, out, st, aborted)
             return outs, st
 
-        outs, st = await asyncio.to_thread(work)
+        try:
+            outs, st = await asyncio.to_thread(work)
+        except CleaningAborted:
+            for seg in p.segments:
+                seg.path.with_suffix(".log.cleaned").unlink(missing_ok=True)
+            return None
         why = changed_under(lg, p, truncations)
         if why is not None:
             for _, out in outs:

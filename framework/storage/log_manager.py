@@ -178,7 +178,10 @@ class LogManager:
         return freed
 
     def shutdown(self) -> None:
-        """Flush everything, write checkpoints and the clean-shutdown marker."""
+        """Flush everything, write checkpoints and the clean-shutdown marker (once: a second
+        call, e.g. a forced stop after a clean one, does nothing)."""
+        if self._lock_fd < 0:
+            return
         clean = True
         for lg in self.logs.values():
             try:

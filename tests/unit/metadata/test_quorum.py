@@ -453,3 +453,103 @@ def test_invariants_hold_in_any_order_of_commands(
             if grown:
                 assert cmd == "alter" and a == i, (cmd, old, ps)
                 assert not grown & fenced_before
+
+
+# -- leader elections: preferred (ElectLeaders, auto rebalance) and unclean ----------------------
+ELECTION_NOT_NEEDED = int(ErrorCode.ELECTION_NOT_NEEDED)
+PREFERRED_NOT_AVAILABLE = int(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE)
+ELIGIBLE_NOT_AVAILABLE = int(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)
+
+
+def elect(q: Replica, candidate: int, *, unclean: bool = False, epoch: int | None = None) -> int:
+    ps = q.ps()
+    return int(q.apply("elect_leader", "t", 0, ps.leader_epoch if epoch is None else epoch, candidate, unclean))
+
+
+def test_the_preferred_replica_leads_again_once_back_in_sync(three: Replica) -> None:
+    three.fence(1)  # the preferred leader (first of the assignment) dies
+    assert three.ps().leader == 2
+    three.register(1)  # it restarts: a follower, out of the ISR
+    assert elect(three, 1) == PREFERRED_NOT_AVAILABLE  # not in sync yet
+    assert three.alter_isr([2, 3, 1]) == OK  # it caught up
+    before = replace(three.ps())
+    assert elect(three, 1) == OK
+    after = three.ps()
+    assert (after.leader, after.leader_epoch, after.partition_epoch) == (
+        1,
+        before.leader_epoch + 1,
+        before.partition_epoch + 1,
+    )
+    assert after.isr == before.isr
+    assert elect(three, 1) == ELECTION_NOT_NEEDED
+
+
+def test_an_election_decided_on_a_stale_state_is_refused(three: Replica) -> None:
+    three.fence(1)
+    three.register(1)
+    three.alter_isr([2, 3, 1])
+    stale = three.ps().leader_epoch - 1
+    assert elect(three, 1, epoch=stale) == FENCED_LEADER_EPOCH
+    assert three.ps().leader == 2
+
+
+def test_a_preferred_election_needs_a_live_replica(three: Replica) -> None:
+    three.fence(2)
+    assert elect(three, 2) == PREFERRED_NOT_AVAILABLE
+    assert elect(three, 7) == PREFERRED_NOT_AVAILABLE  # not a replica at all
+
+
+def test_unclean_election_only_when_no_in_sync_replica_is_alive(three: Replica) -> None:
+    assert three.alter_isr([1]) == OK  # followers fell behind
+    assert elect(three, 2, unclean=True) == ELECTION_NOT_NEEDED  # the leader is alive
+    three.fence(1)  # the only in-sync replica dies: the partition is offline
+    assert (three.ps().leader, three.ps().isr) == (-1, [1])
+    before = three.ps().leader_epoch
+    assert elect(three, 3, unclean=True) == OK
+    ps = three.ps()
+    assert (ps.leader, ps.isr, ps.leader_epoch) == (3, [3], before + 1)
+
+
+def test_unclean_election_needs_a_live_replica(three: Replica) -> None:
+    three.alter_isr([1])
+    three.fence(1)
+    three.fence(2)
+    assert elect(three, 2, unclean=True) == ELIGIBLE_NOT_AVAILABLE
+    assert three.ps().leader == -1
+
+
+def test_a_clean_election_never_takes_an_out_of_sync_replica(three: Replica) -> None:
+    three.alter_isr([1])
+    three.fence(1)
+    assert elect(three, 2) == PREFERRED_NOT_AVAILABLE
+    assert three.ps().leader == -1
+
+
+# -- snapshots (journal compaction) ---------------------------------------------------------------
+def test_a_snapshot_restores_the_whole_replicated_state(three: Replica, tmp_path: Path) -> None:
+    three.fence(3)
+    three.create_topic("u", [[2, 1]])
+    path = str(tmp_path / "raft.snapshot")
+    raft_part = (("entry", 41, 7), ("entry", 42, 7), {"node"})
+    three.cs._write_snapshot(path, raft_part)
+
+    fresh = Replica(tmp_path / "fresh")
+    seen: list[str] = []
+    fresh.cs.md.listeners.append(lambda event, name: seen.append(event))
+    assert fresh.cs._read_snapshot(path) == raft_part
+    assert fresh.cs.brokers == three.cs.brokers
+    assert fresh.cs.pstates == three.cs.pstates
+    assert fresh.cs.version == three.cs.version
+    assert set(fresh.cs.md.topics) == {"t", "u"} == set(three.cs.md.topics)
+    assert fresh.cs.md.topics["u"].assignments == [[2, 1]]
+    assert fresh.cs.md.topics_by_id.keys() == three.cs.md.topics_by_id.keys()
+    assert seen == ["restored"] and fresh.changes == 1  # the broker reconciles its partitions
+
+
+def test_a_snapshot_of_another_format_is_refused(three: Replica, tmp_path: Path) -> None:
+    import pickle
+
+    path = tmp_path / "raft.snapshot"
+    path.write_bytes(pickle.dumps((99, {}, ())))
+    with pytest.raises(Exception, match="unknown snapshot format"):
+        three.cs._read_snapshot(str(path))

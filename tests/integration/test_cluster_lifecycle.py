@@ -1,0 +1,230 @@
+"""A cluster's brokers stop, restart and change leaders the way Kafka's do: controlled shutdown
+on SIGTERM, preferred leaders coming back, ElectLeaders (API 43), unclean leader election.
+
+Three real brokers on 127.0.0.1 (``ClusterProcesses``), real confluent-kafka clients.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import ElectionType, KafkaError, Producer, TopicPartition
+
+from deploy.local.process import ClusterProcesses, wait_for
+from tests.conftest import quiet_logger
+from tests.integration.test_cluster import (
+    OVERRIDES,
+    admin,
+    create_topic,
+    delivery_of,
+    led_view,
+    partitions_of,
+    read_partitions,
+    running,
+    settle,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def cluster(tmp_path: Path, **extra: object) -> ClusterProcesses:
+    return ClusterProcesses(tmp_path, 3, overrides={**OVERRIDES, **extra}).start()
+
+
+class Traffic:
+    """An idempotent acks=all producer writing until stopped; every delivery report kept."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "logger": quiet_logger(),
+            }
+        )
+        self.topic, self.partitions = topic, partitions
+        self.acked: list[tuple[int, int, bytes]] = []  # (partition, offset, value)
+        self.failed: list[KafkaError] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _report(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self.failed.append(err)
+        else:
+            self.acked.append((msg.partition(), msg.offset(), msg.value()))
+
+    def _run(self) -> None:
+        n = 0
+        while not self.stop.is_set():
+            value = f"v{n}".encode()
+            try:
+                self.producer.produce(
+                    self.topic, value, partition=n % self.partitions, on_delivery=self._report
+                )
+                n += 1
+            except BufferError:
+                pass
+            self.producer.poll(0.002)
+        assert self.producer.flush(60) == 0
+
+    def __enter__(self) -> Traffic:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(90)
+
+
+def test_sigterm_under_load_hands_over_leadership_and_stops_cleanly(tmp_path: Path) -> None:
+    c = cluster(tmp_path)
+    try:
+        topic = "handover"
+        create_topic(c.bootstrap, topic, partitions=6, config={"min.insync.replicas": "2"})
+        settle(c, topic, 6)
+        view = led_view(c.brokers[0], topic)
+        victim = max(c.brokers, key=lambda b: sum(1 for lead, _r, _i in view.values() if lead == b.node_id))
+        led = [p for p, (lead, _r, _i) in view.items() if lead == victim.node_id]
+        assert led, "the victim leads something"
+        with Traffic(c.bootstrap, topic, 6) as traffic:
+            wait_for(lambda: len(traffic.acked) > 2000, 30, 0.05, "traffic flowing")
+            assert victim.stop(grace=30) == 0
+            assert "stopped cleanly" in victim.logs()
+            assert "controlled shutdown, handing over" in victim.logs()
+            survivor = next(b for b in running(c))
+            after = partitions_of(survivor, topic)
+            assert after is not None
+            for p in led:
+                leader, _replicas, isr = after[p]
+                assert leader not in (victim.node_id, -1) and victim.node_id not in isr
+            seen = len(traffic.acked)
+            wait_for(lambda: len(traffic.acked) > seen + 2000, 30, 0.05, "traffic on the new leaders")
+        assert traffic.failed == [], f"deliveries failed: {traffic.failed[:5]}"
+        got = {(m.partition(), m.offset()): m.value() for m in read_partitions(c.bootstrap, topic, 6)}
+        assert all(got.get((p, o)) == v for p, o, v in traffic.acked), "an acknowledged record is missing"
+    finally:
+        c.stop()
+
+
+def test_a_restarted_broker_gets_its_preferred_leaderships_back(tmp_path: Path) -> None:
+    c = cluster(tmp_path, **{"leader.imbalance.check.interval.seconds": 1})
+    try:
+        topic = "preferred"
+        create_topic(c.bootstrap, topic, partitions=6)
+        settle(c, topic, 6)
+        first = c.brokers[0]
+        preferred = [p for p, (_l, replicas, _i) in led_view(c.brokers[1], topic).items() if replicas[0] == 1]
+        assert preferred
+        first.kill()
+        wait_for(
+            lambda: all(led_view(c.brokers[1], topic)[p][0] != 1 for p in preferred), 20, 0.1, "failover"
+        )
+        first.start(60)
+        wait_for(
+            lambda: all(led_view(c.brokers[1], topic)[p][0] == 1 for p in preferred),
+            60,
+            0.2,
+            "broker 1 leading its preferred partitions again",
+        )
+    finally:
+        c.stop()
+
+
+def test_elect_leaders_moves_leadership_to_the_preferred_replica(tmp_path: Path) -> None:
+    c = cluster(tmp_path, **{"auto.leader.rebalance.enable": "false"})
+    try:
+        topic = "elect"
+        create_topic(c.bootstrap, topic, partitions=3)
+        settle(c, topic, 3)
+        first = c.brokers[0]
+        preferred = [p for p, (_l, replicas, _i) in led_view(c.brokers[1], topic).items() if replicas[0] == 1]
+        first.kill()
+        wait_for(
+            lambda: all(led_view(c.brokers[1], topic)[p][0] != 1 for p in preferred), 20, 0.1, "failover"
+        )
+        first.start(60)
+        wait_for(
+            lambda: all(1 in led_view(c.brokers[1], topic)[p][2] for p in preferred), 30, 0.1, "back in sync"
+        )
+        assert all(led_view(c.brokers[1], topic)[p][0] != 1 for p in preferred), "no automatic rebalance"
+
+        a = admin(c.bootstrap)
+        tps = [TopicPartition(topic, p) for p in range(3)]
+        result = a.elect_leaders(ElectionType.PREFERRED, tps).result(30)
+        for tp in tps:
+            err = result[tp]
+            if tp.partition in preferred:
+                assert err is None, f"{tp}: {err}"
+            else:
+                assert err is not None and err.code() == KafkaError.ELECTION_NOT_NEEDED
+        assert all(led_view(c.brokers[1], topic)[p][0] == 1 for p in preferred)
+        unclean = a.elect_leaders(ElectionType.UNCLEAN, tps).result(30)
+        assert all(e is not None and e.code() == KafkaError.ELECTION_NOT_NEEDED for e in unclean.values())
+    finally:
+        c.stop()
+
+
+def _offline_with_stale_follower(tmp_path: Path, unclean: str) -> tuple[ClusterProcesses, str, int]:
+    """Partition 0 on [1, 2]: broker 2 stopped, more records acknowledged by 1 alone (the ISR
+    shrank to [1]), then 1 killed and 2 restarted: no in-sync replica is alive."""
+    c = cluster(tmp_path, **{"replica.lag.time.max.ms": 1000})
+    topic = "unclean"
+    a = admin(c.bootstrap)
+    from confluent_kafka.admin import NewTopic
+
+    a.create_topics(
+        [
+            NewTopic(
+                topic,
+                num_partitions=1,
+                replica_assignment=[[1, 2]],
+                config={"unclean.leader.election.enable": unclean},
+            )
+        ]
+    )[topic].result(30)
+    settle(c, topic, 1)
+    second = c.brokers[1]
+    second.kill()
+    wait_for(lambda: led_view(c.brokers[0], topic)[0][2] == [1], 30, 0.1, "ISR shrinking to the leader")
+    assert delivery_of(c.bootstrap, topic, 0, acks="all") is None  # on broker 1 only
+    c.brokers[0].kill()
+    second.start(60)
+    return c, topic, 0
+
+
+def test_unclean_leader_election_when_enabled_elects_a_live_out_of_sync_replica(tmp_path: Path) -> None:
+    c, topic, part = _offline_with_stale_follower(tmp_path, "true")
+    try:
+        wait_for(lambda: led_view(c.brokers[1], topic)[part][0] == 2, 30, 0.1, "unclean election of broker 2")
+        _leader, _replicas, isr = led_view(c.brokers[1], topic)[part]
+        assert isr == [2]
+        controller_logs = "\n".join(b.logs() for b in c.brokers)
+        assert "unclean leader election" in controller_logs
+        assert delivery_of(c.bootstrap, topic, part, acks="all") is None  # writable again
+    finally:
+        c.stop()
+
+
+def test_without_unclean_election_the_partition_stays_offline_until_an_in_sync_replica_returns(
+    tmp_path: Path,
+) -> None:
+    c, topic, part = _offline_with_stale_follower(tmp_path, "false")
+    try:
+        deadline = time.monotonic() + 5  # several controller rounds
+        while time.monotonic() < deadline:
+            view = partitions_of(c.brokers[1], topic)
+            assert view is not None and view[part][0] == -1, "an out-of-sync replica was elected"
+            time.sleep(0.2)
+        c.brokers[0].start(60)
+        wait_for(
+            lambda: led_view(c.brokers[1], topic)[part][0] == 1, 30, 0.1, "the in-sync replica leading again"
+        )
+    finally:
+        c.stop()
