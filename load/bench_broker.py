@@ -27,9 +27,9 @@ Usage::
 another checkout (a ``git worktree`` of an older commit), reported next to ``ours`` with the
 ratios ``ours/ours-baseline``.
 
-The ``measure_*`` functions take a bootstrap string (and an optional CPU probe), so other tools
-call them against any broker; their client settings are the module's ``PRODUCER_SETTINGS`` /
-``CONSUMER_SETTINGS`` (``--client-set`` overrides them).
+The ``measure_*`` functions take a bootstrap string, a :class:`BenchConfig` and an optional CPU
+probe, so they run against any broker; their client settings are the module's
+``PRODUCER_SETTINGS`` / ``CONSUMER_SETTINGS``.
 """
 
 from __future__ import annotations
@@ -49,14 +49,14 @@ from typing import Any, TypeVar
 from confluent_kafka import Consumer, Producer, TopicPartition
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
+from load.harness import procfs
 from load.harness.kafka import create_topic, delete_topic, producer, quiet_logger
 from load.harness.procfs import BUSY_SHARE, IDLE_WINDOW_S, SETTLE_S, CpuProbe, Interference, PhaseCpu
-from load.harness.report import log, machine_info, met
+from load.harness.report import log, machine_info, parser, print_footer, print_goals, table, verdict
 from load.harness.runner import rotation, run_main
 from load.harness.stats import median, percentile, spread
-from load.peers import PEERS, ExternalLauncher, Launcher, OursLauncher, Server
+from load.peers import PEERS, ExternalLauncher, Launcher, OursLauncher, Server, parse_peers
 
 VALUE_SIZE = 100
 MB = 1_000_000
@@ -90,10 +90,8 @@ CONSUMER_SETTINGS: dict[str, Any] = {
     # Kept at the reference settings for comparability, although librdkafka stops fetching for
     # fetch.queue.backoff.ms (default 1000 ms) once its queue passes queued.max.messages.kbytes
     # (64 MB): a broker that fills every fetch up to max.partition.fetch.bytes (ours: 10 MB) trips
-    # it and the consumer idles for up to a second. --client-set consumer.fetch.queue.backoff.ms=10
-    # removes that stall.
+    # it and the consumer idles for up to a second (fetch.queue.backoff.ms=10 removes that stall).
 }
-RssProbe = Callable[[], int | None]
 
 
 # -- results --------------------------------------------------------------------------------
@@ -121,25 +119,16 @@ class Throughput:
 
 
 def throughput(
-    phase: str, messages: int, seconds: float, errors: int, cpu: PhaseCpu, idle_window_s: float, **extra: Any
+    phase: str, messages: int, seconds: float, errors: int, cpu: PhaseCpu, cfg: Any, **extra: Any
 ) -> Throughput:
     """A throughput result: ``messages`` minus ``errors`` over ``seconds``, with the server's CPU
-    until idle (call after the client's work, i.e. after ``cpu.client_done()``)."""
-    cpu_s, per_msg, after = cpu.settle(messages, SETTLE_S, idle_window_s)
-    good = max(0, messages - errors)
-    value_size = extra.pop("value_size", VALUE_SIZE)
+    until idle (call after the client's work, i.e. after ``cpu.client_done()``). ``cfg``: a
+    :class:`BenchConfig` or any config with ``value_size`` and ``idle_window_s``."""
+    cpu_s, per_msg, after = cpu.settle(messages, SETTLE_S, cfg.idle_window_s)
+    rate = max(0, messages - errors) / seconds if seconds > 0 else 0.0
+    mb_s = rate * cfg.value_size / MB
     return Throughput(
-        phase=phase,
-        messages=messages,
-        seconds=seconds,
-        msgs_s=good / seconds if seconds > 0 else 0.0,
-        mb_s=good * value_size / seconds / MB if seconds > 0 else 0.0,
-        errors=errors,
-        broker_cpu_s=cpu_s,
-        broker_cpu_us_per_msg=per_msg,
-        broker_cpu_after_s=after,
-        client_cpu_s=cpu.client_s,
-        **extra,
+        phase, messages, seconds, rate, mb_s, errors, cpu_s, per_msg, after, cpu.client_s, **extra
     )
 
 
@@ -161,11 +150,11 @@ class Latency:
 
     @classmethod
     def of(
-        cls, ms: list[float], rate: int, n: int, sent_s: float, errors: int, cpu: PhaseCpu, window: float
+        cls, ms: list[float], n: int, sent_s: float, errors: int, cpu: PhaseCpu, cfg: Any, acks: int = 1
     ) -> Latency:
-        """From the latencies ``ms`` of ``n`` messages sent at ``rate`` over ``sent_s`` (acks: set after)."""
-        _, per_msg, after = cpu.settle(n, SETTLE_S, window)
-        head = [1, rate, n / sent_s if sent_s > 0 else 0.0, n, len(ms), errors]
+        """From the latencies ``ms`` of ``n`` messages sent at ``cfg.latency_rate`` over ``sent_s``."""
+        _, per_msg, after = cpu.settle(n, SETTLE_S, cfg.idle_window_s)
+        head = [acks, cfg.latency_rate, n / sent_s if sent_s > 0 else 0.0, n, len(ms), errors]
         return cls(
             *head, *[percentile(ms, q) for q in (50, 90, 99, 99.9)], max(ms, default=None), per_msg, after
         )
@@ -202,10 +191,6 @@ class SystemReport:
     stop_after_partitions_s: float | None = None  # clean shutdown with the 1,000 partitions
 
 
-def producer_config(acks: int, **extra: Any) -> dict[str, Any]:
-    return {"acks": acks, **PRODUCER_SETTINGS, **extra}
-
-
 def _warm_up(p: Producer, topic: str, partition: int) -> None:
     """One message, flushed: connection, ApiVersions and Metadata happen outside the timing."""
     p.produce(topic, b"warm-up", partition=partition)
@@ -226,20 +211,17 @@ def _produce_blocking(p: Producer, topic: str, value: bytes, partition: int) -> 
 def measure_produce(
     bootstrap: str,
     topic: str,
-    count: int,
-    *,
-    acks: int = 1,
-    value_size: int = VALUE_SIZE,
+    cfg: BenchConfig,
     cpu: CpuProbe | None = None,
+    acks: int = 1,
     partition: int = 0,
-    idle_window_s: float = IDLE_WINDOW_S,
 ) -> Throughput:
-    """Send ``count`` values as fast as the client can; time from the first produce() to the
-    end of flush(). Writes ``count`` + 1 messages (one warm-up)."""
-    p, failures = producer(bootstrap, **producer_config(acks))
+    """Send ``cfg.count`` values as fast as the client can; time from the first produce() to the
+    end of flush(). Writes ``cfg.count`` + 1 messages (one warm-up)."""
+    p, failures = producer(bootstrap, acks=acks, **PRODUCER_SETTINGS)
     _warm_up(p, topic, partition)
-    value = os.urandom(value_size)
-    produce = p.produce
+    value = os.urandom(cfg.value_size)
+    produce, count = p.produce, cfg.count
     phase = PhaseCpu(cpu)
     t0 = time.perf_counter()
     for _ in range(count):
@@ -252,29 +234,18 @@ def measure_produce(
     phase.client_done()
     detail = failures[0] if failures else (f"{undelivered} undelivered after flush" if undelivered else "")
     name = f"produce_acks{'all' if acks == -1 else acks}"
-    errors = len(failures) + undelivered
-    return throughput(
-        name, count, seconds, errors, phase, idle_window_s, value_size=value_size, detail=detail
-    )
+    return throughput(name, count, seconds, len(failures) + undelivered, phase, cfg, detail=detail)
 
 
 def measure_consume(
-    bootstrap: str,
-    topic: str,
-    count: int,
-    *,
-    cpu: CpuProbe | None = None,
-    partition: int = 0,
-    stall_timeout: float = 30.0,
-    idle_window_s: float = IDLE_WINDOW_S,
+    bootstrap: str, topic: str, cfg: BenchConfig, cpu: CpuProbe | None = None, partition: int = 0
 ) -> Throughput:
-    """Read ``count`` messages from offset 0 with assign(); the rate runs from assign() to the
+    """Read ``cfg.count`` messages from offset 0 with assign(); the rate runs from assign() to the
     last message (bootstrap connection and metadata are done before, outside the timing)."""
     # librdkafka insists on a group.id; nothing is committed and no group is joined.
     conf = {"bootstrap.servers": bootstrap, "group.id": f"sftraffic-bench-{topic}", "logger": quiet_logger()}
     c = Consumer({**conf, **CONSUMER_SETTINGS})
-    got = errors = first_batch = 0
-    last_offset = -1
+    count, got, errors, first_batch, last_offset = cfg.count, 0, 0, 0, -1
     detail = ""
     t_first: float | None = None
     try:
@@ -287,28 +258,27 @@ def measure_consume(
             # Ask for exactly what is left: consume() waits for a full batch or the timeout.
             batch = c.consume(min(10_000, count - got), 1.0)
             if not batch:
-                if time.monotonic() - progress > stall_timeout:
-                    detail = f"stalled at {got}/{count} messages for {stall_timeout}s"
+                if time.monotonic() - progress > 30:
+                    detail = f"stalled at {got}/{count} messages for 30 s"
                     break
                 continue
             progress = time.monotonic()
             if t_first is None:
-                t_first = time.perf_counter()
-                first_batch = len(batch)
+                t_first, first_batch = time.perf_counter(), len(batch)
             # Checking every message would cost the client ~10% at 1M msgs/s; a batch whose last
             # message is fine is scanned no further (offsets are checked for gaps at the end).
             last = batch[-1]
             if last.error() is None:
                 got += len(batch)
                 last_offset = last.offset() or 0
-            else:
-                for m in batch:
-                    if m.error() is None:
-                        got += 1
-                        last_offset = m.offset() or 0
-                    else:
-                        errors += 1
-                        detail = detail or str(m.error())
+                continue
+            for m in batch:
+                if m.error() is None:
+                    got += 1
+                    last_offset = m.offset() or 0
+                else:
+                    errors += 1
+                    detail = detail or str(m.error())
         t_end = time.perf_counter()
         phase.client_done()
     finally:
@@ -319,36 +289,18 @@ def measure_consume(
     after_first = None
     if t_first is not None and got > first_batch and t_end > t_first:
         after_first = (got - first_batch) / (t_end - t_first)
-    res = throughput(
-        "consume",
-        got,
-        t_end - t_assign,
-        0,
-        phase,
-        idle_window_s,
-        first_batch_s=(t_first - t_assign) if t_first is not None else None,
-        after_first_batch_msgs_s=after_first,
-        detail=detail,
-    )
+    first_s = t_first - t_assign if t_first is not None else None
+    extra = {"first_batch_s": first_s, "after_first_batch_msgs_s": after_first, "detail": detail}
+    res = throughput("consume", got, t_end - t_assign, 0, phase, cfg, **extra)
     res.errors = errors + (count - got)  # the rate counts every message read
     return res
 
 
 def measure_latency(
-    bootstrap: str,
-    topic: str,
-    *,
-    rate: int = 10_000,
-    seconds: float = 10.0,
-    acks: int = 1,
-    value_size: int = VALUE_SIZE,
-    cpu: CpuProbe | None = None,
-    partition: int = 0,
-    linger_ms: float = LATENCY_LINGER_MS,
-    idle_window_s: float = IDLE_WINDOW_S,
+    bootstrap: str, topic: str, cfg: BenchConfig, cpu: CpuProbe | None = None, acks: int = 1
 ) -> Latency:
-    """Produce at a fixed ``rate`` (an absolute schedule, so a late send is followed by an
-    early one rather than lowering the rate) and take librdkafka's per-message latency."""
+    """Produce at a fixed rate (an absolute schedule, so a late send is followed by an early one
+    rather than lowering the rate) and take librdkafka's per-message latency."""
     samples: list[float] = []
     failures: list[str] = []
 
@@ -358,13 +310,18 @@ def measure_latency(
         elif (lat := msg.latency()) is not None:
             samples.append(lat * 1000)
 
-    conf = {"bootstrap.servers": bootstrap, "logger": quiet_logger(), "on_delivery": on_delivery}
-    p = Producer(conf | producer_config(acks, **{"linger.ms": linger_ms}))
-    _warm_up(p, topic, partition)
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "logger": quiet_logger(),
+        "on_delivery": on_delivery,
+        "acks": acks,
+    }
+    p = Producer(conf | PRODUCER_SETTINGS | {"linger.ms": cfg.latency_linger_ms})
+    _warm_up(p, topic, 0)
     samples.clear()
-    value = os.urandom(value_size)
-    n = int(rate * seconds)
-    interval = 1.0 / rate
+    value = os.urandom(cfg.value_size)
+    n = int(cfg.latency_rate * cfg.latency_seconds)
+    interval = 1.0 / cfg.latency_rate
     produce, poll, sleep, clock = p.produce, p.poll, time.sleep, time.perf_counter
     phase = PhaseCpu(cpu)
     t0 = clock()
@@ -372,51 +329,36 @@ def measure_latency(
         delay = t0 + i * interval - clock()
         if delay > 0:
             sleep(delay)
-        produce(topic, value, partition=partition)
+        produce(topic, value, partition=0)
         poll(0)
     sent_s = clock() - t0
     undelivered = p.flush(60)
-    lat = Latency.of(samples, rate, n, sent_s, len(failures) + undelivered, phase, idle_window_s)
-    lat.acks = acks
-    return lat
+    return Latency.of(samples, n, sent_s, len(failures) + undelivered, phase, cfg, acks)
 
 
-def measure_partitions_rss(
-    bootstrap: str,
-    topic: str,
-    partitions: int = 1000,
-    *,
-    per_partition: int = 10,
-    rss: RssProbe | None = None,
-    threads: Callable[[], int | None] | None = None,
-    settle_s: float = 1.0,
-) -> PartitionsRss:
-    """RSS after creating a ``partitions``-partition topic and producing ``per_partition``
-    values to each partition (meant for a fresh broker: idle RSS is read first)."""
-    rss_idle = rss() if rss is not None else None
+def measure_partitions_rss(bootstrap: str, topic: str, cfg: BenchConfig, pid: int | None) -> PartitionsRss:
+    """RSS of ``pid`` after creating a ``cfg.partitions``-partition topic and producing
+    ``cfg.per_partition`` values to each partition (meant for a fresh broker: idle RSS is read first)."""
+
+    def mb() -> float | None:
+        return procfs.rss_bytes(pid) / 2**20 if pid is not None else None
+
+    rss_idle, partitions = mb(), cfg.partitions
     t0 = time.perf_counter()
     create_topic(bootstrap, topic, partitions, timeout=300)
     create_s = time.perf_counter() - t0
-    p, failures = producer(bootstrap, **producer_config(1))
+    p, failures = producer(bootstrap, acks=1, **PRODUCER_SETTINGS)
     value = os.urandom(VALUE_SIZE)
     t1 = time.perf_counter()
     for part in range(partitions):
-        for _ in range(per_partition):
+        for _ in range(cfg.per_partition):
             _produce_blocking(p, topic, value, part)
-    undelivered = p.flush(120)
+    errors = len(failures) + p.flush(120)
     produce_s = time.perf_counter() - t1
-    time.sleep(settle_s)  # let lazily allocated buffers and background tasks settle
-    rss_after = rss() if rss is not None else None
-    return PartitionsRss(
-        partitions=partitions,
-        messages=partitions * per_partition,
-        create_s=create_s,
-        produce_s=produce_s,
-        errors=len(failures) + undelivered,
-        rss_idle_mb=rss_idle / 2**20 if rss_idle is not None else None,
-        rss_mb=rss_after / 2**20 if rss_after is not None else None,
-        threads=threads() if threads is not None else None,
-    )
+    time.sleep(1.0)  # let lazily allocated buffers and background tasks settle
+    threads = procfs.threads(pid) if pid is not None else None
+    messages = partitions * cfg.per_partition
+    return PartitionsRss(partitions, messages, create_s, produce_s, errors, rss_idle, mb(), threads)
 
 
 # -- orchestration ------------------------------------------------------------------------------
@@ -482,11 +424,8 @@ T = TypeVar("T")
 class Session:
     """One started server of one system: runs phases, records failures instead of raising."""
 
-    def __init__(self, report: SystemReport, server: Server, console: Console) -> None:
-        self.report = report
-        self.server = server
-        self.console = console
-        self.bs = server.bootstrap
+    def __init__(self, report: SystemReport, server: Server) -> None:
+        self.report, self.server, self.bs = report, server, server.bootstrap
         self.cpu: CpuProbe = server.cpu_seconds
         self.row: dict[str, Any] = {}  # the repetition in progress
         self.topics: dict[str, str | None] = {}
@@ -508,12 +447,12 @@ class Session:
         res = self.attempt(what, fn)
         return {**asdict(res), "other_cpu_share": load.share()} if res is not None else None
 
-    def topic(self, kind: str, partitions: int = 1) -> str | None:
+    def topic(self, kind: str) -> str | None:
         name = f"bench-{kind}-{uuid.uuid4().hex[:8]}"
-        return self.attempt(f"create {name}", lambda: create_topic(self.bs, name, partitions))
+        return self.attempt(f"create {name}", lambda: create_topic(self.bs, name))
 
     def log(self, text: str) -> None:
-        log(self.console, f"{self.report.name}: {text}")
+        log(f"{self.report.name}: {text}")
 
     # -- one repetition, in steps so that run_systems can interleave the systems phase by phase --
     def begin_rep(self, rep: int) -> None:
@@ -526,22 +465,16 @@ class Session:
         if topic is None or not self.server.alive():
             self.row[phase] = None
             return
-
-        kw: dict[str, Any] = {"cpu": self.cpu, "idle_window_s": cfg.idle_window_s}
-        if phase == "consume":
-            measure = functools.partial(measure_consume, self.bs, topic, cfg.count, **kw)
-        else:
-            kw |= {"acks": -1 if phase == "produce_acksall" else 1, "value_size": cfg.value_size}
-            measure = functools.partial(measure_produce, self.bs, topic, cfg.count, **kw)
-        self.row[phase] = self.measured(f"rep {self.row['rep']} {phase}", measure)
+        acks = -1 if phase == "produce_acksall" else 1
+        measure = functools.partial(measure_produce, acks=acks) if phase != "consume" else measure_consume
+        self.row[phase] = self.measured(
+            f"rep {self.row['rep']} {phase}", functools.partial(measure, self.bs, topic, cfg, self.cpu)
+        )
 
     def end_rep(self, cfg: BenchConfig) -> None:
-        row = self.row
         # Dropping the topics keeps the disk (ours, noida) and memory (Tansu) of later phases small.
         notes = [e for e in (delete_topic(self.bs, t) for t in self.topics.values() if t) if e]
-        if notes:
-            row["notes"] = notes
-        self.finish_rep(row, cfg.reps)
+        self.finish_rep(self.row | ({"notes": notes} if notes else {}), cfg.reps)
 
     def finish_rep(self, row: dict[str, Any], reps: int) -> None:
         phases = [row[p] for p in PHASES if row.get(p)]
@@ -552,18 +485,16 @@ class Session:
             f"rep {row['rep']}/{reps}: " + ", ".join(map(_describe, phases)) + _load(row["other_cpu_share"])
         )
 
-    def latency(
-        self, what: str, fn: Callable[[], Latency], cleanup: Callable[[], Any]
-    ) -> dict[str, Any] | None:
+    def latency(self, what: str, fn: Callable[[], Latency]) -> dict[str, Any] | None:
         lat = self.measured(what, fn)
-        cleanup()
         if lat is not None:
             p50, p99, top = (
                 f"{lat[k]:.2f}" if lat[k] is not None else "—" for k in ("p50_ms", "p99_ms", "max_ms")
             )
+            errors = f" [red]{lat['errors']} errors[/red]" if lat["errors"] else ""
+            rate = f"{lat['achieved_rate']:,.0f} msgs/s"
             self.log(
-                f"{what} at {lat['achieved_rate']:,.0f} msgs/s: p50 {p50} ms, p99 {p99} ms, max {top} ms"
-                + (f" [red]{lat['errors']} errors[/red]" if lat["errors"] else "")
+                f"{what} at {rate}: p50 {p50} ms, p99 {p99} ms, max {top} ms{errors}"
                 + _load(lat["other_cpu_share"])
             )
         return lat
@@ -574,14 +505,10 @@ class Session:
             t = self.topic(f"latency{'all' if acks == -1 else acks}") if self.server.alive() else None
             if t is None:
                 break
-            kw = {"rate": cfg.latency_rate, "seconds": cfg.latency_seconds, "acks": acks, "cpu": self.cpu}
-            kw |= {
-                "value_size": cfg.value_size,
-                "linger_ms": cfg.latency_linger_ms,
-                "idle_window_s": cfg.idle_window_s,
-            }
-            measure = functools.partial(measure_latency, self.bs, t, **kw)
-            lat = self.latency(f"latency acks={acks}", measure, functools.partial(delete_topic, self.bs, t))
+            lat = self.latency(
+                f"latency acks={acks}", lambda t=t: measure_latency(self.bs, t, cfg, self.cpu, acks)
+            )
+            delete_topic(self.bs, t)
             if lat is None:
                 continue
             lat["attempt"] = attempt
@@ -613,15 +540,8 @@ def _quiet(x: dict[str, Any]) -> bool:
     return share is None or share <= BUSY_SHARE
 
 
-def new_report(launcher: Launcher, reason: str | None) -> SystemReport:
-    report = SystemReport(launcher.name, launcher.label, available=reason is None, reason=reason or "")
-    report.persists = launcher.persists
-    report.version = launcher.version() if reason is None else None
-    return report
-
-
 def start_sessions(
-    launchers: list[Launcher], workdir: Path, console: Console, running: contextlib.ExitStack
+    launchers: list[Launcher], workdir: Path, running: contextlib.ExitStack
 ) -> tuple[dict[str, SystemReport], list[Session]]:
     """Start every available system (each stopped when ``running`` closes); a system that is not
     available or does not start is a report with the reason, and the others still run."""
@@ -629,50 +549,41 @@ def start_sessions(
     sessions: list[Session] = []
     for launcher in launchers:
         reason = launcher.unavailable()
-        report = reports[launcher.name] = new_report(launcher, reason)
+        report = reports[launcher.name] = SystemReport(
+            launcher.name, launcher.label, reason is None, reason or ""
+        )
+        report.persists = launcher.persists
         if reason is not None:
-            log(console, f"[yellow]{launcher.name}: not available ({escape(reason)})[/yellow]")
+            log(f"[yellow]{launcher.name}: not available ({escape(reason)})[/yellow]")
             continue
+        report.version = launcher.version()
         try:
             server = launcher.start(workdir / launcher.name)
         except Exception as exc:
             report.errors.append(f"start: {type(exc).__name__}: {exc}")
-            log(console, f"[red]{launcher.name}: could not start: {escape(str(exc))}[/red]")
+            log(f"[red]{launcher.name}: could not start: {escape(str(exc))}[/red]")
             continue
         running.callback(server.stop)
-        sessions.append(Session(report, server, console))
-        log(console, f"{launcher.name}: started at {server.bootstrap} (pid {server.pid})")
+        sessions.append(Session(report, server))
+        log(f"{launcher.name}: started at {server.bootstrap} (pid {server.pid})")
     return reports, sessions
 
 
-def _rss_phase(
-    launcher: Launcher, cfg: BenchConfig, workdir: Path, console: Console, report: SystemReport
-) -> None:
+def _rss_phase(launcher: Launcher, cfg: BenchConfig, workdir: Path, report: SystemReport) -> None:
     # A fresh instance: after the throughput phases a memory-only broker (Tansu) holds millions
     # of records, which is not what this figure is about.
     server = launcher.start(workdir)
-    s = Session(report, server, console)
+    s = Session(report, server)
     try:
         time.sleep(1.0)  # start-up allocations settle before the idle reading
         topic = f"bench-p{cfg.partitions}-{uuid.uuid4().hex[:8]}"
-        res = s.attempt(
-            f"{cfg.partitions} partitions",
-            lambda: measure_partitions_rss(
-                server.bootstrap,
-                topic,
-                cfg.partitions,
-                per_partition=cfg.per_partition,
-                rss=server.rss_bytes,
-                threads=server.threads,
-            ),
-        )
+        measure = functools.partial(measure_partitions_rss, server.bootstrap, topic, cfg, server.pid)
+        res = s.attempt(f"{cfg.partitions} partitions", measure)
         if res is not None:
             report.partitions_rss = asdict(res)
             rss = f"{res.rss_mb:.0f} MB" if res.rss_mb is not None else "n/a"
-            s.log(
-                f"{cfg.partitions} partitions created in {res.create_s:.2f} s, RSS {rss}"
-                + (f" [red]{res.errors} errors[/red]" if res.errors else "")
-            )
+            errors = f" [red]{res.errors} errors[/red]" if res.errors else ""
+            s.log(f"{cfg.partitions} partitions created in {res.create_s:.2f} s, RSS {rss}{errors}")
         if not launcher.restartable:
             delete_topic(server.bootstrap, topic, timeout=120)  # not our broker: leave it clean
             report.notes.append("RSS measured on an already-used broker, not a fresh instance")
@@ -682,19 +593,16 @@ def _rss_phase(
         report.stop_after_partitions_s = time.perf_counter() - t
 
 
-def run_systems(
-    launchers: list[Launcher], cfg: BenchConfig, workdir: Path, console: Console
-) -> dict[str, SystemReport]:
+def run_systems(launchers: list[Launcher], cfg: BenchConfig, workdir: Path) -> dict[str, SystemReport]:
     """Every phase against every available system, repetitions in :func:`rotation` order (all
     brokers run at once; an idle broker costs the others nothing measurable). A failing phase
     or broker is recorded and the rest still run."""
     with contextlib.ExitStack() as running:
-        reports, sessions = start_sessions(launchers, workdir, console, running)
+        reports, sessions = start_sessions(launchers, workdir, running)
         for rep in range(1, cfg.reps + 1):
             order = [s for s in rotation(sessions, rep) if s.server.alive()]
-            for s in sessions:
-                if s not in order:
-                    s.report.errors.append(f"rep {rep}: server is not running")
+            for s in [s for s in sessions if s not in order]:
+                s.report.errors.append(f"rep {rep}: server is not running")
             for s in order:
                 s.begin_rep(rep)
             for phase in PHASES:
@@ -712,7 +620,7 @@ def run_systems(
         if not cfg.rss_phase or not report.available or any(e.startswith("start:") for e in report.errors):
             continue
         try:
-            _rss_phase(launcher, cfg, workdir / f"{launcher.name}-rss", console, report)
+            _rss_phase(launcher, cfg, workdir / f"{launcher.name}-rss", report)
         except Exception as exc:  # cannot start a fresh instance
             report.errors.append(f"{cfg.partitions} partitions: {type(exc).__name__}: {exc}")
     for report in reports.values():
@@ -720,7 +628,7 @@ def run_systems(
     return reports
 
 
-def summarise(report: SystemReport) -> None:
+def summarise(report: SystemReport, rss: bool = True) -> None:
     """Medians over the repetitions. A phase with errors does not count, nor, when at least one
     repetition ran on a quiet machine, a repetition during which other processes were busy."""
     f = report.figures
@@ -728,12 +636,9 @@ def summarise(report: SystemReport) -> None:
     reps = quiet or report.reps
     report.reps_used = [r["rep"] for r in reps]
 
-    def values(phase: str, attr: str) -> list[float | None]:
-        return [rep[phase][attr] for rep in reps if rep.get(phase) and rep[phase]["errors"] == 0]
-
     def med(key: str, phase: str, attr: str) -> None:
-        f[key] = median(values(phase, attr))
-        report.spread[key] = spread(values(phase, attr))
+        values = [rep[phase][attr] for rep in reps if rep.get(phase) and rep[phase]["errors"] == 0]
+        f[key], report.spread[key] = median(values), spread(values)
 
     for phase in ("produce_acks1", "produce_acksall", "consume"):
         med(f"{phase}_msgs_s", phase, "msgs_s")
@@ -755,32 +660,24 @@ def summarise(report: SystemReport) -> None:
         if lat["errors"]:
             continue
         suffix = "" if lat["acks"] == 1 else "_acksall"
-        f[f"p50_ms_10k{suffix}"] = lat["p50_ms"]
-        f[f"p99_ms_10k{suffix}"] = lat["p99_ms"]
+        f[f"p50_ms_10k{suffix}"], f[f"p99_ms_10k{suffix}"] = lat["p50_ms"], lat["p99_ms"]
         if lat["acks"] == 1:
             f["broker_cpu_us_per_msg_10k"] = lat["broker_cpu_us_per_msg"]
-    pr = report.partitions_rss
-    if pr is not None:
+    if (pr := report.partitions_rss) is not None:
         f["rss_mb_idle"] = pr["rss_idle_mb"]
         f["rss_mb_1000_partitions"] = pr["rss_mb"] if pr["errors"] == 0 else None
         f["create_1000_partitions_s"] = pr["create_s"]
-    f["stop_1000_partitions_s"] = report.stop_after_partitions_s
+    if rss:
+        f["stop_1000_partitions_s"] = report.stop_after_partitions_s
+    busy = f"other processes used more than {BUSY_SHARE:.0%} of the CPU"
     if quiet and len(quiet) < len(report.reps):
         report.notes.append(
-            f"medians over repetitions {', '.join(map(str, report.reps_used))} only: other "
-            f"processes used more than {BUSY_SHARE:.0%} of the CPU during the others"
+            f"medians over repetitions {', '.join(map(str, report.reps_used))} only: {busy} during the others"
         )
     elif report.reps and not quiet:
-        report.notes.append(
-            f"every repetition ran while other processes used more than {BUSY_SHARE:.0%} of the "
-            "CPU: throughput figures are unreliable"
-        )
-    busy_lat = [str(x["acks"]) for x in report.latency if not _quiet(x)]
-    if busy_lat:
-        report.notes.append(
-            f"latency phase(s) with acks={', '.join(busy_lat)} ran while other processes used more "
-            f"than {BUSY_SHARE:.0%} of the CPU"
-        )
+        report.notes.append(f"every repetition ran while {busy}: throughput figures are unreliable")
+    if busy_lat := [str(x["acks"]) for x in report.latency if not _quiet(x)]:
+        report.notes.append(f"latency phase(s) with acks={', '.join(busy_lat)} ran while {busy}")
 
 
 def ratios(primary: SystemReport, peer: SystemReport) -> dict[str, float | None]:
@@ -808,42 +705,31 @@ GOALS = (  # (goal, figure, target, higher is better, against Tansu)
 )
 
 
-def goals(primary: SystemReport, reports: dict[str, SystemReport]) -> list[dict[str, Any]]:
-    tansu = reports.get("tansu")
-    rt = ratios(primary, tansu) if tansu is not None and tansu.available else {}
-    out = []
-    for name, key, target, higher, vs_tansu in GOALS:
-        value = rt.get(key) if vs_tansu else primary.figures.get(key)
-        out.append({"goal": name, "value": value, "target": target, "met": met(value, target, higher)})
-    return out
-
-
-def run(
-    primary: Launcher, peers: list[Launcher], cfg: BenchConfig, console: Console | None = None
-) -> dict[str, Any]:
+def run(primary: Launcher, peers: list[Launcher], cfg: BenchConfig) -> dict[str, Any]:
     """Benchmark ``primary`` and ``peers`` side by side; returns the JSON document."""
-    console = console or Console(stderr=True)
     info = machine_info("load.bench_broker")
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="sftraffic-bench-") as tmp:
-        reports = run_systems([primary, *peers], cfg, Path(tmp), console)
+        reports = run_systems([primary, *peers], cfg, Path(tmp))
     main = reports[primary.name]
+    tansu = reports.get("tansu")
+    vs_tansu = ratios(main, tansu) if tansu is not None and tansu.available else {}
+    client_settings = {
+        "producer": PRODUCER_SETTINGS,
+        "latency_producer_overrides": {"linger.ms": cfg.latency_linger_ms},
+    }
+    peers_run = {n: r for n, r in reports.items() if n != primary.name and r.available}
     return {
         "machine": info,
         "config": asdict(cfg),
-        "client_settings": {
-            "producer": PRODUCER_SETTINGS,
-            "latency_producer_overrides": {"linger.ms": cfg.latency_linger_ms},
-            "consumer": CONSUMER_SETTINGS,
-        },
+        "client_settings": client_settings | {"consumer": CONSUMER_SETTINGS},
         "primary": primary.name,
         "systems": {name: asdict(r) for name, r in reports.items()},
-        "ratios": {
-            f"{primary.name}/{name}": ratios(main, r)
-            for name, r in reports.items()
-            if name != primary.name and r.available
-        },
-        "goals": goals(main, reports),
+        "ratios": {f"{primary.name}/{n}": ratios(main, r) for n, r in peers_run.items()},
+        "goals": [
+            verdict(name, vs_tansu.get(key) if tansu_ else main.figures.get(key), target, higher)
+            for name, key, target, higher, tansu_ in GOALS
+        ],
         "notes": notes(reports, cfg),
         "elapsed_s": time.perf_counter() - t0,
     }
@@ -864,11 +750,11 @@ def notes(reports: dict[str, SystemReport], cfg: BenchConfig) -> list[str]:
         f"{cfg.latency_rate:,} msgs/s, linger.ms={cfg.latency_linger_ms:g} (throughput phases: "
         f"linger.ms={PRODUCER_SETTINGS['linger.ms']}); percentiles are nearest-rank.",
     ]
-    for r in reports.values():
-        if r.available and r.persists is True:
-            out.append(f"{r.name}: persists records to disk (page cache, no fsync per batch by default).")
-        elif r.available and r.persists is False:
-            out.append(f"{r.name}: memory storage only; nothing reaches the disk.")
+    stores = {True: "persists records to disk (page cache, no fsync per batch by default)"}
+    stores[False] = "memory storage only; nothing reaches the disk"
+    out += [
+        f"{r.name}: {stores[r.persists]}." for r in reports.values() if r.available and r.persists is not None
+    ]
     if cfg.count < 200_000:
         out.append(f"Only {cfg.count:,} messages per phase: broker CPU/msg is indicative (use >= 200,000).")
     return out
@@ -881,10 +767,8 @@ def _fmt(key: str, v: float | None) -> str:
     unit = FIGURES[key][1]
     if unit == "msgs/s":
         return f"{v:,.0f}"
-    if unit in ("MB/s", "MB"):
-        return f"{v:,.1f}"
-    if unit in ("s", "cores"):
-        return f"{v:,.2f}"
+    if unit in ("MB/s", "MB", "s", "cores"):
+        return f"{v:,.{1 if unit.startswith('MB') else 2}f}"
     return f"{v:.3f}" if v < 10 else f"{v:,.1f}"
 
 
@@ -898,27 +782,30 @@ BEFORE_AFTER = {
 }
 
 
+def _ratio(r: float | None) -> str:
+    return "—" if r is None else f"{r:.2f}x"
+
+
 def render(doc: dict[str, Any], console: Console) -> None:
     systems: dict[str, dict[str, Any]] = doc["systems"]
     cfg = doc["config"]
     avail = [n for n, s in systems.items() if s["available"]]
     title = f"{cfg['count']:,} msgs/phase, {cfg['reps']} rep(s), {cfg['value_size']}-byte values"
-    table = Table(title=f"Broker benchmark ({title})")
-    table.add_column("figure")
-    table.add_column("unit")
-    for n in [*avail, *doc["ratios"]]:
-        table.add_column(n, justify="right")
-    for key, (label, unit, higher) in FIGURES.items():
-        row = [
-            label.replace("1,000", f"{cfg['partitions']:,}"),
-            unit + {True: " ↑", False: " ↓", None: ""}[higher],
-        ]
-        row += [_fmt(key, systems[n]["figures"].get(key)) for n in avail]
-        row += ["—" if (r := doc["ratios"][k].get(key)) is None else f"{r:.2f}x" for k in doc["ratios"]]
-        table.add_row(*row)
+    rows = [
+        [label.replace("1,000", f"{cfg['partitions']:,}"), unit + {True: " ↑", False: " ↓", None: ""}[higher]]
+        + [_fmt(key, systems[n]["figures"].get(key)) for n in avail]
+        + [_ratio(r.get(key)) for r in doc["ratios"].values()]
+        for key, (label, unit, higher) in FIGURES.items()
+    ]
     persists = [{True: "yes", False: "no (memory)", None: "?"}[systems[n]["persists"]] for n in avail]
-    table.add_row("persists to disk", "", *persists, *["" for _ in doc["ratios"]])
-    console.print(table)
+    rows.append(["persists to disk", "", *persists, *["" for _ in doc["ratios"]]])
+    console.print(
+        table(
+            f"Broker benchmark ({title})",
+            "|".join(["figure", "unit", *(f">{n}" for n in [*avail, *doc["ratios"]])]),
+            *rows,
+        )
+    )
     for n, s in systems.items():
         if not s["available"]:
             console.print(f"[yellow]{n}: not available[/yellow] ({escape(s['reason'])})")
@@ -928,124 +815,52 @@ def render(doc: dict[str, Any], console: Console) -> None:
             console.print(f"[dim]{n}: {escape(note)}[/dim]")
     for key, r in doc["ratios"].items():
         if key.endswith("/ours-baseline"):
-            cells = ", ".join(
-                f"{label} {'—' if r.get(k) is None else f'{r[k]:.2f}x'}" for k, label in BEFORE_AFTER.items()
-            )
+            cells = ", ".join(f"{label} {_ratio(r.get(k))}" for k, label in BEFORE_AFTER.items())
             console.print(f"[bold]before/after[/bold] {key} ({systems['ours-baseline']['version']}): {cells}")
-    gt = Table(title=f"Goals ({doc['primary']})")
-    for col in ("goal", "value", "met"):
-        gt.add_column(col, justify="right" if col == "value" else "left")
-    for g in doc["goals"]:
-        met_ = {True: "[green]yes[/green]", False: "[red]NO[/red]", None: "[yellow]n/a[/yellow]"}[g["met"]]
-        gt.add_row(g["goal"], "—" if g["value"] is None else f"{g['value']:.3f}", met_)
-    console.print(gt)
+    print_goals(console, doc["goals"])
     for line in doc["notes"]:
         console.print(f"[dim]• {line}[/dim]")
-    m = doc["machine"]
-    console.print(
-        f"[dim]{m['cpu_model']}, {m['cores']} cores, Python {m['python']}, librdkafka "
-        f"{m['librdkafka']}; {doc['elapsed_s']:.0f} s; {m['command']}[/dim]"
-    )
+    print_footer(console, doc)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="python -m load.bench_broker",
-        description="Benchmark our broker against Kafka-API peers (Tansu, noida-db) on 127.0.0.1.",
-    )
-    p.add_argument("--quick", action="store_true", help="small counts for CI (under a minute)")
-    p.add_argument("--json", metavar="FILE", help="write all results as JSON to FILE")
-    p.add_argument(
-        "--peers",
-        default="tansu,noida",
-        help="comma-separated peers to run as well: tansu, noida, ours@DIR (our broker from another "
-        "checkout, reported as ours-baseline), or 'none' (default: %(default)s)",
-    )
-    p.add_argument(
-        "--baseline-src",
-        metavar="DIR",
-        help="also run our broker from the checkout DIR (e.g. a git worktree of an older commit) as "
-        "ours-baseline, for before/after ratios (same as --peers ...,ours@DIR)",
-    )
-    p.add_argument("--count", type=int, help="messages per produce phase (default 1,000,000; quick 50,000)")
-    p.add_argument("--reps", type=int, help="repetitions of the throughput phases (default 3; quick 1)")
-    p.add_argument(
-        "--latency-seconds", type=float, help="length of each 10k msgs/s phase (default 10; quick 2)"
-    )
-    p.add_argument("--latency-rate", type=int, default=10_000, help="msgs/s of the latency phase")
-    p.add_argument(
-        "--latency-linger-ms",
-        type=float,
-        default=LATENCY_LINGER_MS,
-        help="producer linger.ms of the latency phase (default %(default)s)",
-    )
-    p.add_argument(
-        "--client-set",
-        action="append",
-        default=[],
-        metavar="ROLE.KEY=VALUE",
-        help="override a librdkafka setting for every system, e.g. "
-        "consumer.fetch.queue.backoff.ms=10 or producer.linger.ms=0 (repeatable)",
-    )
-    p.add_argument(
-        "--bootstrap",
-        metavar="HOST:PORT",
-        help="measure this already-running Kafka-compatible broker instead of ours",
-    )
-    p.add_argument(
-        "--broker-pid",
-        type=int,
-        help="with --bootstrap: pid of that broker on this machine, for CPU and RSS figures",
+    p = parser(
+        "broker",
+        "Benchmark our broker against Kafka-API peers (Tansu, noida-db) on 127.0.0.1.",
+        "small counts for CI (under a minute)",
+        None,
+        ("--peers", "tansu,noida", "comma-separated: tansu, noida, ours@DIR (see --baseline-src), or 'none'"),
+        ("--baseline-src", str, "also run our broker from the checkout DIR as ours-baseline (before/after)"),
+        ("--count", int, "messages per produce phase (default 1,000,000; quick 50,000)"),
+        ("--reps", int, "repetitions of the throughput phases (default 3; quick 1)"),
+        ("--bootstrap", str, "HOST:PORT: measure this already-running broker instead of ours"),
+        ("--broker-pid", int, "with --bootstrap: pid of that broker here, for CPU and RSS figures"),
     )
     args = p.parse_args(argv)
-    names = (
-        []
-        if args.peers.strip().lower() in ("", "none")
-        else [n.strip() for n in args.peers.split(",") if n.strip()]
-    )
+    try:
+        names = parse_peers(args.peers, [*PEERS, "ours@DIR"])
+    except ValueError as exc:
+        p.error(str(exc))
+    args.peer_names = [n for n in names if not n.startswith("ours@")]
     args.baselines = [n.split("@", 1)[1] for n in names if n.startswith("ours@")]
     args.baselines += [args.baseline_src] if args.baseline_src else []
-    names = [n.lower() for n in names if not n.startswith("ours@")]
-    unknown = [n for n in names if n not in PEERS]
-    if unknown:
-        p.error(f"unknown peer(s) {', '.join(unknown)}; known: {', '.join(PEERS)}, ours@DIR")
     if len(args.baselines) > 1:
         p.error("one baseline checkout at a time (ours@DIR / --baseline-src)")
-    args.peer_names = names
     if args.broker_pid is not None and not args.bootstrap:
         p.error("--broker-pid needs --bootstrap")
-    args.client_overrides = []
-    for item in args.client_set:
-        role, _, rest = item.partition(".")
-        key, sep, value = rest.partition("=")
-        if role not in ("producer", "consumer") or not key or not sep:
-            p.error(f"--client-set {item!r}: expected producer.KEY=VALUE or consumer.KEY=VALUE")
-        args.client_overrides.append((role, key, value))
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    cfg = BenchConfig.of(
-        args.quick,
-        args.count,
-        args.reps,
-        latency_rate=args.latency_rate,
-        latency_linger_ms=args.latency_linger_ms,
-        **({"latency_seconds": args.latency_seconds} if args.latency_seconds else {}),
-    )
-    primary: Launcher = (
-        ExternalLauncher(args.bootstrap, args.broker_pid) if args.bootstrap else OursLauncher()
-    )
+    primary = ExternalLauncher(args.bootstrap, args.broker_pid) if args.bootstrap else OursLauncher()
     peers = [OursLauncher(src) for src in args.baselines] + [PEERS[n]() for n in args.peer_names]
-    # The measure_* functions read these module defaults, so an override reaches every system.
-    for role, key, value in args.client_overrides:
-        (PRODUCER_SETTINGS if role == "producer" else CONSUMER_SETTINGS)[key] = value
 
     def ok(doc: dict[str, Any]) -> bool:  # peers that fail are reported, not fatal
         main_report = doc["systems"][primary.name]
         return bool(main_report["available"] and not main_report["errors"])
 
+    cfg = BenchConfig.of(args.quick, args.count, args.reps)
     return run_main(lambda: run(primary, peers, cfg), render, args.json, ok, "bench_broker")
 
 

@@ -30,6 +30,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from framework.cli.common import require_modules
+
+# the gateway path of "our system": a paho publisher, the fleet's sensor events (numpy, msgspec)
+require_modules("paho", "msgspec", "numpy")
+
 KAFKA_PEERS = ("tansu", "noida")
 STREAM_PEERS = ("redis", "nats")
 ALL_PEERS = (*KAFKA_PEERS, *STREAM_PEERS, "mosquitto")
@@ -65,9 +70,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--quick", action="store_true", help="tiny counts, about a minute (CI)")
     p.add_argument("--json", metavar="FILE", help="write all results as JSON to FILE")
     p.add_argument(
-        "--peers",
-        default=",".join(ALL_PEERS),
-        help="comma-separated peers, or 'none' (default: %(default)s)",
+        "--peers", default=",".join(ALL_PEERS), help="comma-separated peers, or 'none' (default: %(default)s)"
     )
     p.add_argument(
         "--bootstrap",
@@ -84,21 +87,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=run)
 
 
-def parse_peers(text: str) -> list[str]:
-    if text.strip().lower() in ("", "none"):
-        return []
-    names = [n.strip().lower() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in ALL_PEERS]
-    if unknown:
-        raise ValueError(f"unknown peer(s) {', '.join(unknown)}; known: {', '.join(ALL_PEERS)}")
-    return list(dict.fromkeys(names))
-
-
 def run(args: argparse.Namespace) -> int:
     from load.harness.runner import run_main
+    from load.peers import parse_peers
 
     try:
-        peers = parse_peers(args.peers)
+        peers = parse_peers(args.peers, ALL_PEERS)
     except ValueError as exc:
         print(f"sftraffic bench: {exc}", file=sys.stderr)
         return 2
@@ -112,14 +106,11 @@ def run(args: argparse.Namespace) -> int:
 
 # -- running --------------------------------------------------------------------------------
 def run_bench(args: argparse.Namespace, peers: list[str]) -> dict[str, Any]:
-    from rich.console import Console
-
     from load import bench_broker, bench_mqtt, bench_streams
     from load.harness.procfs import BUSY_SHARE
     from load.harness.report import log
     from load.peers import PEERS, ExternalLauncher, Launcher, OursLauncher
 
-    console = Console(stderr=True)
     quick = bool(args.quick)
     t0 = time.perf_counter()
     reps = args.reps or (1 if quick else 3)
@@ -133,30 +124,26 @@ def run_bench(args: argparse.Namespace, peers: list[str]) -> dict[str, Any]:
     )
 
     kafka_names = [n for n in peers if n in KAFKA_PEERS]
-    log(console, f"[bold]Kafka API[/bold]: {primary.name} + {', '.join(kafka_names) or 'no peer'}")
-    kafka = bench_broker.run(primary, [PEERS[n]() for n in kafka_names], kcfg, console)
+    log(f"[bold]Kafka API[/bold]: {primary.name} + {', '.join(kafka_names) or 'no peer'}")
+    kafka = bench_broker.run(primary, [PEERS[n]() for n in kafka_names], kcfg)
 
     streams: dict[str, Any] = {}
-    stream_names = [n for n in peers if n in STREAM_PEERS]
-    if stream_names:
-        log(console, f"[bold]stream stores[/bold]: {', '.join(stream_names)}")
+    if stream_names := [n for n in peers if n in STREAM_PEERS]:
+        log(f"[bold]stream stores[/bold]: {', '.join(stream_names)}")
         with tempfile.TemporaryDirectory(prefix="sftraffic-bench-streams-") as tmp:
-            reports = bench_streams.run_streams(
-                [bench_streams.STREAM_PEERS[n]() for n in stream_names], scfg, Path(tmp), console
-            )
-        streams = {n: asdict(r) for n, r in reports.items()}
+            launchers = [bench_streams.STREAM_PEERS[n]() for n in stream_names]
+            streams = {n: asdict(r) for n, r in bench_streams.run_streams(launchers, scfg, Path(tmp)).items()}
 
     mqtt: dict[str, Any] | None = None
     if "mosquitto" in peers:
-        log(console, "[bold]MQTT edge[/bold]: Mosquitto alone vs the gateway path")
+        log("[bold]MQTT edge[/bold]: Mosquitto alone vs the gateway path")
         with tempfile.TemporaryDirectory(prefix="sftraffic-bench-mqtt-") as tmp:
             try:
-                mrep = bench_mqtt.run_mqtt(mcfg, Path(tmp), console, args.bootstrap, args.broker_pid)
+                mrep = bench_mqtt.run_mqtt(mcfg, Path(tmp), args.bootstrap, args.broker_pid)
             except Exception as exc:  # a bug or an environment problem: report, keep the rest
-                mrep = bench_mqtt.MqttReport(config=asdict(mcfg))
-                mrep.errors.append(f"{type(exc).__name__}: {exc}")
-                mrep.gateway_errors.append(f"{type(exc).__name__}: {exc}")
-                log(console, f"[red]mqtt: {type(exc).__name__}: {exc}[/red]")
+                msg = f"{type(exc).__name__}: {exc}"
+                mrep = bench_mqtt.MqttReport(config=asdict(mcfg), errors=[msg], gateway_errors=[msg])
+                log(f"[red]mqtt: {msg}[/red]")
         mqtt = asdict(mrep)
 
     doc = summarise(kafka, streams, mqtt, peers)
@@ -170,8 +157,7 @@ def run_bench(args: argparse.Namespace, peers: list[str]) -> dict[str, Any]:
         doc["notes"].append("--quick: tiny counts and one repetition; the figures are indicative only.")
     doc["details"] = {"kafka": kafka, "streams": streams, "mqtt": mqtt}
     doc["config"] = {"quick": quick, "kafka": asdict(kcfg), "streams": asdict(scfg), "mqtt": asdict(mcfg)}
-    argv = sys.argv[1:] if sys.argv[1:2] == ["bench"] else ["bench", *_argv_of(args)]
-    doc["machine"] = {**kafka["machine"], "command": shlex.join(["sftraffic", *argv])}
+    doc["machine"] = {**kafka["machine"], "command": shlex.join(["sftraffic", *sys.argv[1:]])}
     doc["elapsed_s"] = time.perf_counter() - t0
     return doc
 
@@ -180,26 +166,16 @@ def busy_phases(
     kafka: dict[str, Any], streams: dict[str, Any], mqtt: dict[str, Any] | None
 ) -> tuple[int, int]:
     """(phases during which other processes were busy, phases) over every system's repetitions."""
+    from load.bench_broker import PHASES
     from load.harness.procfs import BUSY_SHARE
 
     shares: list[float | None] = []
     for rep in [*kafka["systems"].values(), *streams.values()]:
         for row in rep["reps"]:
-            for phase in ("produce_acks1", "consume", "produce_acksall"):
-                if row.get(phase):
-                    shares.append(row[phase].get("other_cpu_share"))
+            shares += [row[p].get("other_cpu_share") for p in PHASES if row.get(p)]
         shares += [lat.get("other_cpu_share") for lat in rep["latency"]]
-    if mqtt is not None:
-        shares += [r["other_cpu_share"] for r in mqtt["runs"]]
+    shares += [r["other_cpu_share"] for r in mqtt["runs"]] if mqtt is not None else []
     return sum(1 for s in shares if s is not None and s > BUSY_SHARE), len(shares)
-
-
-def _argv_of(args: argparse.Namespace) -> list[str]:
-    out = ["--quick"] if args.quick else []
-    out += ["--peers", args.peers]
-    if args.bootstrap:
-        out += ["--bootstrap", args.bootstrap]
-    return out
 
 
 # -- summary --------------------------------------------------------------------------------
@@ -221,18 +197,13 @@ RATIOS["produce_acksall"] = "produce_acksall_msgs_s"
 
 
 def _row_from_report(report: dict[str, Any], kind: str) -> dict[str, Any]:
-    f = report.get("figures", {})
     start_errors = [e for e in report["errors"] if e.startswith("start:")]
     return {
-        "label": report["label"],
+        **{k: report.get(k) for k in ("label", "version", "available", "errors", "persists")},
         "kind": kind,
-        "version": report.get("version"),
-        "available": report["available"],
         "ran": report["available"] and not start_errors,
         "reason": report["reason"] or "; ".join(start_errors),
-        "errors": report["errors"],
-        "persists": report.get("persists"),
-        **{key: f.get(figure) for key, figure in ROW.items()},
+        **{key: report["figures"].get(figure) for key, figure in ROW.items()},
     }
 
 
@@ -240,30 +211,27 @@ def _mqtt_rows(mqtt: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The Mosquitto and gateway-path rows: only produce msgs/s and server CPU."""
     f = mqtt["figures"]
     ran = mqtt["available"] and not (mqtt["errors"] and not mqtt["runs"])
-    base = {**dict.fromkeys(ROW), "kind": "mqtt", "available": mqtt["available"], "reason": mqtt["reason"]}
-    base["persists"] = None
-    mosquitto = {
-        **base,
+    base = dict.fromkeys(ROW) | {"kind": "mqtt", "available": mqtt["available"], "reason": mqtt["reason"]}
+    mosquitto = base | {
         "label": "Mosquitto, QoS 1 publish (paho, no subscriber)",
         "version": mqtt["versions"].get("mosquitto"),
+        "persists": None,
         "ran": ran,
         "errors": [e for e in mqtt["errors"] if e not in mqtt["gateway_errors"]],
         "produce_msgs_s": f.get("mosquitto_qos1_msgs_s"),
         "server_cpu_us_per_msg_produce": f.get("mosquitto_cpu_us_per_msg"),
     }
-    gateway = {
-        **base,
+    gateway = base | {
         "label": "gateway path: paho → Mosquitto → sftraffic gateway → store, until stored",
         "version": None,
+        "persists": None,
         "ran": ran and any(r["system"] == "gateway" for r in mqtt["runs"]),
         "errors": mqtt["gateway_errors"],
         "produce_msgs_s": f.get("gateway_msgs_s"),
         "server_cpu_us_per_msg_produce": f.get("gateway_cpu_us_per_msg"),
-        "gateway_cores": f.get("gateway_cores"),
-        "gateway_puback_msgs_s": f.get("gateway_puback_msgs_s"),
+        **{k: f.get(k) for k in ("gateway_cores", "gateway_puback_msgs_s", "store_after_puback_s")},
         "broker_cpu_us_per_msg": f.get("gateway_broker_cpu_us_per_msg"),
         "mosquitto_cpu_us_per_msg": f.get("gateway_mosquitto_cpu_us_per_msg"),
-        "store_after_puback_s": f.get("store_after_puback_s"),
     }
     return {"mosquitto": mosquitto, "gateway": gateway}
 
@@ -275,33 +243,30 @@ def _div(a: float | None, b: float | None) -> float | None:
 def summarise(
     kafka: dict[str, Any], streams: dict[str, Any], mqtt: dict[str, Any] | None, peers: list[str]
 ) -> dict[str, Any]:
-    from load.harness.report import met
+    from load.harness.report import verdict
 
     primary = kafka["primary"]
     systems = {name: _row_from_report(rep, "kafka") for name, rep in kafka["systems"].items()}
     systems |= {name: _row_from_report(rep, "stream") for name, rep in streams.items()}
-    if mqtt is not None:
-        systems |= _mqtt_rows(mqtt)
+    systems |= _mqtt_rows(mqtt) if mqtt is not None else {}
     ours = systems[primary]
     ratios: dict[str, dict[str, float | None]] = {}
-    for name in peers:
-        s = systems.get(name)
-        if s is not None and s["ran"] and name == "mosquitto":
+    for name in [n for n in peers if n in systems and systems[n]["ran"]]:
+        s = systems[name]
+        if name == "mosquitto":
             ratios[f"{primary}/mosquitto"] = {
                 "gateway_path": _div(systems["gateway"]["produce_msgs_s"], s["produce_msgs_s"])
             }
-        elif s is not None and s["ran"]:
+        else:
             ratios[f"{primary}/{name}"] = {r: _div(ours[key], s[key]) for r, key in RATIOS.items()}
     goals: list[dict[str, Any]] = []
     for name, target in (*PRODUCE_GOALS, ("mosquitto", GATEWAY_GOAL)):
         r = ratios.get(f"{primary}/{name}")
-        value = (r or {}).get("gateway_path" if name == "mosquitto" else "produce")
-        what = "gateway path" if name == "mosquitto" else "produce throughput"
-        goal = {"goal": f"{what} >= {target:g}x {LABELS[name]}", "peer": name}
-        why_not = None if r else _why_not(systems.get(name), name, peers)
-        goals.append(
-            goal | {"value": value, "target": target, "met": met(value, target, True), "why_not": why_not}
+        key, what = (
+            ("gateway_path", "gateway path") if name == "mosquitto" else ("produce", "produce throughput")
         )
+        g = verdict(f"{what} >= {target:g}x {LABELS[name]}", (r or {}).get(key), target, True)
+        goals.append(g | {"peer": name, "why_not": None if r else _why_not(systems.get(name), name, peers)})
     primary_ok = ours["ran"] and not ours["errors"] and (ours["produce_msgs_s"] or 0) > 0
     primary_ok = primary_ok and (ours["consume_msgs_s"] or 0) > 0
     gateway_failed = mqtt is not None and mqtt["available"] and bool(mqtt["gateway_errors"])
@@ -334,7 +299,7 @@ def _why_not(system: dict[str, Any] | None, name: str, peers: list[str]) -> str:
 
 
 # -- output ---------------------------------------------------------------------------------
-def _num(v: float | None, unit: str) -> str:
+def _num(v: float | None, unit: str = "") -> str:
     if v is None:
         return "—"
     if unit == "msgs/s":
@@ -347,77 +312,61 @@ def _num(v: float | None, unit: str) -> str:
 def render(doc: dict[str, Any], console: Any) -> None:
     from rich.markup import escape
 
-    from load.harness.report import table
+    from load.harness.report import print_footer, table
 
-    cfg = doc["config"]
-    primary = doc["primary"]
+    cfg, primary = doc["config"], doc["primary"]
     k, s, m = cfg["kafka"], cfg["streams"], cfg["mqtt"]
     title = (
         f"sftraffic bench{' --quick' if cfg['quick'] else ''}: Kafka {k['count']:,} msgs/phase, "
         f"Redis {s['count']:,}, NATS {s['nats_count']:,}, MQTT {m['count']:,}; "
         f"{k['reps']} rep(s), 100-byte values (MQTT: sensor JSON)"
     )
-    ratio_columns = [f">{primary}/peer\n{x}" for x in ("produce ↑", "consume ↑", "p99 ↓", "acks=all ↑")]
-    t = table(
-        title,
-        *("system", "^stores", ">produce\nmsgs/s ↑", ">acks=all\nmsgs/s ↑", ">consume\nmsgs/s ↑"),
-        *(f">p99 ms\n@{k['latency_rate'] // 1000}k/s ↓", ">server CPU\nµs/msg ↓", *ratio_columns),
-        caption="↑ higher is better, ↓ lower is better; ratios: ours/peer",
-    )
-    persists = {True: "disk", False: "memory", None: ""}
-    for name, sys_ in doc["systems"].items():
-        if not sys_["ran"]:
-            continue
+    columns = "system|^stores|>produce\nmsgs/s ↑|>acks=all\nmsgs/s ↑|>consume\nmsgs/s ↑|"
+    columns += f">p99 ms\n@{k['latency_rate'] // 1000}k/s ↓|>server CPU\nµs/msg ↓|"
+    columns += "|".join(f">{primary}/peer\n{x}" for x in ("produce ↑", "consume ↑", "p99 ↓", "acks=all ↑"))
+    rows = []
+    for name, sys_ in [(n, x) for n, x in doc["systems"].items() if x["ran"]]:
         r = doc["ratios"].get(f"{primary}/{name}", {})
+        ratio_cells = [
+            _num(r.get(key), "x") if name not in (primary, "gateway") else ""
+            for key in ("produce", "consume", "p99", "produce_acksall")
+        ]
         if name == "mosquitto":
             ratio_cells = [_num(r.get("gateway_path"), "x") + " ‡", "", "", ""]
-        else:
-            ratio_cells = [
-                _num(r.get(key), "x") if name not in (primary, "gateway") else ""
-                for key in ("produce", "consume", "p99", "produce_acksall")
-            ]
         label = LABELS.get(name, name)
-        if name == primary and primary == "external":
+        if name == primary == "external":
             label = f"external {sys_['label'].rsplit(' ', 1)[-1]}"  # "already-running broker at H:P"
-        t.add_row(
-            label,
-            persists[sys_["persists"]],
-            _num(sys_["produce_msgs_s"], "msgs/s"),
-            _num(sys_["produce_acksall_msgs_s"], "msgs/s"),
-            _num(sys_["consume_msgs_s"], "msgs/s"),
-            _num(sys_["p99_ms"], "ms"),
-            _num(sys_["server_cpu_us_per_msg_produce"], "us") + (" †" if name == "gateway" else ""),
-            *ratio_cells,
-        )
-    console.print(t)
+        stores = {True: "disk", False: "memory", None: ""}[sys_["persists"]]
+        rates = [
+            _num(sys_[key], "msgs/s")
+            for key in ("produce_msgs_s", "produce_acksall_msgs_s", "consume_msgs_s")
+        ]
+        cpu = _num(sys_["server_cpu_us_per_msg_produce"]) + (" †" if name == "gateway" else "")
+        rows.append([label, stores, *rates, _num(sys_["p99_ms"]), cpu, *ratio_cells])
+    console.print(
+        table(title, columns, *rows, caption="↑ higher is better, ↓ lower is better; ratios: ours/peer")
+    )
     gw = doc["systems"].get("gateway")
     if gw is not None and gw["ran"]:
         console.print(
-            f"† gateway path: gateway process {_num(gw['server_cpu_us_per_msg_produce'], 'us')} µs/msg "
-            f"({_num(gw['gateway_cores'], 'cores')} cores), broker "
-            f"{_num(gw['broker_cpu_us_per_msg'], 'us')} µs/msg, Mosquitto "
-            f"{_num(gw['mosquitto_cpu_us_per_msg'], 'us')} µs/msg; publisher's PUBACKs at "
+            f"† gateway path: gateway process {_num(gw['server_cpu_us_per_msg_produce'])} µs/msg "
+            f"({_num(gw['gateway_cores'])} cores), broker {_num(gw['broker_cpu_us_per_msg'])} µs/msg, "
+            f"Mosquitto {_num(gw['mosquitto_cpu_us_per_msg'])} µs/msg; publisher's PUBACKs at "
             f"{_num(gw['gateway_puback_msgs_s'], 'msgs/s')} msgs/s, last message stored "
-            f"{_num(gw['store_after_puback_s'], 's')} s after the last PUBACK."
+            f"{_num(gw['store_after_puback_s'])} s after the last PUBACK."
         )
         console.print("‡ gateway path msgs/s / Mosquitto QoS 1 publish msgs/s.")
     for name, reason in doc["not_run"].items():
         console.print(f"[yellow]{LABELS.get(name, name)}: not run[/yellow] — {escape(reason)}")
     for name, sys_ in doc["systems"].items():
-        if sys_["ran"]:
-            for e in sys_["errors"]:
-                console.print(f"[red]{LABELS.get(name, name)}: {escape(e)}[/red]")
+        for e in sys_["errors"] if sys_["ran"] else []:
+            console.print(f"[red]{LABELS.get(name, name)}: {escape(e)}[/red]")
     console.print("[bold]Goals[/bold] (reported, not asserted):")
     for g in doc["goals"]:
         if g["met"] is None:
             console.print(f"  [yellow]n/a [/yellow] {g['goal']}: {escape(g['why_not'] or 'no figure')}")
         else:
-            mark = "[green]PASS[/green]" if g["met"] else "[red]FAIL[/red]"
-            console.print(f"  {mark} {g['goal']}: {g['value']:.2f}x")
+            console.print(f"  {'[green]PASS' if g['met'] else '[red]FAIL'}[/] {g['goal']}: {g['value']:.2f}x")
     for line in doc["notes"]:
         console.print(f"[dim]• {escape(line)}[/dim]")
-    mach = doc["machine"]
-    console.print(
-        f"[dim]{mach['cpu_model']}, {mach['cores']} cores, Python {mach['python']}, librdkafka "
-        f"{mach['librdkafka']}; {doc['elapsed_s']:.0f} s; {escape(mach['command'] or '')}[/dim]"
-    )
+    print_footer(console, doc)

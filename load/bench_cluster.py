@@ -20,7 +20,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import tempfile
 import time
@@ -31,29 +30,22 @@ from rich.console import Console
 
 from deploy.local.process import BrokerProcess, ClusterProcesses, wait_for
 from load.harness.kafka import admin, create_topic, quiet_logger
-from load.harness.report import machine_info
+from load.harness.report import machine_info, parser
 from load.harness.runner import run_main
 
 
 def _produce(bootstrap: str, topic: str, n: int, acks: str) -> float:
+    """msgs/s of ``n`` values, first produce() to the last acknowledgement (a delivery callback
+    per message, as when the figures of 2026-11-23 were taken)."""
     from confluent_kafka import Producer
 
-    p = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": acks,
-            "enable.idempotence": acks == "all",
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 1_000_000,
-            "logger": quiet_logger(),
-        }
-    )
+    conf = {"acks": acks, "enable.idempotence": acks == "all", "linger.ms": 5, "batch.size": 1_000_000}
+    conf |= {"queue.buffering.max.messages": 1_000_000, "logger": quiet_logger()}
+    p = Producer({"bootstrap.servers": bootstrap, **conf})
     done = [0]
 
     def cb(err: Any, _msg: Any) -> None:
-        if err is None:
-            done[0] += 1
+        done[0] += err is None
 
     value = b"x" * 100
     t0 = time.perf_counter()
@@ -93,16 +85,8 @@ def failover(root: Path, session_ms: int, rate: int = 2000, seconds: float = 12.
         create_topic(c.bootstrap, "fo", 3, 3, {"min.insync.replicas": "2"}, 30)
         client = admin(c.bootstrap)
         leader = client.list_topics("fo", timeout=10).topics["fo"].partitions[0].leader
-        p = Producer(
-            {
-                "bootstrap.servers": c.bootstrap,
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": 1,
-                "message.timeout.ms": 120_000,
-                "logger": quiet_logger(),
-            }
-        )
+        conf = {"acks": "all", "enable.idempotence": True, "linger.ms": 1, "message.timeout.ms": 120_000}
+        p = Producer({"bootstrap.servers": c.bootstrap, "logger": quiet_logger(), **conf})
         acked: dict[bytes, int] = {}
         acks_p0: list[float] = []
         errors: list[str] = []
@@ -136,14 +120,8 @@ def failover(root: Path, session_ms: int, rate: int = 2000, seconds: float = 12.
         acks_p0.sort()
         gap = max((b - a for a, b in itertools.pairwise(acks_p0)), default=float("nan"))
         new_leader = client.list_topics("fo", timeout=10).topics["fo"].partitions[0].leader
-        consumer = Consumer(
-            {
-                "bootstrap.servers": c.bootstrap,
-                "group.id": f"audit-{session_ms}",
-                "auto.offset.reset": "earliest",
-                "logger": quiet_logger(),
-            }
-        )
+        conf = {"group.id": f"audit-{session_ms}", "auto.offset.reset": "earliest", "logger": quiet_logger()}
+        consumer = Consumer({"bootstrap.servers": c.bootstrap, **conf})
         consumer.subscribe(["fo"])
         seen: dict[bytes, int] = {}
         dup = 0
@@ -174,10 +152,7 @@ def failover(root: Path, session_ms: int, rate: int = 2000, seconds: float = 12.
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m load.bench_cluster", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="50k messages instead of 200k")
-    ap.add_argument("--json", metavar="FILE", help="write the results as JSON")
-    args = ap.parse_args(argv)
+    args = parser("cluster", __doc__, "50k messages instead of 200k", None).parse_args(argv)
 
     def run() -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:

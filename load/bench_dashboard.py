@@ -54,13 +54,12 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from dashboard.demo_data import iso, seed_results
 from deploy.local.process import ManagedProcess, free_port, wait_for
 from load.harness import procfs, services
 from load.harness.profiler import Profiler
-from load.harness.report import document, goal, loadavg, mode, parser, print_goals
+from load.harness.report import document, goal, loadavg, log, parser, print_goals, sized, table
 from load.harness.runner import Processes, run_main
 from load.harness.stats import percentile
 from sensors.layout import STREAM
@@ -73,6 +72,12 @@ CALLBACK_GOAL_MS = 100.0
 PAGE_INTERVAL_S = 2.0  # the dashboard's dcc.Interval
 BROWSER_CONNECTIONS = 6
 PST = dt.timezone(dt.timedelta(hours=-8))
+
+
+# a bus on Market St; each marker gets its own sensor id, time and speed
+MARKER = {"type": "traffic", "seq": 0, "segment_id": "market-st-03", "road": "Market St", "lat": 37.78}
+MARKER |= {"lon": -122.41, "direction": "E", "lane": 1, "vehicle_class": "bus", "weight_kg": 12000.0}
+MARKER |= {"axle_count": 2, "axle_distances_m": [5.9]}
 
 
 def rush_hour_start(now_ms: int | None = None) -> int:
@@ -138,37 +143,18 @@ def measure_visibility(
         for i in range(markers):
             sid = f"bench-marker-{run_id}-{i:03d}"
             speed = round(20 + i * 0.731 + random.random() / 100, 3)
-            ev = {
-                "type": "traffic",
-                "sensor_id": sid,
-                "seq": 0,
-                "event_time": sim_clock(),
-                "segment_id": "market-st-03",
-                "road": "Market St",
-                "lat": 37.78,
-                "lon": -122.41,
-                "direction": "E",
-                "lane": 1,
-                "vehicle_class": "bus",
-                "weight_kg": 12000.0,
-                "axle_count": 2,
-                "axle_distances_m": [5.9],
-                "speed_kmh": speed,
-            }
+            ev = MARKER | {"sensor_id": sid, "event_time": sim_clock(), "speed_kmh": speed}
             acked: list[float] = []
 
             def on_delivery(err: Any, _msg: Any, acked: list[float] = acked) -> None:
                 if err is None:
                     acked.append(time.monotonic())
 
-            data = json.dumps(ev).encode()
-            t0 = time.monotonic()
+            data, t0 = json.dumps(ev).encode(), time.monotonic()
             sink.producer.produce(
                 topic, data, sid.encode(), timestamp=ev["event_time"], on_delivery=on_delivery
             )
-            sink.producer.poll(0)
-            seen = None
-            polls = 0
+            seen, polls = None, 0
             while time.monotonic() - t0 < timeout:
                 sink.producer.poll(0)
                 status, body = web.get_json(f"/api/sensor/{sid}")
@@ -178,31 +164,21 @@ def measure_visibility(
                     break
                 time.sleep(0.025)
             sink.producer.flush(10)
-            rows.append(
-                {
-                    "sensor_id": sid,
-                    "speed_kmh": speed,
-                    "visible_s": round(seen - t0, 4) if seen is not None else None,
-                    "acked_s": round(acked[0] - t0, 4) if acked else None,
-                    "polls": polls,
-                }
-            )
+            row = {"sensor_id": sid, "speed_kmh": speed, "visible_s": round(seen - t0, 4) if seen else None}
+            rows.append(row | {"acked_s": round(acked[0] - t0, 4) if acked else None, "polls": polls})
             time.sleep(random.uniform(0.2, 0.5))
     finally:
         web.close()
         sink.flush(10)
     vis = [r["visible_s"] for r in rows if r["visible_s"] is not None]
     acks = [r["acked_s"] for r in rows if r["acked_s"] is not None]
-    return {
-        "markers": markers,
-        "seen": len(vis),
-        "p50_s": percentile(vis, 50),
-        "p95_s": percentile(vis, 95),
-        "max_s": max(vis) if vis else None,
+    out = {"markers": markers, "seen": len(vis), "p50_s": percentile(vis, 50), "p95_s": percentile(vis, 95)}
+    out |= {
+        "max_s": max(vis, default=None),
         "ack_p50_s": percentile(acks, 50),
         "ack_p95_s": percentile(acks, 95),
-        "rows": rows,
     }
+    return out | {"rows": rows}
 
 
 # -- (b) callbacks ---------------------------------------------------------------------------------
@@ -251,12 +227,12 @@ def tick_callbacks(web: Http) -> tuple[str, list[dict[str, Any]], dict[tuple[str
 
 def callback_body(cb: dict[str, Any], props: dict[tuple[str, str], Any], interval: str, n: int) -> bytes:
     def val(i: dict[str, str]) -> dict[str, Any]:
-        v = (
-            n
-            if (i["id"], i["property"]) == (interval, "n_intervals")
-            else props.get((i["id"], i["property"]))
-        )
-        return {"id": i["id"], "property": i["property"], "value": v}
+        key = (i["id"], i["property"])
+        return {
+            "id": i["id"],
+            "property": i["property"],
+            "value": n if key == (interval, "n_intervals") else props.get(key),
+        }
 
     body = {
         "output": cb["output"],
@@ -281,22 +257,17 @@ def _summary(calls: list[dict[str, Any]]) -> dict[str, Any]:
     for name in sorted({c["callback"] for c in calls}):
         ms = [c["ms"] for c in calls if c["callback"] == name and c["status"] in (200, 204)]
         size = [c["bytes"] for c in calls if c["callback"] == name]
-        per[name] = {
-            "calls": len(ms),
-            "p50_ms": _r(percentile(ms, 50)),
-            "p95_ms": _r(percentile(ms, 95)),
-            "max_ms": _r(max(ms) if ms else None),
-            "response_kb": round(statistics.mean(size) / 1024, 1) if size else None,
+        per[name] = {"calls": len(ms), **{f"p{q}_ms": _r(percentile(ms, q)) for q in (50, 95)}}
+        per[name] |= {
+            "max_ms": _r(max(ms, default=None)),
+            "response_kb": round(statistics.mean(size) / 1024, 1),
         }
-    return {
+    out = {
         "calls": len(calls),
         "errors": len(calls) - len(ok),
-        "p50_ms": _r(percentile(ok, 50)),
-        "p95_ms": _r(percentile(ok, 95)),
-        "p99_ms": _r(percentile(ok, 99)),
-        "max_ms": _r(max(ok) if ok else None),
-        "per_callback": per,
+        **{f"p{q}_ms": _r(percentile(ok, q)) for q in (50, 95, 99)},
     }
+    return out | {"max_ms": _r(max(ok, default=None)), "per_callback": per}
 
 
 def _r(x: float | None) -> float | None:
@@ -304,12 +275,7 @@ def _r(x: float | None) -> float | None:
 
 
 def measure_callbacks(
-    http_port: int,
-    ticks: int,
-    rounds: int,
-    *,
-    dash_pid: int | None = None,
-    profile_dir: Path | None = None,
+    http_port: int, ticks: int, rounds: int, dash_pid: int, profile_dir: Path | None
 ) -> dict[str, Any]:
     web = Http(http_port)
     interval, cbs, props = tick_callbacks(web)
@@ -330,16 +296,15 @@ def measure_callbacks(
                 free.append(c)
 
     profiler = None
-    if profile_dir is not None and dash_pid is not None:
-        profiler = Profiler(
-            dash_pid,
-            profile_dir / "dashboard.txt",
+    if profile_dir is not None:
+        seconds, focus = (
             min(30.0, ticks * PAGE_INTERVAL_S),
-            focus=("dashboard/", "plotly/", "dash/", "flask/", "werkzeug/"),
+            ("dashboard/", "plotly/", "dash/", "flask/", "werkzeug/"),
         )
+        profiler = Profiler(dash_pid, profile_dir / "dashboard.txt", seconds, focus=focus)
     page_calls: list[dict[str, Any]] = []
     tick_ms: list[float] = []
-    cpu0 = procfs.cpu_seconds(dash_pid) if dash_pid else None
+    cpu0 = procfs.cpu_seconds(dash_pid)
     t_start = time.monotonic()
     with ThreadPoolExecutor(BROWSER_CONNECTIONS) as pool:
         for k in range(ticks):
@@ -353,15 +318,10 @@ def measure_callbacks(
             page_calls += [f.result() for f in futs]
             tick_ms.append((time.perf_counter() - t0) * 1000)
     page_s = time.monotonic() - t_start
-    cpu1 = procfs.cpu_seconds(dash_pid) if dash_pid else None
-    out["page"] = _summary(page_calls) | {
-        "ticks": ticks,
-        "all_callbacks_of_a_tick_p50_ms": _r(percentile(tick_ms, 50)),
-        "all_callbacks_of_a_tick_p95_ms": _r(percentile(tick_ms, 95)),
-        "dashboard_cores": round((cpu1 - cpu0) / page_s, 2)
-        if cpu0 is not None and cpu1 is not None
-        else None,
-    }
+    cpu1 = procfs.cpu_seconds(dash_pid)
+    out["page"] = _summary(page_calls) | {"ticks": ticks}
+    out["page"] |= {f"all_callbacks_of_a_tick_p{q}_ms": _r(percentile(tick_ms, q)) for q in (50, 95)}
+    out["page"]["dashboard_cores"] = round((cpu1 - cpu0) / page_s, 2)
     if profiler is not None:
         out["profile"] = profiler.summary()
     # one at a time
@@ -378,44 +338,40 @@ def measure_callbacks(
 
 
 # -- orchestration -------------------------------------------------------------------------------
-def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
+SIZES = {"markers": (40, 20, 5), "ticks": (40, 15, 3), "rounds": (30, 15, 2)}  # full, --quick, --smoke
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from sensors.cli import parse_start
     from sensors.layout import ensure_layout
 
-    markers = args.markers or (5 if args.smoke else 20 if args.quick else 40)
-    ticks = args.ticks or (3 if args.smoke else 15 if args.quick else 40)
-    rounds = args.rounds or (2 if args.smoke else 15 if args.quick else 30)
+    markers, ticks, rounds = sized(args, SIZES).values()
     seed_minutes = 10 if args.smoke else 120
-    from sensors.cli import parse_start
-
     sim_start = rush_hour_start() if args.start == "rush" else parse_start(args.start)
     lookback_h = max(3, int((time.time() * 1000 - sim_start + seed_minutes * 60_000) / 3_600_000) + 2)
-    doc = document(
-        "dashboard",
-        {
-            "sensors": SENSORS,
-            "fleet_speed": 1.0,
-            "simulated_start": iso(sim_start),
-            "seeded_result_minutes": seed_minutes,
-            "dashboard_lookback_h": lookback_h,
-            "markers": markers,
-            "page_ticks": ticks,
-            "isolated_rounds": rounds,
-            "mode": mode(args),
-        },
-    )
+    config = {
+        "sensors": SENSORS,
+        "fleet_speed": 1.0,
+        "simulated_start": iso(sim_start),
+        "seeded_result_minutes": seed_minutes,
+        "dashboard_lookback_h": lookback_h,
+        "markers": markers,
+        "page_ticks": ticks,
+        "isolated_rounds": rounds,
+    }
+    doc = document("dashboard", args, config)
     children: dict[str, ManagedProcess] = {}
     with tempfile.TemporaryDirectory(prefix="sftraffic-bench-dashboard-") as tmpdir, Processes() as running:
-        tmp = Path(tmpdir)
-        broker = running.start(services.broker(tmp))
+        broker = running.start(services.broker(Path(tmpdir)))
         try:
             b = broker.bootstrap
             ensure_layout(b, partitions=PARTITIONS, extra_topics={f"{STREAM}.{t}": {} for t in RESULT_TOPICS})
             doc["seeded_records"] = seed_results(b, sim_start, seed_minutes)
-            console.print(f"fleet of {SENSORS:,} sensors live from {iso(sim_start)}, dashboard ...")
-            fleet_args = ["--sensors", str(SENSORS), "--speed", "1", "--start", iso(sim_start)]
-            fleet = children["fleet"] = running.add(
-                services.fleet(b, *fleet_args, "--partitions", str(PARTITIONS), "--quiet")
-            ).launch()
+            log(f"fleet of {SENSORS:,} sensors live from {iso(sim_start)}, dashboard ...")
+            fleet_args = (
+                f"--sensors {SENSORS} --speed 1 --start {iso(sim_start)} --partitions {PARTITIONS} --quiet"
+            )
+            fleet = children["fleet"] = running.add(services.fleet(b, *fleet_args.split())).launch()
             wall0 = time.time()
             port = free_port()
             dash = children["dashboard"] = running.add(
@@ -442,9 +398,6 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
             doc["dashboard_ready_s"] = round(time.monotonic() - t_ready, 1)
             time.sleep(2.0)  # a couple of health rounds, the fleet at its pace
 
-            def sim_clock() -> int:
-                return sim_start + int((time.time() - wall0) * 1000)
-
             def cpu_now() -> dict[str, float]:  # the fleet and the dashboard with their children
                 cpu = {n: procfs.cpu_seconds(c.pid, descendants=True) for n, c in children.items()}
                 return cpu | {"broker": broker.cpu_seconds(), "bench client": procfs.own_cpu()}
@@ -452,11 +405,13 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
             _, h0 = web.get_json("/api/health")
             cpu, busy0 = cpu_now(), procfs.machine_busy_seconds() or 0.0
             t0 = time.monotonic()
-            console.print(f"(a) {markers} marker readings to /api/sensor/<id> ...")
-            doc["visibility"] = measure_visibility(b, port, markers, sim_clock)
-            console.print(f"(b) callbacks: {ticks} page ticks, {rounds} rounds one at a time ...")
+            log(f"(a) {markers} marker readings to /api/sensor/<id> ...")
+            doc["visibility"] = measure_visibility(
+                b, port, markers, lambda: sim_start + int((time.time() - wall0) * 1000)
+            )
+            log(f"(b) callbacks: {ticks} page ticks, {rounds} rounds one at a time ...")
             profile = Path(args.profile) if args.profile else None
-            doc["callbacks"] = measure_callbacks(port, ticks, rounds, dash_pid=dash.pid, profile_dir=profile)
+            doc["callbacks"] = measure_callbacks(port, ticks, rounds, dash.pid, profile)
             elapsed = time.monotonic() - t0
             _, h1 = web.get_json("/api/health")
             web.close()
@@ -469,82 +424,51 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
                 "other_processes_cores": round((busy - ours) / elapsed, 2),
                 "loadavg_after": loadavg(),
             }
-            for name, c in children.items():
-                if not c.alive():
-                    doc["errors"].append(f"{name} exited early: {c.tail().splitlines()}")
+            doc["errors"] += [
+                f"{n} exited early: {c.tail().splitlines()}" for n, c in children.items() if not c.alive()
+            ]
         except Exception as exc:
             doc["errors"].append(f"{type(exc).__name__}: {exc}")
             doc["logs"] = {name: c.tail(30).splitlines() for name, c in children.items()}
-    vis = doc.get("visibility") or {}
-    cb = doc.get("callbacks") or {}
+    vis, cb = doc.get("visibility") or {}, doc.get("callbacks") or {}
     if vis and vis["seen"] < vis["markers"]:
         doc["errors"].append(f"{vis['markers'] - vis['seen']} markers never showed on the dashboard")
     for how in ("page", "isolated"):
         if cb.get(how, {}).get("errors"):
             doc["errors"].append(f"{cb[how]['errors']} callback requests failed ({how})")
+    page, isolated = (cb.get(how, {}).get("p95_ms") for how in ("page", "isolated"))
     doc["goals"] = [
         goal("sensor reading visible on the dashboard, p95", vis.get("p95_s"), VISIBLE_GOAL_S, "s", False),
-        goal(
-            "callback latency p95, as the page sends them",
-            cb.get("page", {}).get("p95_ms"),
-            CALLBACK_GOAL_MS,
-            "ms",
-            False,
-        ),
-        goal(
-            "callback latency p95, one at a time",
-            cb.get("isolated", {}).get("p95_ms"),
-            CALLBACK_GOAL_MS,
-            "ms",
-            False,
-        ),
+        goal("callback latency p95, as the page sends them", page, CALLBACK_GOAL_MS, "ms", False),
+        goal("callback latency p95, one at a time", isolated, CALLBACK_GOAL_MS, "ms", False),
     ]
     return doc
 
 
 def render(doc: dict[str, Any], console: Console) -> None:
-    m = doc["machine"]
-    t = Table(title=f"dashboard, 10k sensors live — {m['cpu_model']}, {m['cores']} cores, load {loadavg()}")
-    t.add_column("figure")
-    t.add_column("p50", justify="right")
-    t.add_column("p95", justify="right")
-    t.add_column("p99 / max", justify="right")
-    t.add_column("detail")
-    v = doc.get("visibility")
-    if v:
-        t.add_row(
-            "reading → /api/sensor (s)",
-            f"{v['p50_s']}",
-            f"{v['p95_s']}",
-            f"max {v['max_s']}",
-            f"{v['seen']}/{v['markers']} markers; store ack p50 {v['ack_p50_s']} s",
-        )
+    m, rows = doc["machine"], []
+    if v := doc.get("visibility"):
+        detail = f"{v['seen']}/{v['markers']} markers; store ack p50 {v['ack_p50_s']} s"
+        rows.append(("reading → /api/sensor (s)", v["p50_s"], v["p95_s"], f"max {v['max_s']}", detail))
     cb = doc.get("callbacks") or {}
     for how, label in (("page", "callbacks as the page (ms)"), ("isolated", "callbacks one at a time (ms)")):
-        s = cb.get(how)
-        if not s:
-            continue
-        t.add_row(
-            label, f"{s['p50_ms']}", f"{s['p95_ms']}", f"{s['p99_ms']} / {s['max_ms']}", f"{s['calls']} calls"
-        )
-        for name, p in s["per_callback"].items():
-            t.add_row(
-                f"  {name}",
-                f"{p['p50_ms']}",
-                f"{p['p95_ms']}",
-                f"max {p['max_ms']}",
-                f"{p['response_kb']} kB",
+        if s := cb.get(how):
+            rows.append(
+                (label, s["p50_ms"], s["p95_ms"], f"{s['p99_ms']} / {s['max_ms']}", f"{s['calls']} calls")
             )
-    console.print(t)
-    d = doc.get("during")
-    if d:
+            for name, p in s["per_callback"].items():
+                rows.append(
+                    (f"  {name}", p["p50_ms"], p["p95_ms"], f"max {p['max_ms']}", f"{p['response_kb']} kB")
+                )
+    title = f"dashboard, 10k sensors live — {m['cpu_model']}, {m['cores']} cores, load {loadavg()}"
+    console.print(table(title, "figure|>p50|>p95|>p99 / max|detail", *rows))
+    if d := doc.get("during"):
         console.print(
             f"[dim]during the run: dashboard saw {d['events_seen_by_dashboard_per_s']:,} events/s; "
             f"cores {d['cores']}, other processes {d['other_processes_cores']}"
         )
     print_goals(console, doc["goals"])
-    prof = cb.get("profile")
-    if prof and prof.get("self"):
+    if (prof := cb.get("profile")) and prof.get("self"):
         console.print("[dim]py-spy dashboard: " + ", ".join(f"{f} {p}%" for f, p in prof["self"][:6]))
     for e in doc["errors"]:
         console.print(f"[red]error:[/red] {e}")
@@ -556,14 +480,14 @@ def main(argv: list[str] | None = None) -> int:
         __doc__,
         "20 markers, 15 page ticks, 15 rounds",
         "tiny: 5 markers, 3 ticks, 2 rounds (tests)",
+        ("--markers", int, "marker readings (default 40)"),
+        ("--ticks", int, "page ticks, 2 s apart (default 40)"),
+        ("--rounds", int, "rounds of one-at-a-time callbacks (default 30)"),
+        ("--start", "rush", "the fleet's simulated start: 'rush' or ISO 8601"),
+        ("--profile", str, "DIR: py-spy the dashboard during the page-like phase"),
     )
-    p.add_argument("--markers", type=int, help="marker readings (default 40)")
-    p.add_argument("--ticks", type=int, help="page ticks, 2 s apart (default 40)")
-    p.add_argument("--rounds", type=int, help="rounds of one-at-a-time callbacks (default 30)")
-    p.add_argument("--start", default="rush", help="the fleet's simulated start: 'rush' or ISO 8601")
-    p.add_argument("--profile", metavar="DIR", help="py-spy the dashboard during the page-like phase")
     args = p.parse_args(argv)
-    return run_main(lambda: run(args, Console(stderr=True)), render, args.json, name="bench_dashboard")
+    return run_main(lambda: run(args), render, args.json, name="bench_dashboard")
 
 
 if __name__ == "__main__":

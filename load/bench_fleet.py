@@ -42,12 +42,11 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from load.harness import procfs, services
 from load.harness.kafka import EndOffsets
 from load.harness.profiler import Profiler
-from load.harness.report import document, goal, loadavg, mode, parser, print_goals
+from load.harness.report import document, goal, loadavg, log, parser, print_goals, sized, table
 from load.harness.runner import Processes, run_main
 from sensors.layout import topic
 
@@ -89,13 +88,6 @@ def _workers(pid: int) -> list[int]:
     return [kid for kid, cmd in cmds.items() if "spawn_main" in cmd and "resource_tracker" not in cmd]
 
 
-def fleet_args(workers: int, duration: float, start: str) -> list[str]:
-    return [
-        *("--sensors", str(SENSORS), "--speed", "0", "--start", start, "--duration", str(duration)),
-        *("--partitions", str(PARTITIONS), "--workers", str(workers), "--quiet"),
-    ]
-
-
 def measure_fleet(
     bootstrap: str,
     broker_pid: int,
@@ -109,8 +101,9 @@ def measure_fleet(
     """Run the fleet command once; returns its figures (see the module docstring)."""
     watch = OffsetWatcher(bootstrap, [topic(t) for t in TOPICS], PARTITIONS)
     base = watch.offsets.total()
-    proc = services.fleet(bootstrap, *fleet_args(workers, duration, start))
-    cpu_children0 = procfs.children_cpu()
+    args = ["--sensors", str(SENSORS), "--speed", "0", "--start", start, "--duration", str(duration)]
+    proc = services.fleet(bootstrap, *args, *f"--partitions {PARTITIONS} --workers {workers} --quiet".split())
+    cpu_children0 = procfs.own_cpu(children=True)
     broker0 = procfs.cpu_seconds(broker_pid)
     busy0, own0 = procfs.machine_busy_seconds() or 0.0, procfs.own_cpu()
     watch.start()
@@ -136,7 +129,7 @@ def measure_fleet(
             proc.proc.wait(60)
     proc.stop()  # reaped: its CPU (and its workers') is in RUSAGE_CHILDREN now
     wall = time.monotonic() - t0
-    fleet_cpu = procfs.children_cpu() - cpu_children0
+    fleet_cpu = procfs.own_cpu(children=True) - cpu_children0
     busy, own = (procfs.machine_busy_seconds() or 0.0) - busy0, procfs.own_cpu() - own0
     final = watch.finish()
     broker_cpu = procfs.cpu_seconds(broker_pid) - broker0
@@ -193,30 +186,19 @@ def measure_fleet(
     return res
 
 
-def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     from sensors.layout import ensure_layout
 
-    duration = args.duration or (30.0 if args.smoke else 300.0 if args.quick else 1800.0)
+    duration = sized(args, {"duration": (1800.0, 300.0, 30.0)})["duration"]
     workers_list = [1] if args.smoke else [1, 2]
-    doc = document(
-        "fleet",
-        {
-            "sensors": SENSORS,
-            "simulated_s": duration,
-            "start": args.start,
-            "partitions": PARTITIONS,
-            "workers": workers_list,
-            "mode": mode(args),
-        },
-    )
+    config = {"sensors": SENSORS, "simulated_s": duration, "start": args.start, "partitions": PARTITIONS}
+    doc = document("fleet", args, config | {"workers": workers_list})
     doc["runs"] = []
     with tempfile.TemporaryDirectory(prefix="sftraffic-bench-fleet-") as tmp, Processes() as running:
         broker = running.start(services.broker(Path(tmp)))
         ensure_layout(broker.bootstrap, partitions=PARTITIONS)
         for workers in workers_list:
-            console.print(
-                f"fleet of {SENSORS:,} sensors, {workers} worker(s), {duration:.0f} simulated s ..."
-            )
+            log(f"fleet of {SENSORS:,} sensors, {workers} worker(s), {duration:.0f} simulated s ...")
             profile = Path(args.profile) if args.profile else None
             res = measure_fleet(
                 broker.bootstrap, broker.pid, workers, duration, start=args.start, profile_dir=profile
@@ -224,37 +206,18 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
             doc["runs"].append(res)
             if res.get("error"):
                 doc["errors"].append(f"workers={workers}: {res['error']}")
-    one = next((r for r in doc["runs"] if r["workers"] == 1), None)
+    one = next((r["steady_events_s"] for r in doc["runs"] if r["workers"] == 1), None)
     doc["goals"] = [
-        goal(
-            "fleet, 1 process, 10k sensors: events/s acknowledged",
-            one["steady_events_s"] if one else None,
-            GOAL_EVENTS_S,
-            "events/s",
-            True,
-        )
+        goal("fleet, 1 process, 10k sensors: events/s acknowledged", one, GOAL_EVENTS_S, "events/s", True)
     ]
     return doc
 
 
 def render(doc: dict[str, Any], console: Console) -> None:
     m = doc["machine"]
-    t = Table(
-        title=f"sensor fleet --via kafka — {m['cpu_model']}, {m['cores']} cores, load {m['loadavg_at_start']}"
-    )
-    for col in (
-        "workers",
-        "acked events",
-        "steady events/s",
-        "wall events/s",
-        "fleet CPU",
-        "broker CPU",
-        "note",
-    ):
-        t.add_column(col, justify="left" if col == "note" else "right")
-    for r in doc["runs"]:
-        t.add_row(
-            str(r["workers"]),
+    rows = [
+        (
+            r["workers"],
             f"{r['acknowledged']:,}",
             f"{r['steady_events_s'] or 0:,}",
             f"{r['wall_events_s'] or 0:,}",
@@ -264,25 +227,30 @@ def render(doc: dict[str, Any], console: Console) -> None:
             or f"{r['simulated_s']:.0f} sim s in {r['wall_s']} s (x{r['simulated_speedup']}); "
             f"other processes {r['other_processes_cores']} cores",
         )
-    console.print(t)
+        for r in doc["runs"]
+    ]
+    title = f"sensor fleet --via kafka — {m['cpu_model']}, {m['cores']} cores, load {m['loadavg_at_start']}"
+    columns = ">workers|>acked events|>steady events/s|>wall events/s|>fleet CPU|>broker CPU|note"
+    console.print(table(title, columns, *rows))
     print_goals(console, doc["goals"])
     for r in doc["runs"]:
         for name, prof in (r.get("profiles") or {}).items():
-            console.print(
-                f"[dim]py-spy workers={r['workers']} {name}: "
-                + ", ".join(f"{f} {p}%" for f, p in prof.get("self", [])[:6])
-            )
+            top = ", ".join(f"{f} {p}%" for f, p in prof.get("self", [])[:6])
+            console.print(f"[dim]py-spy workers={r['workers']} {name}: {top}")
 
 
 def main(argv: list[str] | None = None) -> int:
     p = parser(
-        "fleet", __doc__, "300 simulated seconds per run", "tiny: 30 simulated seconds, one worker (tests)"
+        "fleet",
+        __doc__,
+        "300 simulated seconds per run",
+        "tiny: 30 simulated seconds, one worker (tests)",
+        ("--duration", float, "simulated seconds per run (default 1800)"),
+        ("--start", START, "simulated start (rush hour)"),
+        ("--profile", str, "DIR: py-spy the fleet workers for 8 s of each run"),
     )
-    p.add_argument("--duration", type=float, help="simulated seconds per run (default 1800)")
-    p.add_argument("--start", default=START, help=f"simulated start (default {START}, rush hour)")
-    p.add_argument("--profile", metavar="DIR", help="py-spy the fleet workers for 8 s of each run")
     args = p.parse_args(argv)
-    return run_main(lambda: run(args, Console(stderr=True)), render, args.json, name="bench_fleet")
+    return run_main(lambda: run(args), render, args.json, name="bench_fleet")
 
 
 if __name__ == "__main__":

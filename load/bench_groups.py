@@ -44,7 +44,6 @@ import multiprocessing as mp
 import os
 import queue
 import signal
-import statistics
 import tempfile
 import threading
 import time
@@ -53,14 +52,14 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from load.harness import services
 from load.harness.kafka import EndOffsets, create_topic, producer, quiet_logger
 from load.harness.procfs import cpu_seconds, machine_busy_seconds, own_cpu
 from load.harness.profiler import Profiler
-from load.harness.report import document, goal, loadavg, mode, parser, print_goals
+from load.harness.report import document, goal, loadavg, log, parser, print_goals, sized, table
 from load.harness.runner import Processes, run_main
+from load.harness.stats import median
 
 VALUE_SIZE = 100
 PARTITIONS = 12
@@ -99,12 +98,9 @@ BATCH = 10_000  # consume(num_messages=...)
 def preload(bootstrap: str, topic: str, count: int) -> dict[str, Any]:
     """Write ``count`` values round-robin over the topic's partitions; checks the end offsets."""
     p, failures = producer(bootstrap, **PRODUCER_SETTINGS)
-    value = os.urandom(VALUE_SIZE)
-    produce, poll = p.produce, p.poll
+    value, produce, poll = os.urandom(VALUE_SIZE), p.produce, p.poll
     t0 = time.perf_counter()
-    # chunks of 1,000 per partition: librdkafka appends to one partition's batch at a time
-    chunk = 1000
-    sent = 0
+    chunk, sent = 1000, 0  # chunks of 1,000 per partition: librdkafka fills one partition's batch at a time
     while sent < count:
         part = (sent // chunk) % PARTITIONS
         for _ in range(min(chunk, count - sent)):
@@ -150,16 +146,8 @@ def _throughput_member(
         gc.disable()
     assigns: list[list[int]] = []
     assigned_at: list[float] = []
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "client.id": f"bench-member-{idx}",
-            "auto.offset.reset": "earliest",
-            "logger": quiet_logger(),
-            **settings,
-        }
-    )
+    conf = {"group.id": group, "client.id": f"bench-member-{idx}", "auto.offset.reset": "earliest"}
+    c = Consumer({"bootstrap.servers": bootstrap, "logger": quiet_logger(), **conf, **settings})
     c.list_topics(topic, timeout=10)  # connected and metadata known before the clock starts
     ready.put(idx)
     start.wait()
@@ -219,8 +207,6 @@ def measure_group_throughput(
     count: int,
     broker_pid: int,
     *,
-    settings: dict[str, Any] | None = None,
-    batch: int = BATCH,
     gc_off: bool = True,
     profile_dir: Path | None = None,
     expected_rate: float = 500_000,
@@ -231,15 +217,12 @@ def measure_group_throughput(
     ready, results = ctx.Queue(), ctx.Queue()
     start, stop = ctx.Event(), ctx.Event()
     group = f"bench-throughput-{uuid.uuid4().hex[:8]}"
-    conf = dict(CONSUMER_SETTINGS, **(settings or {}))
-    procs = [
-        ctx.Process(
-            target=_throughput_member,
-            args=(i, bootstrap, topic, group, conf, batch, counts, ready, start, stop, results, gc_off),
-            daemon=True,
-        )
+    conf, batch = CONSUMER_SETTINGS, BATCH
+    args = [
+        (i, bootstrap, topic, group, conf, batch, counts, ready, start, stop, results, gc_off)
         for i in range(MEMBERS)
     ]
+    procs = [ctx.Process(target=_throughput_member, args=a, daemon=True) for a in args]
     for p in procs:
         p.start()
     out: dict[str, Any] = {
@@ -247,8 +230,8 @@ def measure_group_throughput(
         "messages_expected": count,
         "consumer_settings": conf,
         "batch": batch,
-        "client_gc_disabled": gc_off,
     }
+    out["client_gc_disabled"] = gc_off
     try:
         for _ in procs:
             ready.get(timeout=120)
@@ -272,12 +255,9 @@ def measure_group_throughput(
                 # profile the middle of the phase: started once messages flow, for ~60% of the
                 # expected remaining time
                 secs = max(2.0, min(20.0, 0.6 * (count - total) / expected_rate))
-                profilers["broker"] = Profiler(
-                    broker_pid, profile_dir / "groups-broker.txt", secs, focus=("framework/",)
-                )
-                profilers["member0"] = Profiler(
-                    procs[0].pid or 0, profile_dir / "groups-member0.txt", secs, native=True
-                )
+                broker_out, member_out = profile_dir / "groups-broker.txt", profile_dir / "groups-member0.txt"
+                profilers["broker"] = Profiler(broker_pid, broker_out, secs, focus=("framework/",))
+                profilers["member0"] = Profiler(procs[0].pid or 0, member_out, secs, 100, "--native")
             if total != last_total:
                 last_total, last_progress = total, now
             if now - last_progress > 30 or now > deadline:
@@ -304,46 +284,41 @@ def measure_group_throughput(
     client_cpu = sum(m["cpu_s"] for m in members)
     broker_cpu = broker_cpu1 - broker_cpu0
     for m in members:
-        span = (m["t_last"] - m["t_first"]) if m["t_first"] is not None else 0.0
+        first, last = m.pop("t_first"), m.pop("t_last")
+        span = last - first if first is not None else 0.0
         m["msgs_s"] = round(m["messages"] / span) if span > 0 else None
         m["cores"] = round(m["cpu_s"] / span, 2) if span > 0 else None
         m["cpu_us_per_msg"] = round(m["cpu_s"] / m["messages"] * 1e6, 3) if m["messages"] else None
-        m.pop("t_first")
-        m.pop("t_last")
-    out.update(
-        {
-            "messages": got,
-            "seconds": round(seconds, 3),
-            "msgs_s": round(got / seconds) if seconds > 0 else None,
-            "mb_s": round(got * VALUE_SIZE / seconds / 1e6, 1) if seconds > 0 else None,
-            "join_to_first_message_s": round(min(firsts) - t_start, 3) if firsts else None,
-            "client_cpu_s": round(client_cpu, 2),
-            "client_cpu_us_per_msg": round(client_cpu / got * 1e6, 3) if got else None,
-            "client_cores": round(client_cpu / seconds, 2) if seconds > 0 else None,
-            "broker_cpu_s": round(broker_cpu, 2),
-            "broker_cpu_us_per_msg": round(broker_cpu / got * 1e6, 3) if got else None,
-            # per message: from the start signal (join included) to the end; cores: while flowing
-            "broker_cores": round((broker_cpu1 - broker_cpu_flow) / (t_done - t_flow), 2)
-            if t_flow is not None and t_done > t_flow
-            else None,
-            "msgs_s_from_assignment": round(got / (max(lasts) - min(assigned)))
-            if assigned and lasts and max(lasts) > min(assigned)
-            else None,
-            # every process on the machine while messages flowed; "other" is what was left after
-            # the broker and the members: other work on a shared machine competing for the cores
-            "machine_busy_cores": round((busy_done - busy_flow) / (t_done - t_flow), 2)
-            if t_flow is not None and t_done > t_flow
-            else None,
-            "other_processes_cores": round(
-                (busy_done - busy_flow - (broker_cpu1 - broker_cpu_flow) - client_cpu) / (t_done - t_flow), 2
-            )
-            if t_flow is not None and t_done > t_flow
-            else None,
-            "members": members,
-            "rebalances": sum(len(m["assignments"]) for m in members) - MEMBERS,
-            "errors": sum(m["errors"] for m in members) + max(0, count - got if "error" in out else 0),
-        }
-    )
+
+    def per(x: float, d: float | None, digits: int | None, scale: float = 1.0) -> float | None:
+        """x * scale / d rounded (to an int with ``digits`` None); None unless d > 0."""
+        return round(x * scale / d, digits) if d is not None and d > 0 else None
+
+    flow_s = t_done - t_flow if t_flow is not None and t_done > t_flow else None
+    broker_flow, busy = broker_cpu1 - broker_cpu_flow, busy_done - busy_flow
+    seconds_ok = seconds if seconds > 0 else None
+    out |= {
+        "messages": got,
+        "seconds": round(seconds, 3),
+        "msgs_s": per(got, seconds_ok, None),
+        "mb_s": per(got * VALUE_SIZE, seconds_ok, 1, 1e-6),
+        "join_to_first_message_s": round(min(firsts) - t_start, 3) if firsts else None,
+        "client_cpu_s": round(client_cpu, 2),
+        "client_cpu_us_per_msg": per(client_cpu, got, 3, 1e6),
+        "client_cores": per(client_cpu, seconds_ok, 2),
+        "broker_cpu_s": round(broker_cpu, 2),
+        "broker_cpu_us_per_msg": per(broker_cpu, got, 3, 1e6),
+        # per message: from the start signal (join included) to the end; cores: while flowing
+        "broker_cores": per(broker_flow, flow_s, 2),
+        "msgs_s_from_assignment": per(got, max(lasts) - min(assigned) if assigned and lasts else None, None),
+        # every process on the machine while messages flowed; "other" is what was left after
+        # the broker and the members: other work on a shared machine competing for the cores
+        "machine_busy_cores": per(busy, flow_s, 2),
+        "other_processes_cores": per(busy - broker_flow - client_cpu, flow_s, 2),
+        "members": members,
+        "rebalances": sum(len(m["assignments"]) for m in members) - MEMBERS,
+        "errors": sum(m["errors"] for m in members) + max(0, count - got if "error" in out else 0),
+    }
     if profilers:
         out["profiles"] = {name: p.summary() for name, p in profilers.items()}
     return out
@@ -373,20 +348,10 @@ def _rebalance_member(
     def on_revoke(_c: Any, parts: list[Any]) -> None:
         events.put(("revoke", idx, clock(), sorted(p.partition for p in parts)))
 
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "client.id": f"bench-rebalance-{idx}",
-            "auto.offset.reset": "latest",
-            "session.timeout.ms": session_ms,
-            "heartbeat.interval.ms": heartbeat_ms,
-            "enable.auto.commit": True,
-            "auto.commit.interval.ms": 1000,
-            "fetch.wait.max.ms": 50,
-            "logger": quiet_logger(),
-        }
-    )
+    conf = {"group.id": group, "client.id": f"bench-rebalance-{idx}", "auto.offset.reset": "latest"}
+    conf |= {"session.timeout.ms": session_ms, "heartbeat.interval.ms": heartbeat_ms, "fetch.wait.max.ms": 50}
+    conf |= {"enable.auto.commit": True, "auto.commit.interval.ms": 1000, "logger": quiet_logger()}
+    c = Consumer({"bootstrap.servers": bootstrap, **conf})
     c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
     events.put(("ready", idx, clock(), os.getpid()))
     while not stop.is_set():
@@ -405,18 +370,12 @@ class SteadyProducer(threading.Thread):
         super().__init__(daemon=True, name="steady-producer")
         from confluent_kafka import Producer
 
-        self.topic = topic
-        self.rate = rate
-        self.sent = 0
-        self.halt = threading.Event()
+        self.topic, self.rate, self.sent, self.halt = topic, rate, 0, threading.Event()
         self.p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "logger": quiet_logger()})
 
     def run(self) -> None:
-        value = os.urandom(VALUE_SIZE)
-        step = 0.01
+        value, step, t0, i = os.urandom(VALUE_SIZE), 0.01, time.monotonic(), 0
         per_step = max(PARTITIONS, round(self.rate * step))
-        t0 = time.monotonic()
-        i = 0
         while not self.halt.is_set():
             for _ in range(per_step):
                 self.p.produce(self.topic, value, partition=self.sent % PARTITIONS)
@@ -440,17 +399,10 @@ def measure_rebalance(
 ) -> dict[str, Any]:
     """One repetition: a stable 4-member group, one SIGKILLed, until its partitions flow again."""
     ctx = mp.get_context("spawn")
-    events = ctx.Queue()
-    stop = ctx.Event()
+    events, stop = ctx.Queue(), ctx.Event()
     group = f"bench-rebalance-{uuid.uuid4().hex[:8]}"
-    procs = [
-        ctx.Process(
-            target=_rebalance_member,
-            args=(i, bootstrap, topic, group, session_ms, heartbeat_ms, events, stop),
-            daemon=True,
-        )
-        for i in range(MEMBERS)
-    ]
+    args = [(i, bootstrap, topic, group, session_ms, heartbeat_ms, events, stop) for i in range(MEMBERS)]
+    procs = [ctx.Process(target=_rebalance_member, args=a, daemon=True) for a in args]
     for p in procs:
         p.start()
     assignment: dict[int, list[int]] = {}  # member -> current partitions
@@ -471,12 +423,8 @@ def measure_rebalance(
             if idx in dead:
                 continue
             log.append(ev)
-            if kind == "assign":
-                assignment[idx] = list(arg)
-                flowing[idx] = set()
-            elif kind == "revoke":
-                assignment[idx] = []
-                flowing[idx] = set()
+            if kind in ("assign", "revoke"):
+                assignment[idx], flowing[idx] = list(arg) if kind == "assign" else [], set()
             elif kind == "first":
                 flowing[idx].add(arg)
 
@@ -509,9 +457,7 @@ def measure_rebalance(
         dead.add(victim)
         del assignment[victim]
         flowing.pop(victim)
-        out.update(
-            {"victim_partitions": lost, "assignment_before": {str(k): v for k, v in assignment.items()}}
-        )
+        out |= {"victim_partitions": lost, "assignment_before": {str(k): v for k, v in assignment.items()}}
         log_from = len(log)
         assigned_at: dict[int, float] = {}
         consumed_at: dict[int, float] = {}
@@ -527,18 +473,13 @@ def measure_rebalance(
                     consumed_at[arg] = t
             log_from = len(log)
         revokes = [t for kind, _i, t, _a in log if kind == "revoke" and t > t_kill]
-        out.update(
-            {
-                "detected_s": round(min(revokes) - t_kill, 3) if revokes else None,
-                "assigned_s": round(max(assigned_at.values()) - t_kill, 3)
-                if len(assigned_at) == len(lost)
-                else None,
-                "recovered_s": round(max(consumed_at.values()) - t_kill, 3)
-                if len(consumed_at) == len(lost)
-                else None,
-                "assignment_after": {str(k): v for k, v in assignment.items()},
-            }
-        )
+
+        def since_kill(times: dict[int, float]) -> float | None:  # to the last of the lost partitions
+            return round(max(times.values()) - t_kill, 3) if len(times) == len(lost) else None
+
+        out["detected_s"] = round(min(revokes) - t_kill, 3) if revokes else None
+        out["assigned_s"], out["recovered_s"] = since_kill(assigned_at), since_kill(consumed_at)
+        out["assignment_after"] = {str(k): v for k, v in assignment.items()}
         if out["recovered_s"] is None:
             out["error"] = (
                 f"partitions {sorted(set(lost) - set(consumed_at))} not consumed within {timeout_s}s"
@@ -554,43 +495,43 @@ def measure_rebalance(
 
 
 # -- orchestration -------------------------------------------------------------------------------
-def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
-    count = args.count or (100_000 if args.smoke else 200_000 if args.quick else 4_000_000)
-    reps = args.rebalance_reps if args.rebalance_reps is not None else (1 if args.smoke else 3)
+SIZES = {"count": (4_000_000, 200_000, 100_000), "rebalance_reps": (3, 3, 1)}  # full, --quick, --smoke
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    count, reps = sized(args, SIZES).values()
     session_ms = args.session_timeout_ms
-    doc = document(
-        "groups",
-        {
-            "messages": count,
-            "value_size": VALUE_SIZE,
-            "partitions": PARTITIONS,
-            "members": MEMBERS,
-            "producer_settings": PRODUCER_SETTINGS,
-            "rebalance_reps": reps,
-            "session_timeout_ms": session_ms,
-            "heartbeat_interval_ms": args.heartbeat_ms,
-            "rebalance_produce_rate": args.rate,
-            "mode": mode(args),
-        },
-    )
-    overrides: dict[str, object] = {}
-    if session_ms < 6000:
-        overrides["group.min.session.timeout.ms"] = session_ms
+    config = {
+        "messages": count,
+        "value_size": VALUE_SIZE,
+        "partitions": PARTITIONS,
+        "members": MEMBERS,
+        "producer_settings": PRODUCER_SETTINGS,
+        "rebalance_reps": reps,
+        "session_timeout_ms": session_ms,
+        "heartbeat_interval_ms": args.heartbeat_ms,
+        "rebalance_produce_rate": args.rate,
+    }
+    doc = document("groups", args, config)
+    overrides = {"group.min.session.timeout.ms": session_ms} if session_ms < 6000 else {}
     profile_dir = Path(args.profile) if args.profile else None
     with tempfile.TemporaryDirectory(prefix="sftraffic-bench-groups-") as tmp, Processes() as running:
         broker = running.start(services.broker(Path(tmp), **overrides))
         try:
             topic = create_topic(broker.bootstrap, f"bench-groups-{uuid.uuid4().hex[:6]}", PARTITIONS)
-            console.print(f"preloading {count:,} messages into {PARTITIONS} partitions ...")
+            log(f"preloading {count:,} messages into {PARTITIONS} partitions ...")
             doc["preload"] = preload(broker.bootstrap, topic, count)
-            doc["throughput_runs"] = []
+            runs: list[dict[str, Any]] = []
+            doc["throughput_runs"] = runs
+
+            def med(key: str) -> float | None:
+                return median(r[key] for r in runs if r.get(key))
+
             # with --profile, one more run under py-spy (which slows member 0): kept apart
             for rep in range(args.reps + (1 if profile_dir else 0)):
                 profiled = rep == args.reps
-                console.print(
-                    f"group of {MEMBERS} consuming {count:,} messages "
-                    + ("(profiled run) ..." if profiled else f"(run {rep + 1}/{args.reps}) ...")
-                )
+                which = "profiled run" if profiled else f"run {rep + 1}/{args.reps}"
+                log(f"group of {MEMBERS} consuming {count:,} messages ({which}) ...")
                 res = measure_group_throughput(
                     broker.bootstrap,
                     topic,
@@ -598,35 +539,24 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
                     broker.pid,
                     gc_off=not args.client_gc,
                     profile_dir=profile_dir if profiled else None,
-                    expected_rate=statistics.median(
-                        [r["msgs_s"] for r in doc["throughput_runs"] if r.get("msgs_s")] or [500_000]
-                    ),
+                    expected_rate=med("msgs_s") or 500_000,
                 )
                 if res.get("error"):
                     doc["errors"].append(res["error"])
                 if profiled:
                     doc["profiled_run"] = res
                 else:
-                    doc["throughput_runs"].append(res)
-            runs = doc["throughput_runs"]
-            rates = [r["msgs_s"] for r in runs if r.get("msgs_s")]
-            doc["throughput"] = {
-                "msgs_s": statistics.median(rates) if rates else None,
-                "broker_cpu_us_per_msg": statistics.median(
-                    [r["broker_cpu_us_per_msg"] for r in runs if r.get("broker_cpu_us_per_msg")] or [0]
-                ),
-                "client_cpu_us_per_msg": statistics.median(
-                    [r["client_cpu_us_per_msg"] for r in runs if r.get("client_cpu_us_per_msg")] or [0]
-                ),
-                "loadavg_after": loadavg(),
-            }
+                    runs.append(res)
+            doc["throughput"] = {"msgs_s": med("msgs_s")}
+            doc["throughput"] |= {k: med(k) or 0 for k in ("broker_cpu_us_per_msg", "client_cpu_us_per_msg")}
+            doc["throughput"]["loadavg_after"] = loadavg()
             rtopic = create_topic(broker.bootstrap, f"bench-rebalance-{uuid.uuid4().hex[:6]}", PARTITIONS)
-            producer = SteadyProducer(broker.bootstrap, rtopic, args.rate)
-            producer.start()
+            steady = SteadyProducer(broker.bootstrap, rtopic, args.rate)
+            steady.start()
             doc["rebalance_runs"] = []
             try:
                 for rep in range(reps):
-                    console.print(f"rebalance after SIGKILL of a member (run {rep + 1}/{reps}) ...")
+                    log(f"rebalance after SIGKILL of a member (run {rep + 1}/{reps}) ...")
                     try:
                         res = measure_rebalance(
                             broker.bootstrap, rtopic, session_ms=session_ms, heartbeat_ms=args.heartbeat_ms
@@ -637,78 +567,70 @@ def run(args: argparse.Namespace, console: Console) -> dict[str, Any]:
                     if res.get("error"):
                         doc["errors"].append(res["error"])
             finally:
-                producer.halt.set()
-                producer.join(20)
+                steady.halt.set()
+                steady.join(20)
             recovered = [r["recovered_s"] for r in doc["rebalance_runs"] if r.get("recovered_s") is not None]
-            doc["rebalance"] = {
-                "recovered_s": recovered,
-                "median_s": statistics.median(recovered) if recovered else None,
-                "max_s": max(recovered) if recovered else None,
-                "produced": producer.sent,
+            doc["rebalance"] = {"recovered_s": recovered, "median_s": median(recovered)}
+            doc["rebalance"] |= {
+                "max_s": max(recovered, default=None),
+                "produced": steady.sent,
                 "loadavg_after": loadavg(),
             }
         finally:
             doc["broker_log_tail"] = broker.tail(20).splitlines() if doc["errors"] else []
+    target_s = session_ms / 1000 + REBALANCE_MARGIN_S
     doc["goals"] = [
         goal("group throughput, 4 members", doc["throughput"]["msgs_s"], THROUGHPUT_GOAL, "msgs/s", True),
-        goal(
-            "rebalance after member loss (median)",
-            doc["rebalance"]["median_s"],
-            session_ms / 1000 + REBALANCE_MARGIN_S,
-            "s",
-            False,
-        ),
+        goal("rebalance after member loss (median)", doc["rebalance"]["median_s"], target_s, "s", False),
     ]
     return doc
 
 
 def render(doc: dict[str, Any], console: Console) -> None:
-    m = doc["machine"]
-    t = Table(title=f"consumer groups — {m['cpu_model']}, {m['cores']} cores, load {m['loadavg_at_start']}")
-    t.add_column("figure")
-    t.add_column("value", justify="right")
-    t.add_column("detail")
-    pre = doc.get("preload", {})
-    t.add_row(
-        "preload (1 producer, acks=1)", f"{pre.get('msgs_s', 0):,} msgs/s", f"{pre.get('messages', 0):,} msgs"
-    )
-    for i, r in enumerate(doc.get("throughput_runs", [])):
-        t.add_row(
-            f"group of {MEMBERS} consume, run {i + 1}",
-            f"{r.get('msgs_s') or 0:,} msgs/s",
-            f"{r['messages']:,} msgs in {r['seconds']} s; client {r['client_cores']} cores "
-            f"{r['client_cpu_us_per_msg']} µs/msg; broker {r['broker_cores']} cores "
-            f"{r['broker_cpu_us_per_msg']} µs/msg; other processes {r['other_processes_cores']} cores; "
-            f"rebalances {r['rebalances']}",
+    m, pre = doc["machine"], doc.get("preload", {})
+    rows = [
+        (
+            "preload (1 producer, acks=1)",
+            f"{pre.get('msgs_s', 0):,} msgs/s",
+            f"{pre.get('messages', 0):,} msgs",
         )
-    for i, r in enumerate(doc.get("rebalance_runs", [])):
-        t.add_row(
-            f"rebalance after SIGKILL, run {i + 1}",
-            f"{r.get('recovered_s')} s",
-            r.get("error")
-            or f"detected {r.get('detected_s')} s, assigned {r.get('assigned_s')} s, "
-            f"partitions {r.get('victim_partitions')}",
+    ]
+    for i, r in enumerate(doc.get("throughput_runs", []), 1):
+        detail = f"{r['messages']:,} msgs in {r['seconds']} s; client {r['client_cores']} cores "
+        detail += f"{r['client_cpu_us_per_msg']} µs/msg; broker {r['broker_cores']} cores "
+        detail += f"{r['broker_cpu_us_per_msg']} µs/msg; other processes {r['other_processes_cores']} cores; "
+        detail += f"rebalances {r['rebalances']}"
+        rows.append((f"group of {MEMBERS} consume, run {i}", f"{r.get('msgs_s') or 0:,} msgs/s", detail))
+    for i, r in enumerate(doc.get("rebalance_runs", []), 1):
+        detail = f"detected {r.get('detected_s')} s, assigned {r.get('assigned_s')} s, "
+        detail += f"partitions {r.get('victim_partitions')}"
+        rows.append(
+            (f"rebalance after SIGKILL, run {i}", f"{r.get('recovered_s')} s", r.get("error") or detail)
         )
-    console.print(t)
+    title = f"consumer groups — {m['cpu_model']}, {m['cores']} cores, load {m['loadavg_at_start']}"
+    console.print(table(title, "figure|>value|detail", *rows))
     print_goals(console, doc["goals"])
     for name, prof in ((doc.get("profiled_run") or {}).get("profiles") or {}).items():
         console.print(f"[dim]py-spy {name}: " + ", ".join(f"{f} {p}%" for f, p in prof.get("self", [])[:5]))
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser("groups", __doc__, "200k messages", "tiny: 100k messages, one rebalance (tests)")
-    p.add_argument("--count", type=int, help="messages to preload (default 4M)")
-    p.add_argument("--reps", type=int, default=1, help="throughput repetitions (default 1)")
-    p.add_argument("--rebalance-reps", type=int, help="rebalance repetitions (default 3)")
-    p.add_argument("--session-timeout-ms", type=int, default=6000)
-    p.add_argument("--heartbeat-ms", type=int, default=1000)
-    p.add_argument("--rate", type=int, default=2000, help="msgs/s produced during the rebalance phase")
-    p.add_argument(
-        "--client-gc", action="store_true", help="leave the members' cyclic GC on (default: off, see code)"
+    p = parser(
+        "groups",
+        __doc__,
+        "200k messages",
+        "tiny: 100k messages, one rebalance (tests)",
+        ("--count", int, "messages to preload (default 4M)"),
+        ("--reps", 1, "throughput repetitions"),
+        ("--rebalance-reps", int, "rebalance repetitions (default 3)"),
+        ("--session-timeout-ms", 6000, "session timeout of the rebalance members"),
+        ("--heartbeat-ms", 1000, "heartbeat interval of the rebalance members"),
+        ("--rate", 2000, "msgs/s produced during the rebalance phase"),
+        ("--client-gc", bool, "leave the members' cyclic GC on (default: off, see code)"),
+        ("--profile", str, "DIR: py-spy the broker and a member during (a)"),
     )
-    p.add_argument("--profile", metavar="DIR", help="py-spy the broker and a member during (a)")
     args = p.parse_args(argv)
-    return run_main(lambda: run(args, Console(stderr=True)), render, args.json, name="bench_groups")
+    return run_main(lambda: run(args), render, args.json, name="bench_groups")
 
 
 if __name__ == "__main__":

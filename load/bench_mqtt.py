@@ -26,7 +26,6 @@ the two runs, so background load on a shared machine hits both alike.
 from __future__ import annotations
 
 import importlib.util
-import subprocess
 import threading
 import time
 import uuid
@@ -34,24 +33,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.markup import escape
 
 from deploy.local.mosquitto import MosquittoProcess, find_mosquitto
 from deploy.local.process import ManagedProcess
 from load.bench_broker import MB
-from load.harness import services
+from load.harness import procfs, services
 from load.harness.kafka import EndOffsets, delete_topic
-from load.harness.procfs import (
-    BUSY_SHARE,
-    IDLE_WINDOW_S,
-    SETTLE_S,
-    Interference,
-    cpu_when_idle,
-    own_cpu,
-    probe,
-)
-from load.harness.report import log, package_version
+from load.harness.procfs import BUSY_SHARE, IDLE_WINDOW_S, SETTLE_S, Interference, cpu_when_idle, probe
+from load.harness.report import log, output, package_version
 from load.harness.runner import Processes
 from load.harness.stats import median
 from load.peers import LOOPBACK, OursLauncher, Server
@@ -123,26 +113,15 @@ class MqttReport:
 
 # -- availability -------------------------------------------------------------------------------
 def unavailable() -> str | None:
-    """None when Mosquitto and paho-mqtt are here, else why not."""
+    """None when Mosquitto, paho-mqtt and gmqtt are here, else why not."""
     try:
         find_mosquitto()
     except FileNotFoundError as exc:
         return str(exc)
-    if importlib.util.find_spec("paho") is None or importlib.util.find_spec("paho.mqtt") is None:
-        return "Python package paho-mqtt is not installed (pip install 'sftraffic[app]')"
-    if importlib.util.find_spec("gmqtt") is None:
-        return "Python package gmqtt is not installed (pip install 'sftraffic[app]')"
+    for module, dist in (("paho", "paho-mqtt"), ("gmqtt", "gmqtt")):
+        if importlib.util.find_spec(module) is None:
+            return f"Python package {dist} is not installed (pip install 'sftraffic[app]')"
     return None
-
-
-def mosquitto_version() -> str | None:
-    try:
-        out = subprocess.run(
-            [find_mosquitto(), "-h"], check=False, capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.splitlines()[0].strip() if out.stdout else None
 
 
 # -- messages -------------------------------------------------------------------------------
@@ -212,7 +191,7 @@ def publish_qos1(
         if not connected.wait(10) or state.detail:
             raise RuntimeError(f"publisher could not connect to 127.0.0.1:{port} {state.detail}")
         publish, acquire = client.publish, slots.acquire
-        own0 = own_cpu()
+        own0 = procfs.own_cpu()
         t0 = time.perf_counter()
         deadline = time.monotonic() + timeout
         sent = 0
@@ -223,7 +202,7 @@ def publish_qos1(
             sent += 1
         finished = done.wait(max(0.0, deadline - time.monotonic()))
         t_end = state.t_last if finished else time.perf_counter()
-        client_cpu = own_cpu() - own0
+        client_cpu = procfs.own_cpu() - own0
     finally:
         # disconnect() first: it wakes paho's network thread, which loop_stop() would otherwise wait
         # for until its select() times out (up to a second, added to the gateway path's timing).
@@ -234,17 +213,9 @@ def publish_qos1(
         detail = detail or f"only {acked + failed}/{n} PUBACKs after {timeout:g} s ({sent} published)"
         failed = n - acked
     seconds = t_end - t0
-    size = sum(len(p) for _, p in messages)
-    return PublishRun(
-        messages=n,
-        acked=acked,
-        failed=failed,
-        seconds=seconds,
-        msgs_s=acked / seconds if seconds > 0 else 0.0,
-        mb_s=size * acked / n / seconds / MB if seconds > 0 and n else 0.0,
-        client_cpu_s=client_cpu,
-        detail=detail,
-    )
+    rate = acked / seconds if seconds > 0 else 0.0
+    mb_s = rate * sum(len(p) for _, p in messages) / n / MB if n else 0.0
+    return PublishRun(n, acked, failed, seconds, rate, mb_s, client_cpu, detail)
 
 
 # -- the store side -----------------------------------------------------------------------------
@@ -268,12 +239,12 @@ def _publish(port: int, messages: list[tuple[str, bytes]], cfg: MqttConfig, clie
 
 # -- the two runs -------------------------------------------------------------------------------
 def mosquitto_run(
-    rep: int, port: int, mosquitto_pid: int | None, messages: list[tuple[str, bytes]], cfg: MqttConfig
+    rep: int, mosquitto: MosquittoProcess, messages: list[tuple[str, bytes]], cfg: MqttConfig
 ) -> EdgeRun:
-    load = Interference([mosquitto_pid])
-    c0 = probe(mosquitto_pid)()
-    pub = _publish(port, messages, cfg, f"bench-pub-a{rep}")
-    _, c1 = cpu_when_idle(probe(mosquitto_pid), SETTLE_S, cfg.idle_window_s)
+    load = Interference([mosquitto.pid])
+    c0 = probe(mosquitto.pid)()
+    pub = _publish(mosquitto.port, messages, cfg, f"bench-pub-a{rep}")
+    _, c1 = cpu_when_idle(probe(mosquitto.pid), SETTLE_S, cfg.idle_window_s)
     return EdgeRun(
         system="mosquitto",
         rep=rep,
@@ -290,8 +261,7 @@ def mosquitto_run(
 
 def gateway_run(
     rep: int,
-    port: int,
-    mosquitto_pid: int | None,
+    mosquitto: MosquittoProcess,
     gateway: ManagedProcess,
     broker: Server,
     counter: StoreCounter,
@@ -300,12 +270,11 @@ def gateway_run(
 ) -> EdgeRun:
     n = len(messages)
     base, dead0 = counter.total(), counter.dead.total()
-    pids = [mosquitto_pid, gateway.pid, broker.pid]
+    pids = [mosquitto.pid, gateway.pid, broker.pid]
     load = Interference(pids)
     c0 = [probe(p)() for p in pids]
     t0 = time.perf_counter()
-    pub = _publish(port, messages, cfg, f"bench-pub-b{rep}")
-    t_puback = t0 + pub.seconds
+    pub = _publish(mosquitto.port, messages, cfg, f"bench-pub-b{rep}")
     stored, t_stored = counter.wait_for(base + pub.acked, cfg.store_timeout_s)
     seconds = t_stored - t0
     gw_run_cpu = probe(gateway.pid)()
@@ -322,8 +291,7 @@ def gateway_run(
     if dead:
         detail = detail or f"{dead} messages went to the dead-letter topic"
     if not gateway.alive():
-        errors = max(errors, 1)
-        detail = f"gateway exited: {gateway.tail()}"
+        errors, detail = max(errors, 1), f"gateway exited: {gateway.tail()}"
     gw_cpu = c1[1] - c0[1] if c1[1] is not None and c0[1] is not None else None
     gw_cores = gw_run_cpu - c0[1] if gw_run_cpu is not None and c0[1] is not None else None
     return EdgeRun(
@@ -340,7 +308,7 @@ def gateway_run(
         gateway_cpu_us_per_msg=_us_per_msg(c0[1], c1[1], n),
         gateway_cores=gw_cores / seconds if gw_cores is not None and seconds > 0 else None,
         broker_cpu_us_per_msg=_us_per_msg(c0[2], c1[2], n),
-        store_after_puback_s=t_stored - t_puback,
+        store_after_puback_s=t_stored - (t0 + pub.seconds),
         dead_letters=dead,
         other_cpu_share=load.share(),
     )
@@ -386,16 +354,16 @@ def gateway_drain_run(
         c1 = [probe(p)() for p in pids]
     finally:
         gw.stop()
-    n = stored - first
-    seconds = t_last - t_first
+    n, seconds = stored - first, t_last - t_first
     return {
         "messages": pub.acked,
         "stored": stored - base,
         "msgs_s": n / seconds if seconds > 0 and stored >= base + pub.acked else None,
         "seconds": seconds,
-        "gateway_cpu_us_per_msg": _us_per_msg(c0[0], c1[0], n),
-        "mosquitto_cpu_us_per_msg": _us_per_msg(c0[1], c1[1], n),
-        "broker_cpu_us_per_msg": _us_per_msg(c0[2], c1[2], n),
+        **{
+            f"{who}_cpu_us_per_msg": _us_per_msg(c0[i], c1[i], n)
+            for i, who in enumerate(("gateway", "mosquitto", "broker"))
+        },
         "publish_msgs_s": pub.msgs_s,
     }
 
@@ -407,8 +375,7 @@ def warm_up_gateway(port: int, counter: StoreCounter, warm: list[tuple[str, byte
     base = counter.total()
     while True:
         publish_qos1(port, warm[:1], cfg.window, 10, "bench-probe")
-        got, _ = counter.wait_for(base + 1, 1.0, interval=0.05)
-        if got > base:
+        if counter.wait_for(base + 1, 1.0, interval=0.05)[0] > base:
             break
         if time.monotonic() > deadline:
             raise RuntimeError("warm-up: no message reached the store in 60 s")
@@ -424,9 +391,8 @@ def _describe(run: EdgeRun) -> str:
         return f"{run.system} [red]failed: {escape(run.detail)}[/red]"
     text = f"{run.system} {run.msgs_s:,.0f} msgs/s"
     if run.system == "gateway":
-        pub = run.publish["msgs_s"]
-        gw = run.gateway_cpu_us_per_msg
-        text += f" (PUBACKs at {pub:,.0f} msgs/s, stored {run.store_after_puback_s:.2f} s after the last"
+        gw, stored = run.gateway_cpu_us_per_msg, run.store_after_puback_s
+        text += f" (PUBACKs at {run.publish['msgs_s']:,.0f} msgs/s, stored {stored:.2f} s after the last"
         text += f"; gateway {gw:.1f} µs/msg)" if gw is not None else ")"
     elif run.mosquitto_cpu_us_per_msg is not None:
         text += f" (mosquitto {run.mosquitto_cpu_us_per_msg:.1f} µs/msg)"
@@ -447,26 +413,18 @@ def summarise(report: MqttReport) -> None:
     f = report.figures
     f["mosquitto_qos1_msgs_s"] = median(r["msgs_s"] for r in mos)
     f["mosquitto_cpu_us_per_msg"] = median(r["mosquitto_cpu_us_per_msg"] for r in mos)
-    for key, attr in (
-        ("gateway_msgs_s", "msgs_s"),
-        ("gateway_cpu_us_per_msg", "gateway_cpu_us_per_msg"),
-        ("gateway_cores", "gateway_cores"),
-        ("gateway_broker_cpu_us_per_msg", "broker_cpu_us_per_msg"),
-        ("gateway_mosquitto_cpu_us_per_msg", "mosquitto_cpu_us_per_msg"),
-        ("store_after_puback_s", "store_after_puback_s"),
-    ):
-        f[key] = median(r[attr] for r in gw)
+    for key in ("gateway_cpu_us_per_msg", "gateway_cores", "store_after_puback_s"):
+        f[key] = median(r[key] for r in gw)
+    f["gateway_msgs_s"] = median(r["msgs_s"] for r in gw)
+    f["gateway_broker_cpu_us_per_msg"] = median(r["broker_cpu_us_per_msg"] for r in gw)
+    f["gateway_mosquitto_cpu_us_per_msg"] = median(r["mosquitto_cpu_us_per_msg"] for r in gw)
     f["gateway_puback_msgs_s"] = median(r["publish"]["msgs_s"] for r in gw)
     a, b = f["gateway_msgs_s"], f["mosquitto_qos1_msgs_s"]
     f["gateway_over_mosquitto"] = a / b if a is not None and b else None
 
 
 def run_mqtt(
-    cfg: MqttConfig,
-    workdir: Path,
-    console: Console,
-    bootstrap: str | None = None,
-    broker_pid: int | None = None,
+    cfg: MqttConfig, workdir: Path, bootstrap: str | None = None, broker_pid: int | None = None
 ) -> MqttReport:
     """Mosquitto alone and the gateway path, repetitions alternating. ``bootstrap``: forward to that
     already-running Kafka-compatible broker (its topics are deleted afterwards) instead of ours."""
@@ -474,35 +432,29 @@ def run_mqtt(
     reason = unavailable()
     if reason is not None:
         report.available, report.reason = False, reason
-        log(console, f"[yellow]mosquitto: not available ({escape(reason)})[/yellow]")
+        log(f"[yellow]mosquitto: not available ({escape(reason)})[/yellow]")
         return report
-    report.versions = {
-        "mosquitto": mosquitto_version(),
-        "paho-mqtt": package_version("paho-mqtt"),
-        "gmqtt": package_version("gmqtt"),
-    }
+    versions = {"paho-mqtt": package_version("paho-mqtt"), "gmqtt": package_version("gmqtt")}
+    report.versions = {"mosquitto": output(find_mosquitto(), "-h").partition("\n")[0] or None, **versions}
     stream = f"bench_{uuid.uuid4().hex[:8]}"
     messages = build_messages(cfg.count, stream, cfg.sensors)
     report.payload_bytes_avg = sum(len(p) for _, p in messages) / len(messages)
     warm = messages[: min(200, len(messages))]
 
-    def fail(what: str, exc: BaseException, gateway: bool) -> None:
-        msg = f"{what}: {type(exc).__name__}: {exc}"
-        report.errors.append(msg)
+    def fail(what: str, error: str, gateway: bool) -> None:
+        report.errors.append(f"{what}: {error}")
         if gateway:
-            report.gateway_errors.append(msg)
-        log(console, f"[red]{escape(msg)}[/red]")
+            report.gateway_errors.append(f"{what}: {error}")
+        log(f"[red]{escape(what)}: {escape(error)}[/red]")
 
     with Processes() as running:
         try:
             bare = running.start(MosquittoProcess(workdir / "mosquitto-alone"), 15)
             fronted = running.start(MosquittoProcess(workdir / "mosquitto-gateway"), 15)
         except Exception as exc:
-            report.errors.append(f"mosquitto: {type(exc).__name__}: {exc}")
-            log(console, f"[red]mosquitto: could not start: {escape(str(exc))}[/red]")
+            fail("mosquitto", f"{type(exc).__name__}: {exc}", False)
             return report
-        log(console, f"mosquitto: started at {bare.address} (alone) and {fronted.address} (gateway)")
-        gateway_ok = True
+        log(f"mosquitto: started at {bare.address} (alone) and {fronted.address} (gateway)")
         broker: Server | None = None
         try:
             if bootstrap:
@@ -519,53 +471,41 @@ def run_mqtt(
                 broker.bootstrap, fronted.address, workdir / "gateway", client=cfg.gateway_client
             )
             gateway = running.start(gw, 60)
-            log(console, f"gateway: pid {gateway.pid}, forwarding to {broker.bootstrap}")
+            log(f"gateway: pid {gateway.pid}, forwarding to {broker.bootstrap}")
             warm_up_gateway(fronted.port, counter, warm, cfg)
         except Exception as exc:
-            gateway_ok = False
-            fail("gateway path", exc, True)
+            fail("gateway path", f"{type(exc).__name__}: {exc}", True)
+            broker = None
         publish_qos1(bare.port, warm, cfg.window, 60, "bench-warm-a")
-        log(
-            console,
-            f"mqtt: {len(messages):,} messages/run, {report.payload_bytes_avg:.0f} bytes on average, "
-            f"QoS 1, window {cfg.window}",
-        )
+        avg = report.payload_bytes_avg
+        log(f"mqtt: {len(messages):,} messages/run, {avg:.0f} bytes on average, QoS 1, window {cfg.window}")
         for rep in range(1, cfg.reps + 1):
             for system in ["mosquitto", "gateway"] if rep % 2 else ["gateway", "mosquitto"]:
-                if system == "gateway" and not gateway_ok:
+                if system == "gateway" and broker is None:
                     continue
                 try:
                     if system == "mosquitto":
-                        run = mosquitto_run(rep, bare.port, bare.pid, messages, cfg)
+                        run = mosquitto_run(rep, bare, messages, cfg)
                     else:
-                        assert broker is not None
-                        run = gateway_run(
-                            rep, fronted.port, fronted.pid, gateway, broker, counter, messages, cfg
-                        )
+                        run = gateway_run(rep, fronted, gateway, broker, counter, messages, cfg)  # type: ignore[arg-type]
                 except Exception as exc:
-                    fail(f"rep {rep} {system}", exc, system == "gateway")
+                    fail(f"rep {rep} {system}", f"{type(exc).__name__}: {exc}", system == "gateway")
                     continue
                 report.runs.append(asdict(run))
                 if run.errors:
-                    msg = f"rep {rep} {system}: {run.errors} errors: {run.detail}"
-                    report.errors.append(msg)
-                    if system == "gateway":
-                        report.gateway_errors.append(msg)
-                log(console, f"mqtt rep {rep}/{cfg.reps}: {_describe(run)}")
-        if gateway_ok and broker is not None:
+                    fail(f"rep {rep} {system}", f"{run.errors} errors: {run.detail}", system == "gateway")
+                log(f"mqtt rep {rep}/{cfg.reps}: {_describe(run)}")
+        if broker is not None:
             try:
                 drained = running.start(MosquittoProcess(workdir / "mosquitto-drain"), 15)
                 drain = gateway_drain_run(drained, broker, counter, messages, workdir, cfg, running)
                 report.figures["gateway_drain_msgs_s"] = drain["msgs_s"]
                 report.figures["gateway_drain_cpu_us_per_msg"] = drain["gateway_cpu_us_per_msg"]
                 report.drain = drain
-                log(
-                    console,
-                    f"mqtt gateway drain: {drain['msgs_s'] or 0:,.0f} msgs/s from a "
-                    f"{drain['messages']:,}-message backlog in Mosquitto",
-                )
+                backlog = f"{drain['messages']:,}-message backlog"
+                log(f"mqtt gateway drain: {drain['msgs_s'] or 0:,.0f} msgs/s from a {backlog} in Mosquitto")
             except Exception as exc:
-                fail("gateway drain", exc, True)
+                fail("gateway drain", f"{type(exc).__name__}: {exc}", True)
     summarise(report)
     report.notes.append(
         "Both runs: one paho-mqtt publisher in the benchmark process, QoS 1, MQTT 5, gateway MQTT 3.1.1 "

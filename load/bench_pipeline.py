@@ -86,7 +86,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -96,10 +95,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from load.harness import procfs, services
+from rich.console import Console
+
+from load.harness import procfs, report, services
 from load.harness.kafka import EndOffsets, quiet_logger
 from load.harness.profiler import Profiler, count_collapsed, py_spy
-from load.harness.report import machine_info, met
+from load.harness.report import log, verdict
 from load.harness.runner import run_main
 from load.harness.stats import summary
 
@@ -159,10 +160,6 @@ MODES: dict[str, dict[str, Any]] = {
 }
 
 
-def _log(msg: str) -> None:
-    print(f"[bench-pipeline {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
 # -- small helpers ----------------------------------------------------------------------------
 _UNITS_MS = {"millisecond": 1, "second": 1000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000}
 
@@ -220,13 +217,8 @@ class CpuByKind:
             kind = _kind(pid, cmd, self.fleet_pids)
             if kind == "fleet":
                 continue  # reported by the fleet itself (it may exit before the snapshot)
-            try:
-                cpu = procfs.cpu_seconds(pid) + (
-                    0.0 if kind == "driver_python" else procfs.reaped_cpu_seconds(pid)
-                )
-            except OSError:
-                continue
-            out[kind] = out.get(kind, 0.0) + cpu
+            with contextlib.suppress(OSError):
+                out[kind] = out.get(kind, 0.0) + procfs.cpu_seconds(pid, reaped=kind != "driver_python")
         return out
 
     def result(self) -> dict[str, Any]:
@@ -264,7 +256,7 @@ class PySpy:
         tree = _tree()
         for pid, cmd in tree.items():
             if "pyspark.daemon" in cmd and "pyspark.daemon" not in tree.get(procfs.parent(pid), ""):
-                prof = Profiler(pid, self.out_dir / f"py-spy-{pid}.txt", rate=self.rate, subprocesses=True)
+                prof = Profiler(pid, self.out_dir / f"py-spy-{pid}.txt", None, self.rate, "--subprocesses")
                 self.profilers.append((prof, cmd.split(" ", 3)[-1]))
         self.t0 = time.monotonic()
         return bool(self.profilers)
@@ -273,19 +265,15 @@ class PySpy:
         wall = time.monotonic() - self.t0
         self_, incl, total = Counter[str](), Counter[str](), 0
         for prof, _name in self.profilers:
-            if prof.stop(30) is None:
-                # the daemon's accept loop is not a worker at work
-                leaf, inclusive, n = count_collapsed(
-                    prof.out.read_text(errors="replace"), _frame, "manager (daemon.py)"
-                )
+            if prof.stop(30) is None:  # the daemon's accept loop is not a worker at work
+                text = prof.out.read_text(errors="replace")
+                leaf, inclusive, n = count_collapsed(text, _frame, "manager (daemon.py)")
                 self_.update(leaf)
                 incl.update(inclusive)
                 total += n
 
         def top(c: Counter[str]) -> list[dict[str, Any]]:
-            return (
-                [{"function": f, "share": round(n / total, 3)} for f, n in c.most_common(15)] if total else []
-            )
+            return [{"function": f, "share": round(n / total, 3)} for f, n in c.most_common(15) if total]
 
         return {
             "daemons": [name for _p, name in self.profilers],
@@ -301,27 +289,20 @@ class PySpy:
 # where the JVM spends its time: innermost recognised frame of each sample (JFR, Java 11+)
 JVM_AREAS: dict[str, list[str]] = {
     label: patterns.split()
-    for label, patterns in (
-        ("json parsing (from_json, get_json_object)", "jackson JacksonParser JsonToStructs GetJsonObject"),
-        ("compression (lz4/zstd/snappy)", "lz4 LZ4 zstd Zstd snappy Snappy"),
-        ("state store (join/aggregation state)", "StateStore SymmetricHashJoinStateManager RocksDB"),
-        (
-            "arrow batches from the Python workers",
-            "org.apache.arrow ArrowColumnVector PythonArrow ArrowUtils",
-        ),
-        ("python worker I/O", "PythonRunner PythonDataSource PythonWorker api.python"),
-        ("parquet", "parquet"),
-        ("shuffle / sort", "shuffle Shuffle UnsafeExternalSorter ShuffleExternalSorter"),
-        (
-            "aggregation / join",
-            "HashAggregate UnsafeFixedWidthAggregationMap HashedRelation SymmetricHashJoin",
-        ),
-        ("generated code (projections, filters)", "GeneratedClass GeneratedIterator"),
-        (
-            "query planning / codegen compile",
-            "janino codehaus catalyst.rules catalyst.optimizer QueryExecution",
-        ),
-        ("checkpoint / file system", "hadoop.fs CheckpointFileManager HDFSMetadataLog"),
+    for label, _, patterns in (
+        line.partition(": ")
+        for line in """\
+json parsing (from_json, get_json_object): jackson JacksonParser JsonToStructs GetJsonObject
+compression (lz4/zstd/snappy): lz4 LZ4 zstd Zstd snappy Snappy
+state store (join/aggregation state): StateStore SymmetricHashJoinStateManager RocksDB
+arrow batches from the Python workers: org.apache.arrow ArrowColumnVector PythonArrow ArrowUtils
+python worker I/O: PythonRunner PythonDataSource PythonWorker api.python
+parquet: parquet
+shuffle / sort: shuffle Shuffle UnsafeExternalSorter ShuffleExternalSorter
+aggregation / join: HashAggregate UnsafeFixedWidthAggregationMap HashedRelation SymmetricHashJoin
+generated code (projections, filters): GeneratedClass GeneratedIterator
+query planning / codegen compile: janino codehaus catalyst.rules catalyst.optimizer QueryExecution
+checkpoint / file system: hadoop.fs CheckpointFileManager HDFSMetadataLog""".splitlines()
     )
 }
 
@@ -449,70 +430,42 @@ class StepTimers:
 
 
 # -- fleets (child processes: their CPU does not share the driver's GIL) ----------------------
-def _replay_child(
-    bootstrap: str,
-    traffic_events: int,
-    start_ms: int,
-    sensors: int,
-    shard: tuple[int, int],
-    seed: int,
-    q: Any,
+def _fleet_child(
+    bootstrap: str, q: Any, cfg: PipelineBenchConfig, shard: tuple[int, int], until: int, stop: Any
 ) -> None:
+    """One fleet process. Without ``stop``: a shard of the fleet replays history from REPLAY_START
+    at full speed until it sent ``until`` traffic events. With it: the whole fleet runs live (event
+    time = wall clock), its volume scaled to emit ``cfg.live_rate`` events/s now, until ``stop``."""
+    from sensors.cli import parse_start
     from sensors.fleet import SensorFleet
     from sensors.model import ModelConfig
     from sensors.publish import KafkaSink
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    fleet = SensorFleet(sensors, ModelConfig(seed=seed), shard=shard)
-    sink = KafkaSink(bootstrap, client_id=f"bench-replay-{shard[0]}")
+    live, scale = stop is not None, 1.0
+    start = int(time.time() * 1000) if live else parse_start(REPLAY_START)
+    if live:
+        base = SensorFleet(cfg.sensors, ModelConfig(seed=cfg.seed))
+        per_s = float(base.model.segment_state(start)[1][base.sensor_seg].sum())
+        scale = cfg.live_rate / per_s if per_s > 0 else 1.0
+        q.put({"ready": True, "volume_scale": scale})
+    fleet = SensorFleet(cfg.sensors, ModelConfig(seed=cfg.seed, volume_scale=scale), shard=shard)
+    sink = KafkaSink(bootstrap, client_id=f"bench-{'live' if live else 'replay'}-{shard[0]}")
     t0 = time.perf_counter()
-    st = fleet.run(sink, start_ms, speed=0, stop=lambda: fleet.stats.by_topic["traffic"] >= traffic_events)
-    left = sink.flush(300)
-    q.put(
-        {
-            "events": st.events,
-            "by_topic": dict(st.by_topic),
-            "seconds": time.perf_counter() - t0,
-            "sim_end_ms": st.sim_ms + 1000,
-            "unacknowledged": left,
-            "errors": sink.errors,
-            "cpu_s": time.process_time(),
-        }
-    )
-
-
-def _live_child(
-    bootstrap: str, rate: float, seconds: float | None, sensors: int, seed: int, stop: Any, q: Any
-) -> None:
-    from sensors.fleet import SensorFleet
-    from sensors.model import ModelConfig
-    from sensors.publish import KafkaSink
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    now = int(time.time() * 1000)
-    base = SensorFleet(sensors, ModelConfig(seed=seed))
-    per_s = float(base.model.segment_state(now)[1][base.sensor_seg].sum())
-    scale = rate / per_s if per_s > 0 else 1.0
-    fleet = SensorFleet(sensors, ModelConfig(seed=seed, volume_scale=scale))
-    sink = KafkaSink(bootstrap, client_id="bench-live")
-    q.put({"ready": True, "volume_scale": scale})
-    t0 = time.perf_counter()
-    st = fleet.run(sink, int(time.time() * 1000), duration_s=seconds, speed=1.0, stop=stop.is_set)
+    if live:
+        st = fleet.run(sink, int(time.time() * 1000), speed=1.0, stop=stop.is_set)
+    else:
+        st = fleet.run(sink, start, speed=0, stop=lambda: fleet.stats.by_topic["traffic"] >= until)
     wall = time.perf_counter() - t0
-    left = sink.flush(60)
-    q.put(
-        {
-            "events": st.events,
-            "by_topic": dict(st.by_topic),
-            "seconds": wall,
-            "events_per_s": st.events / wall if wall > 0 else 0.0,
-            "traffic_per_s": st.by_topic["traffic"] / wall if wall > 0 else 0.0,
-            "volume_scale": scale,
-            "unacknowledged": left,
-            "errors": sink.errors,
-            "cpu_s": time.process_time(),
-        }
-    )
+    out: dict[str, Any] = {"events": st.events, "by_topic": dict(st.by_topic), "seconds": wall}
+    if live:
+        per_s = 1 / wall if wall > 0 else 0.0
+        out |= {"events_per_s": st.events * per_s, "traffic_per_s": st.by_topic["traffic"] * per_s}
+        out["volume_scale"] = scale
+    else:
+        out["sim_end_ms"] = st.sim_ms + 1000
+    left = sink.flush(60 if live else 300)
+    q.put(out | {"unacknowledged": left, "errors": sink.errors, "cpu_s": time.process_time()})
 
 
 def replay(
@@ -525,22 +478,8 @@ def replay(
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     n = max(1, cfg.replay_workers)
-    procs = [
-        ctx.Process(
-            target=_replay_child,
-            args=(
-                bootstrap,
-                -(-traffic_events // n),
-                parse_start(REPLAY_START),
-                cfg.sensors,
-                (i, n),
-                cfg.seed,
-                q,
-            ),
-            daemon=True,
-        )
-        for i in range(n)
-    ]
+    args = [(bootstrap, q, cfg, (i, n), -(-traffic_events // n), None) for i in range(n)]
+    procs = [ctx.Process(target=_fleet_child, args=a, daemon=True) for a in args]
     t0 = time.perf_counter()
     for p in procs:
         p.start()
@@ -553,21 +492,20 @@ def replay(
             p.join(30)
         wall = time.perf_counter() - t0
         events = sum(r["events"] for r in parts)
-        by_topic = {k: sum(r["by_topic"].get(k, 0) for r in parts) for k in parts[0]["by_topic"]}
         if cpu is not None:
             cpu.fleet_cpu += sum(r["cpu_s"] for r in parts)
-        sim_min = (max(r["sim_end_ms"] for r in parts) - parse_start(REPLAY_START)) / 60_000
-        bad = sum(r["unacknowledged"] + r["errors"] for r in parts)
-        if bad:
+        if bad := sum(r["unacknowledged"] + r["errors"] for r in parts):
             raise RuntimeError(f"the fleet could not write {bad} events to the store")
         return {
             "events": events,
-            "by_topic": by_topic,
+            "by_topic": {k: sum(r["by_topic"].get(k, 0) for r in parts) for k in parts[0]["by_topic"]},
             "seconds": round(wall, 1),
             "events_per_s": round(events / wall) if wall > 0 else None,
             "processes": n,
             "sensors": cfg.sensors,
-            "simulated_minutes": round(sim_min, 1),
+            "simulated_minutes": round(
+                (max(r["sim_end_ms"] for r in parts) - parse_start(REPLAY_START)) / 60_000, 1
+            ),
             "simulated_from": f"{REPLAY_START} PST",
         }
 
@@ -578,34 +516,25 @@ def _job_config(bootstrap: str, base: Path, cfg: PipelineBenchConfig, start: str
     """The settings ``sftraffic pipeline`` would use, checkpoints and Parquet under ``base``."""
     from pipelines import jobs
 
+    kw |= {"trigger": cfg.trigger, "starting_offsets": start, "master": cfg.master}
     return jobs.JobConfig(
-        bootstrap=bootstrap,
-        checkpoint_dir=f"{base}-checkpoints",
-        output_dir=f"{base}-parquet",
-        trigger=cfg.trigger,
-        starting_offsets=start,
-        master=cfg.master,
-        **kw,
+        bootstrap=bootstrap, checkpoint_dir=f"{base}-checkpoints", output_dir=f"{base}-parquet", **kw
     )
 
 
 # -- Spark query progress ---------------------------------------------------------------------
-def _progress_dicts(q: Any) -> list[dict[str, Any]]:
-    out = []
-    for p in q.recentProgress:
-        j = getattr(p, "json", None)
-        out.append(json.loads(j) if isinstance(j, str) else json.loads(json.dumps(dict(p), default=str)))
-    return out
-
-
 class ProgressLog:
+    """Every micro-batch's progress report of a query (``recentProgress`` keeps only the last ones)."""
+
     def __init__(self, q: Any) -> None:
         self.q = q
         self.batches: dict[int, dict[str, Any]] = {}
 
     def poll(self) -> None:
-        for p in _progress_dicts(self.q):
-            self.batches.setdefault(int(p["batchId"]), p)
+        for p in self.q.recentProgress:
+            j = getattr(p, "json", None)
+            d = json.loads(j) if isinstance(j, str) else json.loads(json.dumps(dict(p), default=str))
+            self.batches.setdefault(int(d["batchId"]), d)
 
     def rows(self) -> int:
         return sum(int(p.get("numInputRows") or 0) for p in self.batches.values())
@@ -631,9 +560,10 @@ def _batch_row(p: dict[str, Any], steps: StepTimers | None) -> dict[str, Any]:
             {
                 "operator": s.get("operatorName"),
                 "rows": s.get("numRowsTotal"),
-                "memory_mb": round((s.get("memoryUsedBytes") or 0) / 1e6, 1),
+                "memory_mb": round(mem / 1e6, 1),
             }
             for s in p.get("stateOperators", [])
+            for mem in [s.get("memoryUsedBytes") or 0]
         ],
         "watermark": (p.get("eventTime") or {}).get("watermark"),
     }
@@ -648,12 +578,8 @@ def _durations_share(batches: list[dict[str, Any]]) -> dict[str, Any]:
         for k, v in (p.get("durationMs") or {}).items():
             tot[k] = tot.get(k, 0) + int(v)
     trig = tot.get("triggerExecution", 0)
-    return {
-        "total_ms": tot,
-        "share_of_trigger": {k: round(v / trig, 3) for k, v in tot.items() if k != "triggerExecution"}
-        if trig
-        else {},
-    }
+    share = {k: round(v / trig, 3) for k, v in tot.items() if k != "triggerExecution"} if trig else {}
+    return {"total_ms": tot, "share_of_trigger": share}
 
 
 # -- phase 1: streaming throughput over a backlog ---------------------------------------------
@@ -681,42 +607,42 @@ def stream_phase(
     spy = PySpy(work) if cfg.py_spy else None
     jfr = JavaFlightRecorder(work) if cfg.jfr else None
     spying = recording = False
-    _log(f"stream: correlation over a backlog of {total:,} input rows (timeout {timeout:.0f}s)")
+    log(f"stream: correlation over a backlog of {total:,} input rows (timeout {timeout:.0f}s)")
     with StepTimers() as steps:
         t0 = time.monotonic()
         queries = jobs.start_correlation(spark, jcfg)
-        log = ProgressLog(queries[0])
+        progress = ProgressLog(queries[0])
         try:
             while True:
-                log.poll()
-                if log.rows() >= total:
+                progress.poll()
+                if progress.rows() >= total:
                     break
                 if not queries[0].isActive:
                     out["error"] = f"query stopped: {queries[0].exception()}"
                     break
                 if time.monotonic() - t0 > timeout:
-                    out["error"] = f"timed out after {timeout:.0f}s with {log.rows():,} of {total:,} rows"
+                    out["error"] = (
+                        f"timed out after {timeout:.0f}s with {progress.rows():,} of {total:,} rows"
+                    )
                     break
-                if spy is not None and not spying and any(p.get("numInputRows") for p in log.ordered()):
-                    spying = spy.start()  # after the warm-up batch: the daemons exist now
-                if jfr is not None and not recording and any(p.get("numInputRows") for p in log.ordered()):
-                    recording = jfr.start()
+                if any(p.get("numInputRows") for p in progress.ordered()):  # after the warm-up batch
+                    spying = spying or (spy is not None and spy.start())  # the daemons exist now
+                    recording = recording or (jfr is not None and jfr.start())
                 time.sleep(0.25)
         finally:
             wall = time.monotonic() - t0
             profile = spy.stop() if spy is not None and spying else None
             jvm_profile = jfr.stop() if jfr is not None and recording else None
             jobs.stop_gracefully(queries)
-            log.poll()
+            progress.poll()
     out["cpu"] = cpu.result()
-    batches = log.ordered()
+    batches = progress.ordered()
     data = [p for p in batches if int(p.get("numInputRows") or 0) > 0]
     measured = data[1:] if len(data) > 1 else data
     out["batches"] = [_batch_row(p, steps) for p in batches]
     out["query_wall_s"] = round(wall, 1)
     if measured:
-        s0 = _batch_window(measured[0])[0]
-        e1 = _batch_window(measured[-1])[1]
+        s0, e1 = _batch_window(measured[0])[0], _batch_window(measured[-1])[1]
         rows = sum(int(p["numInputRows"]) for p in measured)
         out["sustained_events_per_s"] = round(rows / (e1 - s0)) if e1 > s0 else None
         out["sustained_basis"] = (
@@ -727,7 +653,7 @@ def stream_phase(
         )
         all_s0, all_e1 = _batch_window(data[0])[0], _batch_window(data[-1])[1]
         out["overall_events_per_s"] = round(sum(int(p["numInputRows"]) for p in data) / (all_e1 - all_s0))
-        out["first_batch_s"] = round(_batch_window(data[0])[1] - _batch_window(data[0])[0], 1)
+        out["first_batch_s"] = round(_batch_window(data[0])[1] - all_s0, 1)
         out["durations"] = _durations_share(measured)
         out["sink_steps_s"] = steps.totals(s0 - 0.05, e1 + 0.05)
     if profile is not None:
@@ -745,23 +671,13 @@ class ResultCollector(threading.Thread):
         super().__init__(daemon=True, name="bench-results")
         from confluent_kafka import Consumer, TopicPartition
 
-        self.c = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": "bench-latency",
-                "enable.auto.commit": False,
-                "fetch.wait.max.ms": 10,
-                "logger": quiet_logger(),
-            }
-        )
-        parts = self.c.list_topics(topic, timeout=10).topics[topic].partitions
+        conf = {"bootstrap.servers": bootstrap, "group.id": "bench-latency", "enable.auto.commit": False}
+        self.c = Consumer(conf | {"fetch.wait.max.ms": 10, "logger": quiet_logger()})
+        parts = [
+            TopicPartition(topic, p) for p in self.c.list_topics(topic, timeout=10).topics[topic].partitions
+        ]
         self.c.assign(
-            [
-                TopicPartition(
-                    topic, p, self.c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                )
-                for p in parts
-            ]
+            [TopicPartition(topic, tp.partition, self.c.get_watermark_offsets(tp, 10)[1]) for tp in parts]
         )
         self.records: list[dict[str, Any]] = []
         self.stop_flag = threading.Event()
@@ -775,13 +691,9 @@ class ResultCollector(threading.Thread):
                     continue
                 try:
                     v = json.loads(m.value())
+                    rec = {"visible_ms": seen, "produced_ms": m.timestamp()[1]}
                     self.records.append(
-                        {
-                            "visible_ms": seen,
-                            "produced_ms": m.timestamp()[1],
-                            "window_start_ms": _epoch_ms(v["window_start"]),
-                            "window_end_ms": _epoch_ms(v["window_end"]),
-                        }
+                        rec | {f"{k}_ms": _epoch_ms(v[k]) for k in ("window_start", "window_end")}
                     )
                 except (ValueError, KeyError, TypeError):
                     self.errors += 1
@@ -828,49 +740,41 @@ def live_phase(spark: Any, bootstrap: str, cfg: PipelineBenchConfig, work: Path)
     jcfg = _job_config(
         bootstrap, work / "live", cfg, "latest", window=cfg.live_window, watermark=cfg.live_watermark
     )
-    out: dict[str, Any] = {
-        "job": cfg.live_job,
-        "result_topic": jobs.t(result),
-        "window": cfg.live_window,
+    out: dict[str, Any] = {"job": cfg.live_job, "result_topic": jobs.t(result), "window": cfg.live_window}
+    out |= {
         "watermark": cfg.live_watermark,
         "trigger": cfg.trigger,
         "target_rate_events_per_s": cfg.live_rate,
-        "seconds_planned": cfg.live_seconds,
     }
+    out["seconds_planned"] = cfg.live_seconds
     collector = ResultCollector(bootstrap, jobs.t(result))
     collector.start()
     ctx = mp.get_context("spawn")
     q, stop = ctx.Queue(), ctx.Event()
-    fleet = ctx.Process(
-        target=_live_child,
-        args=(bootstrap, cfg.live_rate, None, cfg.sensors, cfg.seed, stop, q),
-        daemon=True,
-    )
+    fleet = ctx.Process(target=_fleet_child, args=(bootstrap, q, cfg, (0, 1), 0, stop), daemon=True)
     steps = StepTimers().__enter__()
     queries = jobs.JOBS[cfg.live_job](spark, jcfg)
-    log = ProgressLog(queries[0])
+    progress = ProgressLog(queries[0])
     cpu: CpuByKind | None = None
     try:
         # the query's first (empty) batch plans and starts workers: live load starts after it
         deadline = time.monotonic() + 180
-        while not log.batches and time.monotonic() < deadline and queries[0].isActive:
-            log.poll()
+        while not progress.batches and time.monotonic() < deadline and queries[0].isActive:
+            progress.poll()
             time.sleep(0.2)
         fleet.start()
         cpu = CpuByKind()
         if fleet.pid is not None:
             cpu.fleet_pids.add(fleet.pid)
         out["volume_scale"] = round(q.get(timeout=120)["volume_scale"], 2)
-        _log(
-            f"live: {cfg.live_job} with the fleet at ~{cfg.live_rate:,} events/s for {cfg.live_seconds:.0f}s"
-        )
+        log(f"live: {cfg.live_job} with the fleet at ~{cfg.live_rate:,} events/s for {cfg.live_seconds:.0f}s")
         t_start = time.time()
         # the load stays on for live_seconds, and longer (up to 3x) until a first result arrived
         while fleet.is_alive():
             elapsed = time.time() - t_start
             if elapsed >= cfg.live_seconds and (collector.records or elapsed >= 3 * cfg.live_seconds):
                 break
-            log.poll()
+            progress.poll()
             if not queries[0].isActive:
                 out["error"] = f"query stopped: {queries[0].exception()}"
                 break
@@ -885,7 +789,7 @@ def live_phase(spark: Any, bootstrap: str, cfg: PipelineBenchConfig, work: Path)
         while time.monotonic() < grace and queries[0].isActive and queries[0].status.get("isTriggerActive"):
             time.sleep(0.2)
         time.sleep(1.0)
-        log.poll()
+        progress.poll()
     finally:
         stop.set()
         jobs.stop_gracefully(queries)
@@ -895,7 +799,7 @@ def live_phase(spark: Any, bootstrap: str, cfg: PipelineBenchConfig, work: Path)
             fleet.kill()
     out["fleet"] = {k: (round(v, 1) if isinstance(v, float) else v) for k, v in fig.items()}
     out["cpu"] = cpu.result() if cpu is not None else None
-    batches = [p for p in log.ordered() if _batch_window(p)[0] >= t_start - 1]
+    batches = [p for p in progress.ordered() if _batch_window(p)[0] >= t_start - 1]
     produced = fig["by_topic"].get("traffic", 0) + fig["by_topic"].get("weather_conditions", 0)
     processed = sum(int(p.get("numInputRows") or 0) for p in batches)
     secs = [_batch_window(p)[1] - _batch_window(p)[0] for p in batches]
@@ -906,18 +810,14 @@ def live_phase(spark: Any, bootstrap: str, cfg: PipelineBenchConfig, work: Path)
         "durations": _durations_share(batches),
         "last_state": _batch_row(batches[-1], None)["state"] if batches else [],
     }
-    out["input_rows_processed"] = processed
-    out["input_rows_produced"] = produced
+    out |= {"input_rows_processed": processed, "input_rows_produced": produced}
     out["kept_up"] = processed >= 0.95 * produced
     records = [r for r in collector.records if r["visible_ms"] <= t_end * 1000 + 20_000]
-    out["latency"] = latency_figures(records, interval_ms(cfg.live_watermark), cfg.live_job == "correlation")
+    gated = cfg.live_job == "correlation"
+    out["latency"] = latency_figures(records, interval_ms(cfg.live_watermark), gated)
     out["latency"]["definition"] = (
         "raw = visible - window_end; after_close = visible - close, close = window_end + watermark"
-        + (
-            " rounded up to a whole minute (weather reports gate the join's watermark)"
-            if cfg.live_job == "correlation"
-            else ""
-        )
+        + (" rounded up to a whole minute (weather reports gate the join's watermark)" if gated else "")
     )
     out["result_parse_errors"] = collector.errors
     # the micro-batches that wrote results: the last step of every window's way to the store
@@ -943,17 +843,14 @@ def batch_phase(spark: Any, cfg: PipelineBenchConfig, work: Path) -> dict[str, A
     out: dict[str, Any] = {"jobs": {}}
     with services.broker(work / "batch", **RETENTION) as b:
         _layout(b.bootstrap, cfg)
-        _log(f"batch: replaying {cfg.batch_events:,} traffic events")
+        log(f"batch: replaying {cfg.batch_events:,} traffic events")
         cpu_gen = CpuByKind()
-        gen = replay(b.bootstrap, cfg.batch_events, cfg, cpu_gen)()
-        gen["cpu"] = cpu_gen.result()
-        out["input"] = gen
+        out["input"] = replay(b.bootstrap, cfg.batch_events, cfg, cpu_gen)() | {"cpu": cpu_gen.result()}
         ends = EndOffsets(b.bootstrap, [jobs.t("traffic"), jobs.t("weather_conditions")]).by_topic()
-        out["input"]["stored"] = ends
-        traffic = ends[jobs.t("traffic")]
+        out["input"]["stored"], traffic = ends, ends[jobs.t("traffic")]
         for job in cfg.batch_jobs:
             jcfg = _job_config(b.bootstrap, work / f"batch-{job}", cfg, "earliest")
-            _log(f"batch: run_batch {job} over {traffic:,} traffic events")
+            log(f"batch: run_batch {job} over {traffic:,} traffic events")
             cpu = CpuByKind()
             res: dict[str, Any] = {}
             with StepTimers() as steps:
@@ -965,10 +862,8 @@ def batch_phase(spark: Any, cfg: PipelineBenchConfig, work: Path) -> dict[str, A
                 except Exception as exc:  # reported, the other jobs still run
                     res["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
                 wall = time.perf_counter() - t0
-            res["wall_s"] = round(wall, 1)
-            res["traffic_events"] = traffic
-            res["events_per_s"] = round(traffic / wall) if wall > 0 else None
-            res["steps_s"] = steps.totals()
+            res |= {"wall_s": round(wall, 1), "traffic_events": traffic}
+            res |= {"events_per_s": round(traffic / wall) if wall > 0 else None, "steps_s": steps.totals()}
             res["steps_note"] = (
                 "parquet: computes and writes the results (first full read); count: results from the "
                 "cache, then dead letters (a second full read); dead_letters: isEmpty (a third full "
@@ -985,39 +880,25 @@ def _layout(bootstrap: str, cfg: PipelineBenchConfig) -> None:
     from pipelines.jobs import RESULT_TOPICS, t
     from sensors.layout import ensure_layout
 
-    ensure_layout(
-        bootstrap,
-        partitions=cfg.partitions,
-        extra_topics={t(n): {} for n in RESULT_TOPICS if n != "dead_letter"},
-    )
-
-
-def _goals(doc: dict[str, Any], cfg: PipelineBenchConfig) -> list[dict[str, Any]]:
-    stream = (doc.get("stream") or {}).get("sustained_events_per_s")
-    p95 = (((doc.get("live") or {}).get("latency") or {}).get("after_close_s") or {}).get("p95")
-    done = [j for j in ((doc.get("batch") or {}).get("jobs") or {}).values() if "error" not in j]
-    n = max((j["traffic_events"] for j in done), default=None)
-    return [
-        {"goal": f"streaming correlation sustains >= 100k input events/s on {cfg.master}", "value": stream,
-         "target": GOAL_EVENTS_S, "met": met(stream, GOAL_EVENTS_S, True)},
-        {"goal": "end-to-end latency p95 <= 10 s (after window close, under live load)", "value": p95,
-         "target": GOAL_P95_S, "met": met(p95, GOAL_P95_S, False)},
-        {"goal": "a batch job over 10M events completes", "value": n, "target": GOAL_BATCH_EVENTS,
-         "met": None if cfg.batch_events < GOAL_BATCH_EVENTS else met(n, GOAL_BATCH_EVENTS, True)},
-    ]  # fmt: skip
+    extra = {t(n): {} for n in RESULT_TOPICS if n != "dead_letter"}
+    ensure_layout(bootstrap, partitions=cfg.partitions, extra_topics=extra)
 
 
 def run(cfg: PipelineBenchConfig) -> dict[str, Any]:
     from pipelines.spark import session
 
-    doc: dict[str, Any] = {
-        "benchmark": "pipeline",
-        "mode": cfg.mode,
-        "machine": machine_info("load.bench_pipeline"),
-        "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()},
-        "errors": [],
-    }
-    t0 = time.perf_counter()
+    config = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()}
+    machine = report.machine_info("load.bench_pipeline")
+    doc: dict[str, Any] = {"benchmark": "pipeline", "mode": cfg.mode, "machine": machine, "config": config}
+    doc["errors"] = []
+
+    def phase(name: str, fn: Callable[[], dict[str, Any]]) -> None:
+        """``doc[name] = fn()``; a failing phase is an error and the others still run."""
+        try:
+            doc[name] = fn()
+        except Exception as exc:
+            doc["errors"].append(f"{name}: {type(exc).__name__}: {exc}")
+
     spark = None
     with tempfile.TemporaryDirectory(prefix="sftraffic-bench-pipeline-") as tmp:
         work = Path(tmp)
@@ -1025,154 +906,132 @@ def run(cfg: PipelineBenchConfig) -> dict[str, Any]:
             _layout(b.bootstrap, cfg)
             wait_backlog = None
             if "stream" in cfg.phases:
-                _log(f"stream: replaying a backlog of {cfg.stream_events:,} traffic events")
+                log(f"stream: replaying a backlog of {cfg.stream_events:,} traffic events")
                 wait_backlog = replay(b.bootstrap, cfg.stream_events, cfg)
-            _log(f"starting Spark ({cfg.master})")
+            log(f"starting Spark ({cfg.master})")
             t_spark = time.perf_counter()
             spark = session("sftraffic-bench-pipeline", master=cfg.master, conf=cfg.spark_conf or None)
             doc["spark_start_s"] = round(time.perf_counter() - t_spark, 1)
             doc["spark_version"] = spark.version
             if wait_backlog is not None:
                 backlog = wait_backlog()
-                try:
-                    doc["stream"] = stream_phase(spark, b.bootstrap, cfg, work, backlog)
-                except Exception as exc:
-                    doc["errors"].append(f"stream: {type(exc).__name__}: {exc}")
+                phase("stream", lambda: stream_phase(spark, b.bootstrap, cfg, work, backlog))
             if "live" in cfg.phases:
-                try:
-                    doc["live"] = live_phase(spark, b.bootstrap, cfg, work)
-                except Exception as exc:
-                    doc["errors"].append(f"live: {type(exc).__name__}: {exc}")
+                phase("live", lambda: live_phase(spark, b.bootstrap, cfg, work))
         shutil.rmtree(work / "broker", ignore_errors=True)
         try:
             if "batch" in cfg.phases and spark is not None:
-                try:
-                    doc["batch"] = batch_phase(spark, cfg, work)
-                except Exception as exc:
-                    doc["errors"].append(f"batch: {type(exc).__name__}: {exc}")
+                phase("batch", lambda: batch_phase(spark, cfg, work))
         finally:
             if spark is not None:
                 spark.stop()
-    for phase in ("stream", "live"):
-        if (doc.get(phase) or {}).get("error"):
-            doc["errors"].append(f"{phase}: {doc[phase]['error']}")
-    for job, r in ((doc.get("batch") or {}).get("jobs") or {}).items():
-        if r.get("error"):
-            doc["errors"].append(f"batch {job}: {r['error']}")
-    doc["goals"] = _goals(doc, cfg)
-    doc["elapsed_s"] = round(time.perf_counter() - t0, 1)
+    for name in ("stream", "live"):
+        if (doc.get(name) or {}).get("error"):
+            doc["errors"].append(f"{name}: {doc[name]['error']}")
+    jobs = (doc.get("batch") or {}).get("jobs") or {}
+    doc["errors"] += [f"batch {job}: {r['error']}" for job, r in jobs.items() if r.get("error")]
+    stream = (doc.get("stream") or {}).get("sustained_events_per_s")
+    p95 = (((doc.get("live") or {}).get("latency") or {}).get("after_close_s") or {}).get("p95")
+    n = max((j["traffic_events"] for j in jobs.values() if "error" not in j), default=None)
+    sustains = f"streaming correlation sustains >= 100k input events/s on {cfg.master}"
+    doc["goals"] = [
+        verdict(sustains, stream, GOAL_EVENTS_S, True),
+        verdict(
+            "end-to-end latency p95 <= 10 s (after window close, under live load)", p95, GOAL_P95_S, False
+        ),
+        verdict("a batch job over 10M events completes", n, GOAL_BATCH_EVENTS, True),
+    ]
+    if cfg.batch_events < GOAL_BATCH_EVENTS:
+        doc["goals"][2]["met"] = None  # a smaller batch says nothing about 10M events
     doc["loadavg_at_end"] = os.getloadavg()
     return doc
 
 
-def render(doc: dict[str, Any], con: Any) -> None:
-    from rich.table import Table
-
-    t = Table(title=f"Spark pipeline benchmark ({doc['mode']}, {doc['config']['master']})")
-    t.add_column("figure")
-    t.add_column("value", justify="right")
-    s = doc.get("stream") or {}
-    if s:
-        t.add_row("stream: backlog input rows", f"{s['backlog']['input_rows']:,}")
-        t.add_row("stream: sustained input events/s", f"{s.get('sustained_events_per_s') or 0:,}")
-        t.add_row("stream: overall events/s (with warm-up)", f"{s.get('overall_events_per_s') or 0:,}")
-        t.add_row("stream: first (warm-up) batch s", str(s.get("first_batch_s")))
+def render(doc: dict[str, Any], console: Console) -> None:
+    rows: list[tuple[str, Any]] = []
+    if s := doc.get("stream"):
         share = (s.get("durations") or {}).get("share_of_trigger") or {}
-        t.add_row("stream: addBatch share of trigger", str(share.get("addBatch")))
-        t.add_row("stream: sink steps s", json.dumps(s.get("sink_steps_s")))
-        t.add_row("stream: CPU share", json.dumps((s.get("cpu") or {}).get("share")))
-    lv = doc.get("live") or {}
-    if lv:
-        f = lv.get("fleet") or {}
-        t.add_row("live: job / fleet events/s", f"{lv['job']} / {f.get('events_per_s', 0):,.0f}")
-        t.add_row(
-            "live: batches s (p50/p95)",
-            f"{lv['batches']['seconds'].get('p50')} / {lv['batches']['seconds'].get('p95')}",
-        )
-        t.add_row("live: kept up", str(lv.get("kept_up")))
-        la = lv["latency"]
-        t.add_row("live: result records / windows", f"{la['records']} / {la['windows']}")
-        t.add_row("live: raw latency p50/p95 s", f"{la['raw_s'].get('p50')} / {la['raw_s'].get('p95')}")
-        t.add_row(
-            "live: after window close p50/p95 s",
-            f"{la['after_close_s'].get('p50')} / {la['after_close_s'].get('p95')}",
-        )
-    for job, r in ((doc.get("batch") or {}).get("jobs") or {}).items():
-        t.add_row(f"batch {job}: events / wall s", f"{r['traffic_events']:,} / {r['wall_s']}")
-        t.add_row(f"batch {job}: events/s", f"{r.get('events_per_s') or 0:,}")
-    con.print(t)
-    for g in doc["goals"]:
-        met = {True: "[green]met[/green]", False: "[red]NOT met[/red]", None: "[yellow]n/a[/yellow]"}[
-            g["met"]
+        rows += [
+            ("stream: backlog input rows", f"{s['backlog']['input_rows']:,}"),
+            ("stream: sustained input events/s", f"{s.get('sustained_events_per_s') or 0:,}"),
+            ("stream: overall events/s (with warm-up)", f"{s.get('overall_events_per_s') or 0:,}"),
+            ("stream: first (warm-up) batch s", s.get("first_batch_s")),
+            ("stream: addBatch share of trigger", share.get("addBatch")),
+            ("stream: sink steps s", json.dumps(s.get("sink_steps_s"))),
+            ("stream: CPU share", json.dumps((s.get("cpu") or {}).get("share"))),
         ]
-        con.print(f"goal: {g['goal']}: {g['value']} (target {g['target']}) {met}")
+    if lv := doc.get("live"):
+        la, secs, fleet = lv["latency"], lv["batches"]["seconds"], lv.get("fleet") or {}
+        raw, closed = la["raw_s"], la["after_close_s"]
+        rows += [
+            ("live: job / fleet events/s", f"{lv['job']} / {fleet.get('events_per_s', 0):,.0f}"),
+            ("live: batches s (p50/p95)", f"{secs.get('p50')} / {secs.get('p95')}"),
+            ("live: kept up", lv.get("kept_up")),
+            ("live: result records / windows", f"{la['records']} / {la['windows']}"),
+            ("live: raw latency p50/p95 s", f"{raw.get('p50')} / {raw.get('p95')}"),
+            ("live: after window close p50/p95 s", f"{closed.get('p50')} / {closed.get('p95')}"),
+        ]
+    for job, r in ((doc.get("batch") or {}).get("jobs") or {}).items():
+        rows.append((f"batch {job}: events / wall s", f"{r['traffic_events']:,} / {r['wall_s']}"))
+        rows.append((f"batch {job}: events/s", f"{r.get('events_per_s') or 0:,}"))
+    title = f"Spark pipeline benchmark ({doc['mode']}, {doc['config']['master']})"
+    console.print(report.table(title, "figure|>value", *rows))
+    report.print_goals(console, doc["goals"])
     for e in doc["errors"]:
-        con.print(f"[red]error: {e}[/red]")
-    m = doc["machine"]
-    con.print(
-        f"[dim]{m['cpu_model']}, {m['cores']} cores, load {m['loadavg_at_start']} → "
-        f"{[round(x, 2) for x in doc['loadavg_at_end']]}; {doc['elapsed_s']:.0f} s; {m['command']}[/dim]"
-    )
+        console.print(f"[red]error: {e}[/red]")
+    report.print_footer(console, doc)
+
+
+# options that set the config field of the same name
+OVERRIDES = (
+    "batch_events",
+    "max_offsets_per_trigger",
+    "master",
+    "py_spy",
+    "jfr",
+    "live_rate",
+    "live_seconds",
+)
+OVERRIDES += ("live_job", "live_window", "live_watermark")
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[PipelineBenchConfig, argparse.Namespace]:
-    p = argparse.ArgumentParser(
-        prog="python -m load.bench_pipeline",
-        description="Benchmark the Spark jobs (streaming throughput, live latency, batch) against our store.",
+    p = report.parser(
+        "pipeline",
+        __doc__,
+        "smaller counts (about 8 minutes)",
+        "a tiny run for the tests (about a minute)",
+        ("--events", int, "traffic events of the streaming backlog (full 12,000,000)"),
+        ("--batch-events", int, "traffic events of the batch phase (full 10,000,000)"),
+        ("--max-offsets-per-trigger", int, "streaming admission control (full 1,000,000)"),
+        ("--live-rate", int, "events/s of the live fleet (full 5,000)"),
+        ("--live-seconds", float, "length of the live phase (full 360)"),
+        ("--live-window", str, "window of the live job (full: the job's default, 1 minute)"),
+        ("--live-watermark", str, "watermark of the live job (full: the job's default, 2 minutes)"),
+        ("--batch-jobs", str, "comma-separated: aggregates,correlation,anomalies,all"),
+        ("--phases", "stream,live,batch", "which phases to run"),
+        ("--master", "local[2]", "Spark master"),
+        ("--py-spy", bool, "profile the Python workers during the stream phase"),
+        ("--jfr", bool, "profile the Spark JVM (Java Flight Recorder) likewise"),
     )
-    size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="smaller counts (about 8 minutes)")
-    size.add_argument("--smoke", action="store_true", help="a tiny run for the tests (about a minute)")
-    p.add_argument("--json", metavar="FILE", help="write all results as JSON to FILE")
-    p.add_argument("--events", type=int, help="traffic events of the streaming backlog (full 12,000,000)")
-    p.add_argument("--batch-events", type=int, help="traffic events of the batch phase (full 10,000,000)")
-    p.add_argument("--max-offsets-per-trigger", type=int, help="streaming admission control (full 1,000,000)")
-    p.add_argument("--live-rate", type=int, help="events/s of the live fleet (full 5,000)")
-    p.add_argument("--live-seconds", type=float, help="length of the live phase (full 360)")
     p.add_argument("--live-job", choices=["correlation", "aggregates"])
-    p.add_argument("--live-window", help="window of the live job (full: the job's default, 1 minute)")
-    p.add_argument("--live-watermark", help="watermark of the live job (full: the job's default, 2 minutes)")
-    p.add_argument("--batch-jobs", help="comma-separated: aggregates,correlation,anomalies,all")
-    p.add_argument("--phases", default="stream,live,batch", help="which phases to run (default: %(default)s)")
-    p.add_argument("--master", default="local[2]", help="Spark master (default: %(default)s)")
     p.add_argument(
-        "--spark-conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra Spark setting, as SFTRAFFIC_SPARK_CONF (repeatable), e.g. to try another state store",
+        "--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
     )
-    p.add_argument("--py-spy", action="store_true", help="profile the Python workers during the stream phase")
-    p.add_argument("--jfr", action="store_true", help="profile the Spark JVM (Java Flight Recorder) likewise")
     a = p.parse_args(argv)
-    mode = "smoke" if a.smoke else "quick" if a.quick else "full"
-    cfg = PipelineBenchConfig(mode=mode, **MODES[mode])
-    for attr, val in (
-        ("stream_events", a.events),
-        ("batch_events", a.batch_events),
-        ("max_offsets_per_trigger", a.max_offsets_per_trigger),
-        ("live_rate", a.live_rate),
-        ("live_seconds", a.live_seconds),
-        ("live_job", a.live_job),
-        ("live_window", a.live_window),
-        ("live_watermark", a.live_watermark),
-    ):
-        if val is not None:
-            setattr(cfg, attr, val)
+    given = {k: getattr(a, k) for k in OVERRIDES} | {"stream_events": a.events}
+    given["phases"] = tuple(x.strip() for x in a.phases.split(",") if x.strip())
     if a.batch_jobs:
-        cfg.batch_jobs = tuple(j.strip() for j in a.batch_jobs.split(",") if j.strip())
-    cfg.phases = tuple(x.strip() for x in a.phases.split(",") if x.strip())
-    unknown = set(cfg.phases) - {"stream", "live", "batch"}
-    if unknown:
+        given["batch_jobs"] = tuple(j.strip() for j in a.batch_jobs.split(",") if j.strip())
+    mode = report.mode(a)
+    cfg = PipelineBenchConfig(mode=mode, **MODES[mode] | {k: v for k, v in given.items() if v is not None})
+    if unknown := set(cfg.phases) - {"stream", "live", "batch"}:
         p.error(f"unknown phase(s) {', '.join(sorted(unknown))}")
-    cfg.master = a.master
     for item in a.spark_conf:
         k, sep, v = item.partition("=")
         if not sep:
             p.error(f"--spark-conf {item!r}: expected KEY=VALUE")
         cfg.spark_conf[k.strip()] = v.strip()
-    cfg.py_spy = a.py_spy
-    cfg.jfr = a.jfr
     try:
         interval_ms(cfg.live_watermark)
         interval_ms(cfg.live_window)

@@ -43,19 +43,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
-from load.bench_broker import (
-    LATENCY_LINGER_MS,
-    VALUE_SIZE,
-    Latency,
-    Session,
-    SystemReport,
-    Throughput,
-    start_sessions,
-    summarise,
-    throughput,
-)
+from load import bench_broker as kafka
+from load.bench_broker import Latency, SystemReport, Throughput
 from load.harness.procfs import IDLE_WINDOW_S, CpuProbe, Interference, PhaseCpu
 from load.harness.runner import rotation
 from load.peers import LOOPBACK, ChildLauncher, Server
@@ -70,8 +59,8 @@ class StreamsConfig:
     latency_seconds: float = 10.0
     # Messages that come due within one tick are sent together, as librdkafka does with the Kafka
     # latency phase's linger.ms (bench_broker.LATENCY_LINGER_MS).
-    linger_ms: float = LATENCY_LINGER_MS
-    value_size: int = VALUE_SIZE
+    linger_ms: float = kafka.LATENCY_LINGER_MS
+    value_size: int = kafka.VALUE_SIZE
     idle_window_s: float = IDLE_WINDOW_S
     redis_pipeline: int = 1000
     redis_read_batch: int = 1000
@@ -97,9 +86,6 @@ class RedisLauncher(ChildLauncher):
     def probe(self, server: Server) -> bool:
         with contextlib.closing(_redis(server.port, socket_timeout=2)) as r:
             return bool(r.ping())
-
-    def version(self) -> str | None:
-        return self.version_line()
 
 
 class NatsLauncher(ChildLauncher):
@@ -128,9 +114,6 @@ class NatsLauncher(ChildLauncher):
                 await nc.close()
 
         return asyncio.run(probe())
-
-    def version(self) -> str | None:
-        return self.version_line()
 
 
 STREAM_PEERS: dict[str, Callable[[], ChildLauncher]] = {"redis": RedisLauncher, "nats": NatsLauncher}
@@ -179,16 +162,7 @@ def redis_produce(r: Any, key: str, cfg: StreamsConfig, cpu: CpuProbe | None = N
     if stored != count - errors and not detail:
         detail = f"{stored} entries stored, {count} sent"
         errors = max(errors, count - stored)
-    return throughput(
-        "produce_acks1",
-        count,
-        seconds,
-        errors,
-        phase,
-        cfg.idle_window_s,
-        detail=detail,
-        value_size=cfg.value_size,
-    )
+    return kafka.throughput("produce_acks1", count, seconds, errors, phase, cfg, detail=detail)
 
 
 def redis_consume(r: Any, key: str, cfg: StreamsConfig, cpu: CpuProbe | None = None) -> Throughput:
@@ -209,16 +183,7 @@ def redis_consume(r: Any, key: str, cfg: StreamsConfig, cpu: CpuProbe | None = N
         r.xack(key, group, *[e[0] for e in entries])
     seconds = time.perf_counter() - t0
     phase.client_done()
-    return throughput(
-        "consume",
-        got,
-        seconds,
-        want - got,
-        phase,
-        cfg.idle_window_s,
-        detail=detail,
-        value_size=cfg.value_size,
-    )
+    return kafka.throughput("consume", got, seconds, want - got, phase, cfg, detail=detail)
 
 
 def redis_latency(port: int, cfg: StreamsConfig, cpu: CpuProbe | None = None) -> Latency:
@@ -251,8 +216,7 @@ def redis_latency(port: int, cfg: StreamsConfig, cpu: CpuProbe | None = None) ->
             done = clock()
             samples.extend((done - (t0 + j * interval)) * 1000 for j in range(i, due))
             i = due
-        sent_s = clock() - t0
-        lat = Latency.of(samples, rate, n, sent_s, errors, phase, cfg.idle_window_s)
+        lat = Latency.of(samples, n, clock() - t0, errors, phase, cfg)
         r.delete(key)
         return lat
 
@@ -307,16 +271,7 @@ async def _nats_rep(port: int, cfg: StreamsConfig, cpu: CpuProbe | None) -> tupl
         if stored != count + 1 - errors:
             detail = detail or f"{stored} messages stored, {count + 1} published"
             errors = max(errors, count + 1 - stored)
-        produced = throughput(
-            "produce_acks1",
-            count,
-            seconds,
-            errors,
-            phase,
-            cfg.idle_window_s,
-            detail=detail,
-            value_size=cfg.value_size,
-        )
+        produced = kafka.throughput("produce_acks1", count, seconds, errors, phase, cfg, detail=detail)
 
         psub = await js.pull_subscribe(
             subject, durable="c1", config=ConsumerConfig(ack_policy=AckPolicy.ALL, max_ack_pending=-1)
@@ -334,16 +289,7 @@ async def _nats_rep(port: int, cfg: StreamsConfig, cpu: CpuProbe | None) -> tupl
             await msgs[-1].ack()
         seconds = time.perf_counter() - t0
         phase.client_done()
-        consumed = throughput(
-            "consume",
-            got,
-            seconds,
-            stored - got,
-            phase,
-            cfg.idle_window_s,
-            detail=detail,
-            value_size=cfg.value_size,
-        )
+        consumed = kafka.throughput("consume", got, seconds, stored - got, phase, cfg, detail=detail)
         await js.delete_stream(name)
         return produced, consumed
     finally:
@@ -383,7 +329,7 @@ async def _nats_latency(port: int, cfg: StreamsConfig, cpu: CpuProbe | None) -> 
             i = max(i, due)
         sent_s = clock() - t0
         await asyncio.wait_for(js.publish_async_completed(), 60)
-        lat = Latency.of(samples, rate, n, sent_s, errors[0], phase, cfg.idle_window_s)
+        lat = Latency.of(samples, n, sent_s, errors[0], phase, cfg)
         await js.delete_stream(name)
         return lat
     finally:
@@ -403,59 +349,45 @@ REP = {"redis": redis_rep, "nats": nats_rep}
 LATENCY = {"redis": redis_latency, "nats": nats_latency}
 
 
-def _rep(s: Session, rep: int, cfg: StreamsConfig) -> None:
-    """Produce then consume on one server, under one :class:`Interference` reading."""
-    load = Interference([s.server.pid])
-    res = s.attempt(f"rep {rep}", lambda: REP[s.report.name](s.server.port, cfg, s.cpu))
-    if res is not None:
-        share = load.share()
-        s.finish_rep(
-            {"rep": rep, **{x.phase: {**asdict(x), "other_cpu_share": share} for x in res}}, cfg.reps
-        )
-
-
 def _finish(report: SystemReport) -> None:
     """Medians as for the Kafka brokers; the one produce figure also stands for acks=all."""
-    summarise(report)
-    f = report.figures
+    kafka.summarise(report, rss=False)
     for key in (
-        "rss_mb_idle",
-        "rss_mb_1000_partitions",
-        "create_1000_partitions_s",
-        "stop_1000_partitions_s",
+        "produce_acks1_msgs_s",
+        "produce_acks1_mb_s",
+        "broker_cpu_us_per_msg_produce",
+        "p50_ms_10k",
+        "p99_ms_10k",
     ):
-        f.pop(key, None)
-    for acks1, acksall in (
-        ("produce_acks1_msgs_s", "produce_acksall_msgs_s"),
-        ("produce_acks1_mb_s", "produce_acksall_mb_s"),
-        ("broker_cpu_us_per_msg_produce", "broker_cpu_us_per_msg_produce_acksall"),
-        ("p50_ms_10k", "p50_ms_10k_acksall"),
-        ("p99_ms_10k", "p99_ms_10k_acksall"),
-    ):
-        f[acksall] = f.get(acks1)
-        report.spread[acksall] = report.spread.get(acks1)
+        acksall = key.replace("acks1", "acksall") if "acks1" in key else f"{key}_acksall"
+        report.figures[acksall], report.spread[acksall] = report.figures.get(key), report.spread.get(key)
     if report.reps:
         report.notes.append(
-            "one acknowledgement mode (reply once stored): its produce and latency figures are "
-            "also used for acks=all"
+            "one acknowledgement mode (reply once stored): its produce and latency figures are also "
+            "used for acks=all"
         )
 
 
-def run_streams(
-    launchers: list[ChildLauncher], cfg: StreamsConfig, workdir: Path, console: Console
-) -> dict[str, SystemReport]:
+def run_streams(launchers: list[ChildLauncher], cfg: StreamsConfig, workdir: Path) -> dict[str, SystemReport]:
     """Every phase on every available server; repetitions in rotation order (A B, B A, ...)."""
     with contextlib.ExitStack() as running:
-        reports, sessions = start_sessions(list(launchers), workdir, console, running)
+        reports, sessions = kafka.start_sessions(list(launchers), workdir, running)
         for rep in range(1, cfg.reps + 1):
             for s in rotation(sessions, rep):
-                if s.server.alive():
-                    _rep(s, rep, cfg)
-                else:
+                if not s.server.alive():
                     s.report.errors.append(f"rep {rep}: server is not running")
+                    continue
+                # produce then consume, under one Interference reading
+                load = Interference([s.server.pid])
+                res = s.attempt(
+                    f"rep {rep}", functools.partial(REP[s.report.name], s.server.port, cfg, s.cpu)
+                )
+                if res is not None:
+                    share = load.share()
+                    row = {x.phase: {**asdict(x), "other_cpu_share": share} for x in res}
+                    s.finish_rep({"rep": rep, **row}, cfg.reps)
         for s in sessions:
-            measure = functools.partial(LATENCY[s.report.name], s.server.port, cfg, s.cpu)
-            lat = s.latency("latency", measure, lambda: None) if s.server.alive() else None
+            lat = s.latency("latency", functools.partial(LATENCY[s.report.name], s.server.port, cfg, s.cpu))
             if lat is not None:
                 s.report.latency.append({**lat, "attempt": 1})
     for report in reports.values():

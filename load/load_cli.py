@@ -17,22 +17,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
+from framework.cli.common import require_modules
 from framework.errors import StoreError
 from load.harness import services
+from load.harness.report import stderr as console
+from load.harness.report import table
 from load.harness.runner import Processes, on_sigterm_interrupt
 
-console = Console(stderr=True)
+# locust and its device users (paho), and what smoke starts: the gateway (msgspec), the dashboard (dash)
+require_modules("locust", "paho", "msgspec", "dash")
+
 HERE = Path(__file__).resolve().parent / "locustfiles"
 SCENARIOS = {
     "smoke": ("smoke.py", 30.0, 40),
@@ -137,16 +139,11 @@ def run(args: argparse.Namespace) -> int:
                 targets = svc.start_all()
                 if args.scenario == "burst":
                     svc.pause_store(max(1.0, duration / 3 - 8), 6.0, stop)
-            env = {
-                "SFTRAFFIC_BOOTSTRAP": targets["bootstrap"],
-                "SFTRAFFIC_MQTT": targets["mqtt"],
-                "SFTRAFFIC_DASHBOARD": targets["dashboard"],
-                "SFTRAFFIC_LOAD_USERS": str(users),
-                "SFTRAFFIC_LOAD_DURATION": str(duration),
-                "SFTRAFFIC_LOAD_RATE": str(args.rate),
-                "SFTRAFFIC_LOAD_QOS": str(args.qos),
-                "SFTRAFFIC_LOAD_SUMMARY": str(reports / "summary.json"),
-            }
+            # the locustfiles' configuration (load/locustfiles/common.py)
+            env = {f"SFTRAFFIC_{k.upper()}": v for k, v in targets.items()}
+            load = {"users": users, "duration": duration, "rate": args.rate, "qos": args.qos}
+            env |= {f"SFTRAFFIC_LOAD_{k.upper()}": str(v) for k, v in load.items()}
+            env["SFTRAFFIC_LOAD_SUMMARY"] = str(reports / "summary.json")
             cmd = locust_command(HERE / file, reports, args.web, targets["dashboard"])
             console.print(
                 f"[bold]{args.scenario}[/bold]: {users} users, {duration:.0f}s, {args.rate:g} msgs/s each, "
@@ -172,34 +169,15 @@ def run(args: argparse.Namespace) -> int:
     return report(reports, rc)
 
 
-def _read_stats(reports: Path) -> list[dict[str, str]]:
-    import csv
-
-    path = reports / "locust_stats.csv"
-    if not path.exists():
-        return []
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
 def report(reports: Path, rc: int) -> int:
     """Print the per-request table and the ledger; the exit code is locust's."""
-    table = Table(title="requests")
-    for col in ("type", "name", "requests", "failures", "p50 ms", "p95 ms", "p99 ms", "req/s"):
-        table.add_column(col, justify="left" if col in ("type", "name") else "right")
-    for row in _read_stats(reports):
-        table.add_row(
-            row["Type"],
-            row["Name"],
-            row["Request Count"],
-            row["Failure Count"],
-            row["50%"],
-            row["95%"],
-            row["99%"],
-            f"{float(row['Requests/s']):.1f}",
-        )
-    console.print(table)
-    summary: dict[str, Any] = {}
+    import csv
+
+    stats = reports / "locust_stats.csv"
+    keys = ("Type", "Name", "Request Count", "Failure Count", "50%", "95%", "99%")
+    with open(stats if stats.exists() else os.devnull, newline="") as fh:
+        rows = [[*(row[k] for k in keys), f"{float(row['Requests/s']):.1f}"] for row in csv.DictReader(fh)]
+    console.print(table("requests", "type|name|>requests|>failures|>p50 ms|>p95 ms|>p99 ms|>req/s", *rows))
     path = reports / "summary.json"
     if path.exists():
         summary = json.loads(path.read_text())

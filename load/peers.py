@@ -18,21 +18,37 @@ the process, so that CPU time and RSS can be read from ``/proc``). A machine wit
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 from deploy.local.process import BrokerProcess, ManagedProcess, free_port, wait_for
 from load.harness import procfs
 from load.harness.kafka import answers_metadata
-from load.harness.report import git_commit, package_version
+from load.harness.report import git_commit, output, package_version
 
 LOOPBACK = "127.0.0.1"
+
+
+def parse_peers(text: str, known: Collection[str]) -> list[str]:
+    """``--peers``: comma-separated names of ``known`` (and ``ours@DIR`` when "ours@DIR" is one of
+    them), or 'none'; raises ValueError naming an unknown one."""
+
+    def baseline(name: str) -> bool:
+        return name.startswith("ours@") and "ours@DIR" in known
+
+    names = [n.strip() for n in text.split(",") if n.strip() and text.strip().lower() != "none"]
+    names = [n if baseline(n) else n.lower() for n in names]
+    unknown = [n for n in names if n not in known and not baseline(n)]
+    if unknown:
+        raise ValueError(f"unknown peer(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    return list(dict.fromkeys(names))
 
 
 @dataclass
@@ -57,14 +73,6 @@ class Server:
 
     def cpu_seconds(self) -> float | None:
         return procfs.probe(self.pid)()
-
-    def rss_bytes(self) -> int | None:
-        pid = self.pid
-        return procfs.rss_bytes(pid) if pid is not None else None
-
-    def threads(self) -> int | None:
-        pid = self.pid
-        return procfs.threads(pid) if pid is not None else None
 
     def alive(self) -> bool:
         return self.proc is None or self.proc.alive()
@@ -98,14 +106,13 @@ class Launcher(ABC):
 class OursLauncher(Launcher):
     """Our broker; from another checkout ``src`` (a baseline) when given."""
 
-    def __init__(self, src: Path | str | None = None, overrides: dict[str, object] | None = None) -> None:
+    def __init__(self, src: Path | str | None = None) -> None:
         self.src = Path(src).resolve() if src is not None else None
         label = "sftraffic broker (Python, asyncio/uvloop)"
         if self.src is None:
             super().__init__("ours", label, persists=True)
         else:
             super().__init__("ours-baseline", f"{label} from {self.src}", persists=True)
-        self.overrides = dict(overrides or {})
         self.env = {"PYTHONPATH": str(self.src)} if self.src is not None else None
 
     def unavailable(self) -> str | None:
@@ -115,7 +122,7 @@ class OursLauncher(Launcher):
 
     def start(self, workdir: Path) -> Server:
         workdir.mkdir(parents=True, exist_ok=True)
-        proc = BrokerProcess(workdir, host=LOOPBACK, overrides=self.overrides, env=self.env)
+        proc = BrokerProcess(workdir, host=LOOPBACK, env=self.env)
         proc.cwd = self.src  # -m puts the working directory first on sys.path
         return Server(proc.bootstrap, proc.start(60))
 
@@ -136,11 +143,8 @@ class OursLauncher(Launcher):
 
 class ExternalLauncher(Launcher):
     def __init__(self, bootstrap: str, pid: int | None = None) -> None:
-        super().__init__(
-            "external", f"already-running broker at {bootstrap}", persists=None, restartable=False
-        )
-        self.bootstrap = bootstrap
-        self.pid = pid
+        super().__init__("external", f"already-running broker at {bootstrap}", None, restartable=False)
+        self.bootstrap, self.pid = bootstrap, pid
 
     def unavailable(self) -> str | None:
         return None if answers_metadata(self.bootstrap, 5) else f"cannot connect to {self.bootstrap}"
@@ -181,8 +185,6 @@ class ChildLauncher(Launcher):
             return f"{type(exc).__name__}: {exc}" if not isinstance(exc, FileNotFoundError) else str(exc)
         if not os.access(path, os.X_OK):
             return f"{path} is not executable"
-        import importlib.util
-
         if self.module[0] and importlib.util.find_spec(self.module[0]) is None:
             return f"Python package {self.module[1]} is not installed (pip install {self.module[1]})"
         return None
@@ -191,10 +193,8 @@ class ChildLauncher(Launcher):
         port = free_port(LOOPBACK)
         datadir = workdir / "data"
         datadir.mkdir(parents=True, exist_ok=True)
-        cmd = self.command(self.binary(), port, datadir)
-        server = Server(
-            f"{LOOPBACK}:{port}", ManagedProcess(self.name, cmd, cwd=workdir, grace=15.0).launch()
-        )
+        proc = ManagedProcess(self.name, self.command(self.binary(), port, datadir), cwd=workdir, grace=15.0)
+        server = Server(f"{LOOPBACK}:{port}", proc.launch())
 
         def ready() -> bool:
             if not server.alive():
@@ -211,15 +211,8 @@ class ChildLauncher(Launcher):
             raise RuntimeError(f"{self.name} did not become ready ({exc}):\n{server.log_tail()}") from None
         return server
 
-    def version_line(self, flag: str = "--version") -> str | None:
-        try:
-            out = subprocess.run(
-                [self.binary(), flag], check=False, capture_output=True, text=True, timeout=10
-            )
-        except (OSError, subprocess.SubprocessError):
-            return None
-        text = (out.stdout or out.stderr).strip()
-        return text.splitlines()[0] if text else None
+    def version(self) -> str | None:
+        return output(self.binary(), "--version").partition("\n")[0] or None
 
 
 class TansuLauncher(ChildLauncher):
@@ -241,16 +234,8 @@ class TansuLauncher(ChildLauncher):
 
     def command(self, binary: str, port: int, datadir: Path) -> list[str]:
         url = f"tcp://{LOOPBACK}:{port}"
-        return [
-            binary,
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            "memory://tansu/",
-        ]
+        args = f"broker --listener-url {url} --advertised-listener-url {url} --storage-engine memory://tansu/"
+        return [binary, *args.split()]
 
     def version(self) -> str | None:
         try:
@@ -279,14 +264,7 @@ class NoidaLauncher(ChildLauncher):
     def command(self, binary: str, port: int, datadir: Path) -> list[str]:
         return [
             binary,
-            "start",
-            "--only",
-            "kafka",
-            "--host",
-            LOOPBACK,
-            "--kafka-port",
-            str(port),
-            "--data-dir",
+            *f"start --only kafka --host {LOOPBACK} --kafka-port {port} --data-dir".split(),
             str(datadir),
         ]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from typing import Any
 
@@ -27,8 +28,6 @@ def admin(bootstrap: str) -> Any:
 
 def answers_metadata(bootstrap: str, timeout: float = 2.0) -> bool:
     """True when ``bootstrap`` answers a Metadata request (a bound port is not enough)."""
-    import socket
-
     host, _, port = bootstrap.rpartition(":")
     try:
         with socket.create_connection((host, int(port)), timeout=1):
@@ -56,16 +55,11 @@ def create_topic(
     for fut in client.create_topics([new], operation_timeout=timeout, request_timeout=timeout).values():
         fut.result(timeout=timeout)
     for one in bootstrap.split(","):
-        c = admin(one)
 
-        def led(c: Any = c) -> bool:
+        def led(c: Any = admin(one)) -> bool:
             t = c.list_topics(name, timeout=10).topics.get(name)
-            return (
-                t is not None
-                and t.error is None
-                and len(t.partitions) == partitions
-                and all(p.leader >= 0 for p in t.partitions.values())
-            )
+            ok = t is not None and t.error is None and len(t.partitions) == partitions
+            return ok and all(p.leader >= 0 for p in t.partitions.values())
 
         wait_for(led, timeout, 0.1, f"leaders of {name} on {one}")
     return name
@@ -91,11 +85,8 @@ class EndOffsets:
         from confluent_kafka.admin import OffsetSpec
 
         self.admin = admin(bootstrap)
-        if partitions is None:
-            md = self.admin.list_topics(timeout=10).topics
-            parts = {t: list(md[t].partitions) for t in topics}
-        else:
-            parts = {t: list(range(partitions)) for t in topics}
+        md = self.admin.list_topics(timeout=10).topics if partitions is None else {}
+        parts = {t: list(md[t].partitions) if partitions is None else range(partitions) for t in topics}
         self.specs = {TopicPartition(t, p): OffsetSpec.latest() for t in topics for p in parts[t]}
 
     def by_topic(self) -> dict[str, int]:

@@ -3,7 +3,7 @@
 * ``cpu_seconds(pid)``: user+system CPU of a process (fields 14 and 15 of ``/proc/PID/stat``),
   with ``descendants=True`` plus that of its live descendants;
 * ``rss_bytes(pid)`` (VmRSS) and ``threads(pid)``;
-* ``own_cpu()``: this process, all its threads; ``children_cpu()``: its reaped children;
+* ``own_cpu()``: this process, all its threads (``children=True``: its reaped children);
 * ``machine_busy_seconds()``: CPU seconds of all cores since boot counted as busy: **user + nice
   + system + irq + softirq + steal** of ``/proc/stat`` (idle and iowait are not busy). irq and
   softirq are charged to no process: the loopback traffic of a benchmark itself lands there too.
@@ -14,7 +14,6 @@ The kernel counts in clock ticks (usually 10 ms): take a CPU figure over >= 1 s 
 from __future__ import annotations
 
 import os
-import resource
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -29,22 +28,14 @@ def _stat(pid: int) -> list[str]:
         return fh.read().rsplit(")", 1)[1].split()
 
 
-def cpu_seconds(pid: int, descendants: bool = False) -> float:
-    """user+system CPU seconds of ``pid`` so far; raises OSError when it is gone."""
+def cpu_seconds(pid: int, descendants: bool = False, reaped: bool = False) -> float:
+    """user+system CPU seconds of ``pid`` so far, with ``reaped`` plus those of the children it
+    has waited for (cutime + cstime); raises OSError when it is gone."""
     f = _stat(pid)
-    total = (int(f[11]) + int(f[12])) / TICK
+    total = sum(map(int, f[11:15] if reaped else f[11:13])) / TICK
     for kid in children(pid, recursive=True) if descendants else ():
-        try:
-            total += cpu_seconds(kid)
-        except OSError:  # exited meanwhile
-            continue
+        total += probe(kid)() or 0.0  # 0 when it exited meanwhile
     return total
-
-
-def reaped_cpu_seconds(pid: int) -> float:
-    """CPU seconds of the children ``pid`` has waited for (cutime + cstime)."""
-    f = _stat(pid)
-    return (int(f[13]) + int(f[14])) / TICK
 
 
 def parent(pid: int) -> int:
@@ -70,11 +61,10 @@ def threads(pid: int) -> int:
 
 def cmdline(pid: int) -> str:
     try:
-        return (
-            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace").strip()
-        )
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return ""
+    return raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
 
 
 def children(pid: int, recursive: bool = False) -> list[int]:
@@ -98,14 +88,9 @@ def children(pid: int, recursive: bool = False) -> list[int]:
     return out
 
 
-def own_cpu() -> float:
+def own_cpu(children: bool = False) -> float:
     t = os.times()
-    return t.user + t.system
-
-
-def children_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+    return t.children_user + t.children_system if children else t.user + t.system
 
 
 def machine_busy_seconds() -> float | None:

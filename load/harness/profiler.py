@@ -12,7 +12,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -27,53 +26,38 @@ def py_spy() -> str | None:
 
 class Profiler:
     def __init__(
-        self,
-        pid: int,
-        out: Path,
-        seconds: float | None = None,
-        rate: int = 100,
-        native: bool = False,
-        subprocesses: bool = False,
-        focus: tuple[str, ...] = (),
+        self, pid: int, out: Path, seconds: float | None = None, rate: int = 100, *flags: str, focus: Any = ()
     ) -> None:
-        self.out = out
-        self.focus = focus
-        self.rate = rate
-        self.timed = seconds is not None
-        self.t0 = time.monotonic()
+        """``flags``: more py-spy options (``--native`` instead of ``--nonblocking``,
+        ``--subprocesses``); ``focus``: see :func:`summarize_collapsed`."""
+        self.out, self.focus, self.timed = out, focus, seconds is not None
         self.proc: subprocess.Popen[bytes] | None = None
-        exe = py_spy()
-        if exe is None:
+        if (exe := py_spy()) is None:
             return
         out.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [exe, "record", "-p", str(pid), "-r", str(rate), "-f", "raw", "-o", str(out)]
-        cmd += ["--native" if native else "--nonblocking"] + (["--subprocesses"] if subprocesses else [])
-        if seconds is not None:
-            cmd += ["-d", str(max(1, int(seconds)))]
+        cmd = [exe, "record", "-p", str(pid), "-r", str(rate), "-f", "raw", "-o", str(out), *flags]
+        cmd += [] if "--native" in flags else ["--nonblocking"]
+        cmd += ["-d", str(max(1, int(seconds)))] if seconds is not None else []
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     def stop(self, timeout: float = 60.0) -> str | None:
         """Wait for py-spy (SIGINT first when it records until stopped); its error, if any."""
         if self.proc is None:
             return "py-spy not installed"
-        if self.proc.poll() is None and not self.timed:
+        if not self.timed:
             self.proc.send_signal(signal.SIGINT)
         try:
             _, err = self.proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                _, err = self.proc.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                _, err = self.proc.communicate()
+            self.proc.kill()
+            _, err = self.proc.communicate()
         return None if self.out.exists() else (err or b"").decode(errors="replace")[-500:] or "no output"
 
-    def summary(self, timeout: float = 60.0, top: int = 12) -> dict[str, Any]:
+    def summary(self, timeout: float = 60.0) -> dict[str, Any]:
         error = self.stop(timeout)
         if error is not None:
             return {"error": error}
-        return summarize_collapsed(self.out.read_text(errors="replace"), top, self.focus) | {
+        return summarize_collapsed(self.out.read_text(errors="replace"), 12, self.focus) | {
             "file": str(self.out)
         }
 
@@ -85,20 +69,13 @@ def count_collapsed(
     output; ``process``/``thread`` frames are dropped, stacks whose leaf is ``skip_leaf`` too."""
     leaf: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
-    total = 0
     for line in text.splitlines():
         stack, _, n = line.rpartition(" ")
-        if not stack or not n.isdigit():
-            continue
         frames = [frame(f) for f in stack.split(";") if f and not f.startswith(("process ", "thread "))]
-        if not frames or frames[-1] == skip_leaf:
-            continue
-        count = int(n)
-        total += count
-        leaf[frames[-1]] += count
-        for f in set(frames):
-            inclusive[f] += count
-    return leaf, inclusive, total
+        if frames and n.isdigit() and frames[-1] != skip_leaf:
+            leaf[frames[-1]] += int(n)
+            inclusive.update(dict.fromkeys(frames, int(n)))
+    return leaf, inclusive, leaf.total()
 
 
 def summarize_collapsed(text: str, top: int = 12, focus: tuple[str, ...] = ()) -> dict[str, Any]:

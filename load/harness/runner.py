@@ -18,7 +18,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from rich.console import Console
 
@@ -35,11 +35,7 @@ def rotation(items: Sequence[T], rep: int) -> list[T]:
     return [*items[k:], *items[:k]]
 
 
-class Stoppable(Protocol):
-    def stop(self) -> Any: ...
-
-
-P = TypeVar("P", bound=Stoppable)
+P = TypeVar("P")
 
 
 class Processes(contextlib.ExitStack):
@@ -48,7 +44,7 @@ class Processes(contextlib.ExitStack):
 
     def add(self, proc: P) -> P:
         """Stop ``proc`` at the end (it is started, or being started, by the caller)."""
-        self.callback(proc.stop)
+        self.callback(proc.stop)  # type: ignore[attr-defined]
         return proc
 
     def start(self, proc: P, timeout: float = 60.0) -> P:

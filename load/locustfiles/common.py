@@ -65,31 +65,26 @@ MQTT_TOPIC = f"sf/{STREAM}/traffic/{{sensor}}"
 LOOPBACK = ("127.", "localhost", "::1")
 
 
-def _env(name: str, default: str) -> str:
-    return os.environ.get(name, default)
-
-
-def _loopback(host: str, what: str) -> str:
-    if not host.startswith(LOOPBACK):
-        raise SystemExit(
-            f"sftraffic load: {what} {host} is not a loopback address; load only targets 127.0.0.1"
-        )
-    return host
-
-
-BOOTSTRAP = _env("SFTRAFFIC_BOOTSTRAP", "127.0.0.1:9092")
-MQTT_HOST, _, MQTT_PORT = _env("SFTRAFFIC_MQTT", "127.0.0.1:1883").rpartition(":")
-DASHBOARD = _env("SFTRAFFIC_DASHBOARD", "http://127.0.0.1:8050")
-USERS = int(_env("SFTRAFFIC_LOAD_USERS", "50"))
-DURATION = float(_env("SFTRAFFIC_LOAD_DURATION", "60"))
-RATE = float(_env("SFTRAFFIC_LOAD_RATE", "5"))
-QOS = int(_env("SFTRAFFIC_LOAD_QOS", "1"))
-DRAIN_S = float(_env("SFTRAFFIC_LOAD_DRAIN", "60"))
-SUMMARY = _env("SFTRAFFIC_LOAD_SUMMARY", "")
+env = os.environ.get
+BOOTSTRAP = env("SFTRAFFIC_BOOTSTRAP", "127.0.0.1:9092")
+MQTT_HOST, _, MQTT_PORT = env("SFTRAFFIC_MQTT", "127.0.0.1:1883").rpartition(":")
+DASHBOARD = env("SFTRAFFIC_DASHBOARD", "http://127.0.0.1:8050")
+USERS = int(env("SFTRAFFIC_LOAD_USERS", "50"))
+DURATION = float(env("SFTRAFFIC_LOAD_DURATION", "60"))
+RATE = float(env("SFTRAFFIC_LOAD_RATE", "5"))
+QOS = int(env("SFTRAFFIC_LOAD_QOS", "1"))
+DRAIN_S = float(env("SFTRAFFIC_LOAD_DRAIN", "60"))
+SUMMARY = env("SFTRAFFIC_LOAD_SUMMARY", "")
 RUN_ID = uuid.uuid4().hex[:8]
-for _h, _what in ((BOOTSTRAP.rpartition(":")[0], "store"), (MQTT_HOST, "MQTT broker")):
-    _loopback(_h, _what)
-_loopback(urlparse(DASHBOARD).hostname or "", "dashboard")
+for _host, _what in (
+    (BOOTSTRAP.rpartition(":")[0], "store"),
+    (MQTT_HOST, "MQTT broker"),
+    (urlparse(DASHBOARD).hostname or "", "dashboard"),
+):
+    if not _host.startswith(LOOPBACK):
+        raise SystemExit(
+            f"sftraffic load: {_what} {_host} is not a loopback address; load only targets 127.0.0.1"
+        )
 
 
 # -- realistic payloads -------------------------------------------------------------------------
@@ -191,9 +186,7 @@ class MqttDeviceUser(User):
         self.pending: dict[int, tuple[float, int, int]] = {}
         self.connected = gevent.event.Event()
         client = mqtt.Client(
-            mqtt.CallbackAPIVersion.VERSION2,
-            client_id=self.identity.sensor_id,
-            protocol=mqtt.MQTTv5,
+            mqtt.CallbackAPIVersion.VERSION2, client_id=self.identity.sensor_id, protocol=mqtt.MQTTv5
         )
         client.max_inflight_messages_set(100)
         client.on_connect = lambda c, u, f, rc, p=None: self.connected.set()
@@ -211,14 +204,8 @@ class MqttDeviceUser(User):
         failed = rc is not None and getattr(rc, "is_failure", False)
         if QOS == 0:  # written to the socket, nothing acknowledged: not in the ledger
             LEDGER.by_source["mqtt-qos0-sent"] = LEDGER.by_source.get("mqtt-qos0-sent", 0) + 1
-        _fire(
-            self.environment,
-            "MQTT",
-            f"publish qos{QOS}",
-            t0,
-            size,
-            RuntimeError(f"PUBACK reason {rc}") if failed else None,
-        )
+        exc = RuntimeError(f"PUBACK reason {rc}") if failed else None
+        _fire(self.environment, "MQTT", f"publish qos{QOS}", t0, size, exc)
         if failed:
             LEDGER.failed_sends += 1
         elif QOS > 0:
@@ -255,15 +242,8 @@ class _SharedProducer:
     @classmethod
     def get(cls) -> Producer:
         if cls.producer is None:
-            cls.producer = Producer(
-                {
-                    "bootstrap.servers": BOOTSTRAP,
-                    "acks": "all",
-                    "enable.idempotence": True,
-                    "linger.ms": 2,
-                    "logger": quiet_logger(),
-                }
-            )
+            conf = {"acks": "all", "enable.idempotence": True, "linger.ms": 2, "logger": quiet_logger()}
+            cls.producer = Producer({"bootstrap.servers": BOOTSTRAP, **conf})
             gevent.spawn(cls._serve)
         return cls.producer
 
@@ -319,15 +299,9 @@ class KafkaConsumerUser(User):
     wait_time = between(0.0, 0.0)
 
     def on_start(self) -> None:
+        conf = {"group.id": f"load-{RUN_ID}", "auto.offset.reset": "latest", "enable.auto.commit": True}
         self.consumer = Consumer(
-            {
-                "bootstrap.servers": BOOTSTRAP,
-                "group.id": f"load-{RUN_ID}",
-                "auto.offset.reset": "latest",
-                "enable.auto.commit": True,
-                "session.timeout.ms": 10000,
-                "logger": quiet_logger(),
-            }
+            {"bootstrap.servers": BOOTSTRAP, "session.timeout.ms": 10000, "logger": quiet_logger(), **conf}
         )
         self.consumer.subscribe([TOPIC])
         self.prefix = f"load-{RUN_ID}-".encode()
@@ -385,14 +359,8 @@ class Auditor:
     """Reads this run's messages from every partition of the topic, from the offsets at start."""
 
     def __init__(self) -> None:
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": BOOTSTRAP,
-                "group.id": f"load-audit-{RUN_ID}",
-                "enable.auto.commit": False,
-                "logger": quiet_logger(),
-            }
-        )
+        conf = {"group.id": f"load-audit-{RUN_ID}", "enable.auto.commit": False, "logger": quiet_logger()}
+        self.consumer = Consumer({"bootstrap.servers": BOOTSTRAP, **conf})
         meta = self.consumer.list_topics(TOPIC, timeout=15).topics.get(TOPIC)
         if meta is None or meta.error is not None:
             raise SystemExit(

@@ -59,22 +59,24 @@ def test_bench_quick_runs_ours_and_the_installed_peers(tmp_path: Path) -> None:
 
 
 def test_unknown_peer_is_a_usage_error() -> None:
+    from load.peers import parse_peers
+
     with pytest.raises(ValueError, match="unknown peer"):
-        bench_cli.parse_peers("tansu,kafka")
-    assert bench_cli.parse_peers("none") == []
-    assert bench_cli.parse_peers("Redis, nats,redis") == ["redis", "nats"]
+        parse_peers("tansu,kafka", bench_cli.ALL_PEERS)
+    assert parse_peers("none", bench_cli.ALL_PEERS) == []
+    assert parse_peers("Redis, nats,redis", bench_cli.ALL_PEERS) == ["redis", "nats"]
+    with pytest.raises(ValueError, match="unknown peer"):
+        parse_peers("ours@/tmp/old", bench_cli.ALL_PEERS)  # a baseline checkout is bench_broker's
 
 
 def test_a_missing_server_is_reported_not_fatal(tmp_path: Path) -> None:
-    from rich.console import Console
-
     from load.bench_streams import RedisLauncher, StreamsConfig, run_streams
 
     class Missing(RedisLauncher):
         binary_name = "redis-server-that-is-not-installed"
         binary_paths = ()
 
-    reports = run_streams([Missing()], StreamsConfig(reps=1), tmp_path, Console(stderr=True))
+    reports = run_streams([Missing()], StreamsConfig(reps=1), tmp_path)
     r = reports["redis"]
     assert not r.available
     assert "not found" in r.reason
