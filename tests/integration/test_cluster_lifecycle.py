@@ -6,6 +6,7 @@ Three real brokers on 127.0.0.1 (``ClusterProcesses``), real confluent-kafka cli
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from pathlib import Path
@@ -226,5 +227,40 @@ def test_without_unclean_election_the_partition_stays_offline_until_an_in_sync_r
         wait_for(
             lambda: led_view(c.brokers[1], topic)[part][0] == 1, 30, 0.1, "the in-sync replica leading again"
         )
+    finally:
+        c.stop()
+
+
+def test_a_stop_without_a_quorum_is_bounded_and_a_second_signal_forces_it(tmp_path: Path) -> None:
+    """Two of three brokers gone: the controlled shutdown cannot commit. The stop still ends
+    within its bound, logs flushed and marked clean; a second SIGTERM ends it at once."""
+    c = cluster(tmp_path)
+    try:
+        topic = "lonely"
+        create_topic(c.bootstrap, topic, partitions=3)
+        settle(c, topic, 3)
+        first, second, third = c.brokers
+        second.kill()
+        third.kill()
+        handing_over = threading.Event()
+        first.on_line(lambda line: "controlled shutdown, handing over" in line and handing_over.set())
+        first.signal(signal.SIGTERM)
+        assert handing_over.wait(10), first.tail()
+        first.signal(signal.SIGTERM)
+        assert first.proc is not None and first.proc.wait(10) == 1
+        assert "stopped: forced (second signal)" in first.logs()
+        assert (first.data_dir / ".clean-shutdown").exists()
+
+        for b in c.brokers:  # all three again (a broker starts only with a quorum)
+            b.launch()
+        for b in c.brokers:
+            b.wait_ready(60)
+        c.wait_registered(3)
+        second.kill()
+        third.kill()
+        assert first.stop(grace=20) == 0  # bounded: no quorum to hand leadership over to
+        assert "controlled shutdown incomplete" in first.logs()
+        assert "stopped cleanly" in first.logs()
+        assert (first.data_dir / ".clean-shutdown").exists()
     finally:
         c.stop()
