@@ -14,8 +14,10 @@ then the journal after it, ``raft.journal``; nothing else is persisted for it)::
 
 Invariants kept by the apply functions (deterministic: they read only replicated state):
 
-* a leader is chosen from the partition's ISR only (``unclean.leader.election`` is not
-  offered), so a write acknowledged with acks=all, which is on every ISR member, survives;
+* a leader is chosen from the partition's ISR only, so a write acknowledged with acks=all,
+  which is on every ISR member, survives; the one exception is an unclean election
+  (``elect_leader`` with unclean, proposed by the controller only for topics with
+  ``unclean.leader.election.enable`` when no ISR member is alive), which replaces the ISR;
 * ``leader_epoch`` grows by one at every leader change, and when the leader re-registers after
   a restart (its log may have lost unflushed data, so followers must not truncate to it);
   ``partition_epoch`` by one at every change of leader or ISR. One apply changes a partition
