@@ -77,6 +77,8 @@ class ConfigKey:
     broker_name: str | None = None  # broker-level synonym of a topic key
     validator: Validator | None = None
     dynamic: bool = False  # may change on a running broker (topic/stream keys always can)
+    # why sftraffic refuses any value but the default (the default is what the store does)
+    unsupported: str | None = None
 
     def parse(self, raw: Any, source: str = "", name: str | None = None) -> Any:
         """Convert a string/TOML value to this key's type and validate it.
@@ -92,6 +94,10 @@ class ConfigKey:
             raise ConfigError(f"config {shown}={raw!r}{where}: {exc}") from None
         except (TypeError, ValueError):
             raise ConfigError(f"config {shown}={raw!r}{where}: expected {self.type}") from None
+        if self.unsupported is not None and value != self.default:
+            raise ConfigError(
+                f"{shown}={self.render(value)} is not supported by sftraffic; {self.unsupported}{where}"
+            )
         if self.validator is not None:
             problem = self.validator(value)
             if problem:
@@ -163,8 +169,11 @@ def define(
     broker_name: str | None = None,
     validator: Validator | None = None,
     dynamic: bool = False,
+    unsupported: str | None = None,
 ) -> ConfigKey:
-    key = ConfigKey(name, type_, default, doc, frozenset(scopes), broker_name, validator, dynamic)
+    key = ConfigKey(
+        name, type_, default, doc, frozenset(scopes), broker_name, validator, dynamic, unsupported
+    )
     assert name not in _KEYS, name
     _KEYS[name] = key
     if broker_name:
@@ -461,10 +470,10 @@ define(
     "compression.type",
     "string",
     "producer",
-    "Only 'producer' (keep the producer's codec); batches are stored as sent.",
+    "Only 'producer' (keep the producer's codec): batches are stored as sent; other values are refused.",
     TS,
     broker_name="compression.type.broker",
-    validator=one_of("producer"),
+    unsupported="batches are stored exactly as the producer compressed them, so only producer is accepted",
 )
 define(
     "delete.retention.ms",
@@ -478,11 +487,13 @@ define(
 define(
     "file.delete.delay.ms",
     "long",
-    60_000,
-    "Accepted for compatibility; segments are unlinked at once.",
+    0,
+    "Only 0: segments are deleted at once (a reader holding one keeps its open file); other "
+    "values are refused.",
     TS,
     broker_name="log.segment.delete.delay.ms",
-    validator=at_least(0),
+    unsupported="segments are deleted at once (a reader holding one keeps its open file), so only 0 "
+    "is accepted",
 )
 define(
     "flush.messages",
@@ -623,7 +634,8 @@ define(
     "segment.index.bytes",
     "int",
     10_485_760,
-    "Accepted for compatibility (indexes grow as needed).",
+    "Largest offset index (8 bytes an entry) or time index (12 bytes an entry) of a segment; a "
+    "full index rolls a new segment.",
     TS,
     broker_name="log.index.size.max.bytes",
     validator=at_least(8),
@@ -632,7 +644,8 @@ define(
     "segment.jitter.ms",
     "long",
     0,
-    "Accepted for compatibility.",
+    "Roll each segment up to this many ms (drawn at random per segment) before segment.ms, so "
+    "partitions do not all roll at once.",
     TS,
     broker_name="log.roll.jitter.ms",
     validator=at_least(0),

@@ -89,6 +89,8 @@ class Broker:
             )
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self.quorum_watch = metrics.QuorumWatch(self.node_id)
+        self.metrics_server: metrics.MetricsServer | None = None
 
     # -- starting ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -108,12 +110,8 @@ class Broker:
         for interval, fn in [*self.replicas.periodic(), *self.groups.periodic()]:
             self._tasks.append(loop.create_task(self._every(interval, fn)))
         listen = self.config["metrics.listen"]
-        if listen:
-            metrics.serve(
-                *split_host_port(listen, "metrics.listen"),
-                self.replicas.all_partitions,
-                lambda: len(self.listener.connections),
-            )
+        if listen:  # closed when ``stopping`` is set
+            self.metrics_server = await metrics.serve(self, *split_host_port(listen, "metrics.listen"))
         log.info(
             "broker %d listening on %s:%d (data dir %s, %d topics)",
             self.node_id,
@@ -148,7 +146,7 @@ class Broker:
             self.config.data_dir / "__cluster",
             self.store,
             int(self.config["broker.session.timeout.ms"]),
-            self.replicas.schedule_reconcile,
+            self._metadata_applied,
             (*self.cache.endpoint, None),
         )
         self.cache.quorum = quorum
@@ -173,6 +171,11 @@ class Broker:
         self.replicas.quarantine_strays()
         self.replicas.reconcile()
         log.info("broker %d caught up with the metadata quorum in %.1f s", self.node_id, loop.time() - t0)
+
+    def _metadata_applied(self) -> None:
+        """The quorum applied a change: count what it did (metrics), then reconcile."""
+        self.quorum_watch.applied(self.cache.quorum)
+        self.replicas.schedule_reconcile()
 
     async def _every(self, interval_ms: int, fn: Callable[[], None]) -> None:
         while True:

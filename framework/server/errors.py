@@ -12,7 +12,9 @@ disk failure (``OSError``) is KAFKA_STORAGE_ERROR. Handlers never map codes them
   the error of each result whose change did not apply.
 
 Anything else escaping a handler is a bug: the listener logs it with a traceback and answers
-UNKNOWN_SERVER_ERROR. Every error answered is counted in ``sftraffic_request_errors``.
+UNKNOWN_SERVER_ERROR. Every error answered is counted in ``sftraffic_request_errors`` by the
+listener, from the response it sends (``metrics.count_errors``), not here: the codes a
+handler or the group coordinator sets directly are counted the same way.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from framework.errors import StoreError
 from framework.metadata.admin import Committed
 from framework.protocol.errors import ErrorCode
 from framework.replication.partition import Partition
-from framework.server import metrics
 from framework.server.context import PartitionLookup
 
 R = TypeVar("R")
@@ -41,7 +42,6 @@ def kafka_error(exc: BaseException) -> tuple[ErrorCode, str] | None:
         code, message = ErrorCode.KAFKA_STORAGE_ERROR, f"storage error: {exc.strerror or exc}"
     else:
         return None
-    metrics.child(metrics.REQUEST_ERRORS, code.name).inc()
     return code, message
 
 

@@ -8,6 +8,10 @@ batches are patched and written to disk from that buffer.
 Requests on one connection are processed in order, one at a time, like Kafka's request
 channel; a handler that must wait (fetch long-poll, acks=all) suspends only its connection.
 A malformed frame or an unknown API closes that connection only, with one log line.
+
+Metrics: every request answered (or not, as acks=0 produce) is observed in the latency
+histogram by API, and every error code of every response sent is counted
+(``metrics.count_errors``); frames that close the connection count as bad frames.
 """
 
 from __future__ import annotations
@@ -222,6 +226,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not route.min_version <= version <= route.max_version:
             if api_key == API_VERSIONS:
                 self._unsupported_api_versions(version, corr)
+                self._observe(route, t0)
                 return
             self._bad(
                 f"{route.entry.name} v{version} is not supported "
@@ -282,6 +287,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._process()
 
     def _send(self, route: Route, version: int, corr: int, resp: Any) -> None:
+        metrics.count_errors(route.entry, resp)
         t = self.transport
         if t is None or t.is_closing():
             return

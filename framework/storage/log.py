@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import shutil
 import time
 from bisect import bisect_right
@@ -106,6 +107,7 @@ class Log:
         self.truncations = 0
         self.producer_state = ProducerStateManager(directory, f"{topic}-{partition}")
         self.epochs = LeaderEpochCache(directory, f"{topic}-{partition}")
+        self.roll_jitter_ms = self._draw_jitter()
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -407,7 +409,9 @@ class Log:
         seg = self.active
         if seg.size > 0 and (
             seg.size + len(payload) > cfg.segment_bytes
-            or now_ms - seg.created_ms >= cfg.segment_ms
+            or now_ms - seg.created_ms >= cfg.segment_ms - self.roll_jitter_ms
+            or len(seg.index.offsets) >= cfg.max_index_entries
+            or len(seg.time_index.timestamps) >= cfg.max_time_index_entries
             or last - seg.base_offset > INT32_MAX
         ):
             seg = self.roll(patched[0].base_offset)
@@ -529,6 +533,7 @@ class Log:
             return old
         old.roll_close()
         seg = LogSegment.create(self.dir, base, self.config.index_interval_bytes)
+        self.roll_jitter_ms = self._draw_jitter()
         self.segments.append(seg)
         self._bases.append(base)
         self.producer_state.take_snapshot(base)
@@ -541,6 +546,12 @@ class Log:
 
             old.fsync_in_background(flushed)
         return seg
+
+    def _draw_jitter(self) -> int:
+        """The active segment's roll jitter: random in [0, min(segment.jitter.ms, segment.ms))
+        (Kafka's randomSegmentJitter), drawn when the segment becomes the active one."""
+        c = self.config
+        return random.randrange(min(c.segment_jitter_ms, c.segment_ms)) if c.segment_jitter_ms > 0 else 0
 
     def flush(self) -> None:
         """fsync every segment holding unflushed data; advance the recovery point."""

@@ -13,6 +13,11 @@ from framework import config as cfg
 class LogConfig:
     segment_bytes: int = 1_073_741_824
     segment_ms: int = 7 * cfg.DAY_MS
+    segment_jitter_ms: int = 0
+    # a segment rolls when its offset index (8-byte entries) or time index (12-byte entries)
+    # holds segment.index.bytes (Kafka's index isFull)
+    max_index_entries: int = 10_485_760 // 8
+    max_time_index_entries: int = 10_485_760 // 12
     retention_ms: int = 7 * cfg.DAY_MS
     retention_bytes: int = -1
     index_interval_bytes: int = 4096
@@ -38,6 +43,9 @@ class LogConfig:
         return cls(
             segment_bytes=v["segment.bytes"],
             segment_ms=v["segment.ms"],
+            segment_jitter_ms=v["segment.jitter.ms"],
+            max_index_entries=v["segment.index.bytes"] // 8,
+            max_time_index_entries=v["segment.index.bytes"] // 12,
             retention_ms=v["retention.ms"],
             retention_bytes=v["retention.bytes"],
             index_interval_bytes=v["index.interval.bytes"],

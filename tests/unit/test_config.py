@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import functools
 import re
 from pathlib import Path
 
@@ -352,3 +354,177 @@ def test_parsers_only_return_ints_or_raise_config_error(text: str) -> None:
             assert isinstance(fn(text), int)
         except ConfigError:
             pass
+
+
+# ---------------------------------------------------------------------------------------
+# no key is accepted and silently ignored
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Keys no code of the store reads, each with the reason accepting it ignores nothing.
+NOT_READ = {
+    "compression.type": "only its default, producer, is accepted (ConfigKey.unsupported): batches "
+    "are stored as the producer compressed them; DescribeConfigs reports it",
+    "file.delete.delay.ms": "only its default, 0, is accepted (ConfigKey.unsupported): segments are "
+    "deleted at once; DescribeConfigs reports it",
+}
+# Keys being implemented while this test was written: read or not, they pass. Remove an entry
+# once its implementation is committed (the test then holds it to being read).
+IN_PROGRESS = {
+    "unclean.leader.election.enable": "unclean leader election (issue 15), in the metadata quorum",
+}
+# The command line and the client helpers set keys or show described values: the store is what
+# must honour them.
+CLIENT_SIDE = ("framework/cli/", "framework/client/")
+READ_CALLS = {"get", "topic_default", "stream_default"}
+
+
+def _read_key(node: ast.AST, names: set[str]) -> str | None:
+    """The key ``node`` reads: ``x["key"]``, ``x.get("key")`` (or topic_default/stream_default)
+    or ``"key" in x``; writes (``x["key"] = v``, ``{"key": v}``) and declarations are no reads."""
+
+    def const(n: ast.AST) -> str | None:
+        return n.value if isinstance(n, ast.Constant) and n.value in names else None
+
+    if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+        return const(node.slice)
+    if isinstance(node, ast.Call):
+        f = node.func
+        fname = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        if fname in READ_CALLS:
+            return next((k for a in node.args if (k := const(a))), None)
+    if isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.In):
+        return const(node.left)
+    return None
+
+
+def _keyword_of(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str | None:
+    """The keyword argument ``node`` is (part of) the value of, e.g. ``segment_bytes=v[...]``."""
+    while node in parents and not isinstance(node, ast.stmt):
+        if isinstance(node, ast.keyword):
+            return node.arg
+        node = parents[node]
+    return None
+
+
+def key_readers(sources: dict[str, str]) -> dict[str, set[str]]:
+    """Key name -> modules of ``sources`` (path -> text) that read it and use what they read.
+
+    A key read straight into a keyword argument (``LogConfig(segment_bytes=v["segment.bytes"])``,
+    ``GroupConfig(max_size=config["group.max.size"])``) counts only if that field is read
+    somewhere (``.segment_bytes``): a setting copied into a field nobody reads is ignored.
+    A broker synonym's read counts for its topic key.
+    """
+    by_name = {k.name: k.name for k in cfg.keys(None)}
+    by_name.update({k.broker_name: k.name for k in cfg.keys(None) if k.broker_name})
+    names = set(by_name)
+    direct: dict[str, set[str]] = {}
+    via_field: dict[str, set[tuple[str, str]]] = {}
+    attrs: set[str] = set()
+    for path, text in sources.items():
+        tree = ast.parse(text)
+        parents = {c: n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                attrs.add(node.attr)
+            name = _read_key(node, names)
+            if name is None:
+                continue
+            field = _keyword_of(node, parents)
+            if field is None:
+                direct.setdefault(by_name[name], set()).add(path)
+            else:
+                via_field.setdefault(by_name[name], set()).add((path, field))
+    out = {k: set(v) for k, v in direct.items()}
+    for key, uses in via_field.items():
+        for path, field in uses:
+            if field in attrs:
+                out.setdefault(key, set()).add(path)
+    return out
+
+
+@functools.cache
+def store_readers() -> dict[str, set[str]]:
+    sources = {}
+    for p in sorted((ROOT / "framework").rglob("*.py")):
+        rel = p.relative_to(ROOT).as_posix()
+        if not rel.startswith(CLIENT_SIDE):
+            sources[rel] = p.read_text()
+    return key_readers(sources)
+
+
+@pytest.mark.parametrize("name", sorted(k.name for k in cfg.keys(None)))
+def test_every_key_is_read_by_the_store_or_allow_listed_with_a_reason(name: str) -> None:
+    readers = store_readers().get(name)
+    if name in IN_PROGRESS:
+        return
+    if name in NOT_READ:
+        assert not readers, f"{name} is read now (by {sorted(readers or ())}): remove it from NOT_READ"
+        return
+    assert readers, (
+        f"{name} is accepted but nothing in framework/ (outside cli/ and client/) reads it: "
+        "implement it, or refuse values other than its default (define(..., unsupported=why))"
+    )
+
+
+def test_not_read_keys_are_declared_and_refuse_every_value_but_the_default() -> None:
+    for name, why in NOT_READ.items():
+        k = cfg.key(name)
+        assert why and k.name == name
+        assert k.unsupported, f"{name} is neither read nor refused"
+        assert k.parse(k.render(k.default)) == k.default
+
+
+def test_the_reader_analysis_tells_reads_from_writes_and_chases_fields() -> None:
+    src = {
+        "reads.py": 'n = config["node.id"]\nif "log.dirs" in c: pass\nr = b.topic_default("retention.ms")\n',
+        "writes.py": 'overrides["num.partitions"] = 3\nx = {"listeners": "h:1"}\n',
+        "fields.py": 'a = S(used_field=c["segment.bytes"] // 8, unused_field=c["segment.ms"])\n'
+        "print(s.used_field)\n",
+        "synonym.py": 'y = c.get("log.retention.bytes")\n',
+    }
+    got = key_readers(src)
+    assert got == {
+        "node.id": {"reads.py"},
+        "log.dirs": {"reads.py"},
+        "retention.ms": {"reads.py"},
+        "segment.bytes": {"fields.py"},
+        "retention.bytes": {"synonym.py"},
+    }
+
+
+def test_the_store_reads_keys_where_expected() -> None:
+    got = store_readers()
+    assert "framework/config.py" in got["node.id"]  # BrokerConfig.node_id
+    assert "framework/storage/log_config.py" in got["segment.jitter.ms"]  # read by storage/log.py
+    assert "framework/storage/log_config.py" in got["segment.index.bytes"]
+    assert "framework/coordinator/group_service.py" in got["group.max.size"]
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "shown"),
+    [
+        ("compression.type", "gzip", "compression.type=gzip"),
+        ("file.delete.delay.ms", "60000", "file.delete.delay.ms=60000"),
+    ],
+)
+def test_unsupported_values_are_refused_at_validation(name: str, raw: str, shown: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(shown) + " is not supported by sftraffic; .*topic t"):
+        cfg.validate({name: raw}, cfg.TOPIC, "topic t")
+    with pytest.raises(ConfigError, match=" is not supported by sftraffic"):
+        cfg.validate({name: raw}, cfg.STREAM, "stream s")
+    assert cfg.validate({name: cfg.key(name).default}, cfg.TOPIC) == {name: cfg.key(name).default}
+
+
+def test_unsupported_broker_synonyms_are_refused_at_start(tmp_path: Path) -> None:
+    with pytest.raises(
+        ConfigError, match=r"log\.segment\.delete\.delay\.ms=1000 is not supported.*command line"
+    ):
+        BrokerConfig.load(overrides={"log.segment.delete.delay.ms": 1000}, environ={})
+    p = _write(tmp_path, 'compression.type.broker = "lz4"\n')
+    with pytest.raises(
+        ConfigError, match=r"compression\.type\.broker=lz4 is not supported.*" + re.escape(str(p))
+    ):
+        BrokerConfig.load(p, environ={})
+    ok = BrokerConfig.load(overrides={"log.segment.delete.delay.ms": 0}, environ={})
+    assert ok.topic_default("file.delete.delay.ms") == 0

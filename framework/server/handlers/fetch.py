@@ -111,7 +111,10 @@ def _read(
                     n = len(data)
                     budget -= n
                     total += n
-                    metrics.child(metrics.BYTES_OUT, part.topic).inc(n)
+                    if replica < 0:
+                        metrics.child(metrics.BYTES_OUT, part.topic).inc(n)
+                    else:
+                        metrics.REPLICATION_BYTES_OUT.inc(n)
         if pd.error_code:
             error = True
     return FetchResponse(session_id=0, responses=topics), total, error

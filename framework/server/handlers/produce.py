@@ -12,6 +12,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from framework.errors import CorruptRecord, StoreError
+from framework.protocol.api import API_TABLE
 from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.produce import (
     PartitionProduceResponse,
@@ -67,9 +68,10 @@ def handle(
             _child(_BYTES_IN, name).inc(nbytes)
             _child(_MSGS_IN, name).inc(nmsgs)
         responses.append(TopicProduceResponse(name=name, partition_responses=out))
-    if acks == 0:
-        return None
     resp = ProduceResponse(responses=responses)
+    if acks == 0:
+        metrics.count_errors(API_TABLE[API_KEY], resp)  # no response: count its errors here
+        return None
     if waits:
         return _replicated(resp, waits, req.timeout_ms)
     return resp

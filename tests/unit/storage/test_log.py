@@ -287,6 +287,48 @@ def test_an_empty_active_segment_never_rolls(tmp_path: Path) -> None:
     assert lg.roll() is new and len(log_files(lg.dir)) == 2
 
 
+def test_segment_jitter_rolls_each_segment_a_random_while_before_segment_ms(tmp_path: Path) -> None:
+    lg, _ = open_log(tmp_path, cfg(segment_bytes=10**9, segment_ms=60_000, segment_jitter_ms=50_000))
+    for _ in range(3):
+        jitter = lg.roll_jitter_ms
+        assert 0 <= jitter < 50_000  # Kafka's randomSegmentJitter: [0, min(jitter, segment.ms))
+        born = lg.active.created_ms
+        bases = segment_bases(lg)
+        append(lg, batch(1), now=born)
+        append(lg, batch(1), now=born + 60_000 - jitter - 1)
+        assert segment_bases(lg) == bases
+        append(lg, batch(1), now=born + 60_000 - jitter)
+        assert len(segment_bases(lg)) == len(bases) + 1
+    assert cfg().segment_jitter_ms == 0 and open_log(tmp_path / "b")[0].roll_jitter_ms == 0
+
+
+def test_a_full_offset_index_rolls_a_new_segment(tmp_path: Path) -> None:
+    # segment.index.bytes = 24: three 8-byte offset entries (Kafka's OffsetIndex.isFull)
+    lg, _ = open_log(tmp_path, cfg(segment_bytes=10**9, index_interval_bytes=1, max_index_entries=3))
+    fill(lg, 10)
+    assert len(lg.segments) > 1
+    assert all(len(seg.index) <= 3 for seg in lg.segments)
+    assert offsets(read_records(lg, max_bytes=10**6)) == list(range(10))
+
+
+def test_a_full_time_index_rolls_a_new_segment(tmp_path: Path) -> None:
+    lg, _ = open_log(tmp_path, cfg(segment_bytes=10**9, index_interval_bytes=1, max_time_index_entries=2))
+    for i in range(8):
+        append(lg, batch(1, ts=NOW + i))  # growing timestamps: a time index entry per batch
+    assert len(lg.segments) > 1
+    assert all(len(seg.time_index) <= 2 for seg in lg.segments)
+
+
+def test_segment_index_bytes_sets_how_many_entries_each_index_holds() -> None:
+    from framework import config
+    from framework.storage.log_config import LogConfig, resolve
+
+    resolved = resolve({"segment.index.bytes": 120}, {}, config.BrokerConfig())
+    lc = LogConfig.from_values({k: v for k, (v, _) in resolved.items()})
+    assert (lc.max_index_entries, lc.max_time_index_entries) == (15, 10)
+    assert LogConfig().max_index_entries == config.key("segment.index.bytes").default // 8
+
+
 # -- reads ----------------------------------------------------------------------------------
 def test_read_serves_one_segment_at_a_time_and_continues_in_the_next(log: Log) -> None:
     fill(log, 30)
