@@ -303,6 +303,7 @@ class ClusterProcesses:
 
     Each broker gets a Kafka listener and a controller (Raft) endpoint; ``start`` returns once
     every broker is listening and all of them are registered with the controller.
+    ``broker_overrides[i]`` adds settings of broker i + 1 alone (e.g. its ``metrics.listen``).
     """
 
     def __init__(
@@ -313,6 +314,7 @@ class ClusterProcesses:
         host: str = "127.0.0.1",
         ports: list[int] | None = None,
         env: Mapping[str, str] | None = None,
+        broker_overrides: Sequence[Mapping[str, object]] | None = None,
     ) -> None:
         self.base_dir = Path(base_dir)
         self.size = size
@@ -324,7 +326,11 @@ class ClusterProcesses:
                 self.base_dir / f"broker-{i + 1}",
                 port=kafka_ports[i],
                 node_id=i + 1,
-                overrides={**(overrides or {}), "controller.quorum.voters": voters},
+                overrides={
+                    **(overrides or {}),
+                    **(broker_overrides[i] if broker_overrides else {}),
+                    "controller.quorum.voters": voters,
+                },
                 host=host,
                 env=env,
             )
