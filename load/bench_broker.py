@@ -488,15 +488,13 @@ class Session:
     def latency(self, what: str, fn: Callable[[], Latency]) -> dict[str, Any] | None:
         lat = self.measured(what, fn)
         if lat is not None:
-            p50, p99, top = (
-                f"{lat[k]:.2f}" if lat[k] is not None else "—" for k in ("p50_ms", "p99_ms", "max_ms")
-            )
-            errors = f" [red]{lat['errors']} errors[/red]" if lat["errors"] else ""
-            rate = f"{lat['achieved_rate']:,.0f} msgs/s"
-            self.log(
-                f"{what} at {rate}: p50 {p50} ms, p99 {p99} ms, max {top} ms{errors}"
-                + _load(lat["other_cpu_share"])
-            )
+            ms = [
+                f"{k} " + ("—" if lat[f"{k}_ms"] is None else f"{lat[f'{k}_ms']:.2f} ms")
+                for k in ("p50", "p99", "max")
+            ]
+            text = f"{what} at {lat['achieved_rate']:,.0f} msgs/s: " + ", ".join(ms)
+            text += f" [red]{lat['errors']} errors[/red]" if lat["errors"] else ""
+            self.log(text + _load(lat["other_cpu_share"]))
         return lat
 
     def quietest_latency(self, acks: int, cfg: BenchConfig) -> dict[str, Any] | None:
@@ -505,9 +503,8 @@ class Session:
             t = self.topic(f"latency{'all' if acks == -1 else acks}") if self.server.alive() else None
             if t is None:
                 break
-            lat = self.latency(
-                f"latency acks={acks}", lambda t=t: measure_latency(self.bs, t, cfg, self.cpu, acks)
-            )
+            measure = functools.partial(measure_latency, self.bs, t, cfg, self.cpu, acks)
+            lat = self.latency(f"latency acks={acks}", measure)
             delete_topic(self.bs, t)
             if lat is None:
                 continue
@@ -799,13 +796,8 @@ def render(doc: dict[str, Any], console: Console) -> None:
     ]
     persists = [{True: "yes", False: "no (memory)", None: "?"}[systems[n]["persists"]] for n in avail]
     rows.append(["persists to disk", "", *persists, *["" for _ in doc["ratios"]]])
-    console.print(
-        table(
-            f"Broker benchmark ({title})",
-            "|".join(["figure", "unit", *(f">{n}" for n in [*avail, *doc["ratios"]])]),
-            *rows,
-        )
-    )
+    columns = "|".join(["figure", "unit", *(f">{n}" for n in [*avail, *doc["ratios"]])])
+    console.print(table(f"Broker benchmark ({title})", columns, *rows))
     for n, s in systems.items():
         if not s["available"]:
             console.print(f"[yellow]{n}: not available[/yellow] ({escape(s['reason'])})")

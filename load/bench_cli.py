@@ -337,15 +337,11 @@ def render(doc: dict[str, Any], console: Any) -> None:
         if name == primary == "external":
             label = f"external {sys_['label'].rsplit(' ', 1)[-1]}"  # "already-running broker at H:P"
         stores = {True: "disk", False: "memory", None: ""}[sys_["persists"]]
-        rates = [
-            _num(sys_[key], "msgs/s")
-            for key in ("produce_msgs_s", "produce_acksall_msgs_s", "consume_msgs_s")
-        ]
+        rates = [_num(sys_[f"{key}_msgs_s"], "msgs/s") for key in ("produce", "produce_acksall", "consume")]
         cpu = _num(sys_["server_cpu_us_per_msg_produce"]) + (" †" if name == "gateway" else "")
         rows.append([label, stores, *rates, _num(sys_["p99_ms"]), cpu, *ratio_cells])
-    console.print(
-        table(title, columns, *rows, caption="↑ higher is better, ↓ lower is better; ratios: ours/peer")
-    )
+    caption = "↑ higher is better, ↓ lower is better; ratios: ours/peer"
+    console.print(table(title, columns, *rows, caption=caption))
     gw = doc["systems"].get("gateway")
     if gw is not None and gw["ran"]:
         console.print(

@@ -87,9 +87,7 @@ def failover(root: Path, session_ms: int, rate: int = 2000, seconds: float = 12.
         leader = client.list_topics("fo", timeout=10).topics["fo"].partitions[0].leader
         conf = {"acks": "all", "enable.idempotence": True, "linger.ms": 1, "message.timeout.ms": 120_000}
         p = Producer({"bootstrap.servers": c.bootstrap, "logger": quiet_logger(), **conf})
-        acked: dict[bytes, int] = {}
-        acks_p0: list[float] = []
-        errors: list[str] = []
+        acked, acks_p0, errors = dict[bytes, int](), list[float](), list[str]()
 
         def cb(err: Any, msg: Any) -> None:
             if err is not None:
@@ -99,15 +97,12 @@ def failover(root: Path, session_ms: int, rate: int = 2000, seconds: float = 12.
             if msg.partition() == 0:
                 acks_p0.append(time.monotonic())
 
-        t0 = time.monotonic()
-        kill_at = t0 + seconds / 3
-        killed_t = 0.0
-        i = 0
+        t0, killed_t, i = time.monotonic(), 0.0, 0
         while time.monotonic() - t0 < seconds or (
             killed_t and time.monotonic() - killed_t < session_ms / 1000 + 6
         ):
             now = time.monotonic()
-            if not killed_t and now >= kill_at:
+            if not killed_t and now >= t0 + seconds / 3:
                 next(b for b in c.brokers if b.node_id == leader).kill()
                 killed_t = now
             while i < (now - t0) * rate:
@@ -123,16 +118,15 @@ def failover(root: Path, session_ms: int, rate: int = 2000, seconds: float = 12.
         conf = {"group.id": f"audit-{session_ms}", "auto.offset.reset": "earliest", "logger": quiet_logger()}
         consumer = Consumer({"bootstrap.servers": c.bootstrap, **conf})
         consumer.subscribe(["fo"])
-        seen: dict[bytes, int] = {}
+        seen: set[bytes] = set()
         dup = 0
 
         def all_seen() -> bool:
             nonlocal dup
             for m in consumer.consume(5000, 0.5):
                 if m.error() is None:
-                    if m.key() in seen:
-                        dup += 1
-                    seen[m.key()] = 1
+                    dup += m.key() in seen
+                    seen.add(m.key())
             return all(k in seen for k in acked)
 
         wait_for(all_seen, 60, 0, "every acknowledged message to be read back")

@@ -89,22 +89,14 @@ def _workers(pid: int) -> list[int]:
 
 
 def measure_fleet(
-    bootstrap: str,
-    broker_pid: int,
-    workers: int,
-    duration: float,
-    *,
-    start: str = START,
-    profile_dir: Path | None = None,
-    timeout: float = 900.0,
+    bootstrap: str, broker_pid: int, workers: int, duration: float, start: str, profile_dir: Path | None
 ) -> dict[str, Any]:
     """Run the fleet command once; returns its figures (see the module docstring)."""
     watch = OffsetWatcher(bootstrap, [topic(t) for t in TOPICS], PARTITIONS)
     base = watch.offsets.total()
     args = ["--sensors", str(SENSORS), "--speed", "0", "--start", start, "--duration", str(duration)]
     proc = services.fleet(bootstrap, *args, *f"--partitions {PARTITIONS} --workers {workers} --quiet".split())
-    cpu_children0 = procfs.own_cpu(children=True)
-    broker0 = procfs.cpu_seconds(broker_pid)
+    cpu_children0, broker0 = procfs.own_cpu(children=True), procfs.cpu_seconds(broker_pid)
     busy0, own0 = procfs.machine_busy_seconds() or 0.0, procfs.own_cpu()
     watch.start()
     t0 = time.monotonic()
@@ -122,7 +114,7 @@ def measure_fleet(
             profilers.append(Profiler(pid, out, 8, focus=("sensors/", "msgspec", "numpy")))
     assert proc.proc is not None
     try:
-        proc.proc.wait(timeout)
+        proc.proc.wait(900)
     except subprocess.TimeoutExpired:
         proc.signal(signal.SIGINT)  # the fleet flushes and reports on Ctrl-C
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -139,8 +131,7 @@ def measure_fleet(
     acked = final - base
     samples = [(t, n - base) for t, n in watch.samples] + [(time.monotonic(), acked)]
     moving = [i for i in range(1, len(samples)) if samples[i][1] > samples[i - 1][1]]
-    steady = None
-    steady_window = None
+    steady = steady_window = None
     if len(moving) >= 2:
         # from the first sample that saw events to the last sample that saw new ones
         a, b = samples[moving[0]], samples[moving[-1]]
@@ -174,16 +165,12 @@ def measure_fleet(
     }
     if profilers:
         res["profiles"] = {f"worker{i}": p.summary() for i, p in enumerate(profilers)}
-    errors = []
-    if proc.returncode != 0:
-        errors.append(f"fleet exited with {proc.returncode}: {text[-500:]}")
+    errors = [f"fleet exited with {proc.returncode}: {text[-500:]}"] if proc.returncode != 0 else []
     if sent is None:
         errors.append("no 'events sent' line in the fleet's output")
     elif acked < sent:
         errors.append(f"{sent - acked} of {sent} sent events not in the store")
-    if errors:
-        res["error"] = "; ".join(errors)
-    return res
+    return res | ({"error": "; ".join(errors)} if errors else {})
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -200,9 +187,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for workers in workers_list:
             log(f"fleet of {SENSORS:,} sensors, {workers} worker(s), {duration:.0f} simulated s ...")
             profile = Path(args.profile) if args.profile else None
-            res = measure_fleet(
-                broker.bootstrap, broker.pid, workers, duration, start=args.start, profile_dir=profile
-            )
+            res = measure_fleet(broker.bootstrap, broker.pid, workers, duration, args.start, profile)
             doc["runs"].append(res)
             if res.get("error"):
                 doc["errors"].append(f"workers={workers}: {res['error']}")

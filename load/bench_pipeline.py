@@ -136,28 +136,18 @@ class PipelineBenchConfig:
     seed: int = 42
 
 
-MODES: dict[str, dict[str, Any]] = {
-    "full": {},
-    "quick": {
-        "stream_events": 600_000,
-        "max_offsets_per_trigger": 150_000,
-        "live_rate": 3_000,
-        "live_seconds": 300.0,
-        "batch_events": 200_000,
-    },
-    "smoke": {
-        "stream_events": 4_000,
-        "max_offsets_per_trigger": 3_000,
-        "live_job": "aggregates",
-        "live_rate": 500,
-        "live_seconds": 6.0,
-        "live_window": "2 seconds",
-        "live_watermark": "1 second",
-        "batch_events": 6_000,
-        "batch_jobs": ("aggregates",),
-        "replay_workers": 1,
-    },
+# the sizes of --quick and --smoke (the full run: the defaults above)
+MODES: dict[str, dict[str, Any]] = {"full": {}}
+MODES["quick"] = {"stream_events": 600_000, "max_offsets_per_trigger": 150_000, "live_rate": 3_000}
+MODES["quick"] |= {"live_seconds": 300.0, "batch_events": 200_000}
+MODES["smoke"] = {"stream_events": 4_000, "max_offsets_per_trigger": 3_000, "live_job": "aggregates"}
+MODES["smoke"] |= {
+    "live_rate": 500,
+    "live_seconds": 6.0,
+    "live_window": "2 seconds",
+    "live_watermark": "1 second",
 }
+MODES["smoke"] |= {"batch_events": 6_000, "batch_jobs": ("aggregates",), "replay_workers": 1}
 
 
 # -- small helpers ----------------------------------------------------------------------------
@@ -189,13 +179,8 @@ def _kind(pid: int, cmd: str, fleet_pids: set[int]) -> str:
         return "fleet"
     if "java" in cmd.split(" ", 1)[0]:
         return "spark_jvm"
-    if "pyspark" in cmd:
-        return "python_workers"
-    if "framework.cli.main broker" in cmd:
-        return "broker"
-    if "py-spy" in cmd:
-        return "profiler"
-    return "other"
+    marks = {"pyspark": "python_workers", "framework.cli.main broker": "broker", "py-spy": "profiler"}
+    return next((kind for mark, kind in marks.items() if mark in cmd), "other")
 
 
 class CpuByKind:
@@ -207,9 +192,7 @@ class CpuByKind:
 
     def __init__(self) -> None:
         self.fleet_pids: set[int] = set()
-        self.fleet_cpu = 0.0
-        self._start = self._snapshot()
-        self._t0 = time.monotonic()
+        self.fleet_cpu, self._start, self._t0 = 0.0, self._snapshot(), time.monotonic()
 
     def _snapshot(self) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -246,9 +229,8 @@ class PySpy:
     rate = 50
 
     def __init__(self, out_dir: Path) -> None:
-        self.out_dir = out_dir
+        self.out_dir, self.t0 = out_dir, 0.0
         self.profilers: list[tuple[Profiler, str]] = []
-        self.t0 = 0.0
 
     def start(self) -> bool:
         if py_spy() is None:
@@ -316,8 +298,7 @@ class JavaFlightRecorder:
     """JFR on the Spark JVM (started and dumped with jcmd; summarised from ``jfr print --json``)."""
 
     def __init__(self, out_dir: Path) -> None:
-        self.out = out_dir / "spark.jfr"
-        self.t0 = 0.0
+        self.out, self.t0 = out_dir / "spark.jfr", 0.0
         self.jcmd: list[str] = []
 
     def _run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -588,20 +569,15 @@ def stream_phase(
 ) -> dict[str, Any]:
     from pipelines import jobs
 
-    topics = [jobs.t("traffic"), jobs.t("weather_conditions")]
-    ends = EndOffsets(bootstrap, topics).by_topic()
-    total = sum(ends.values())
-    jcfg = _job_config(
-        bootstrap, work / "stream", cfg, "earliest", max_offsets_per_trigger=cfg.max_offsets_per_trigger
-    )
+    ends = EndOffsets(bootstrap, [jobs.t("traffic"), jobs.t("weather_conditions")]).by_topic()
+    total, per_trigger = sum(ends.values()), cfg.max_offsets_per_trigger
+    jcfg = _job_config(bootstrap, work / "stream", cfg, "earliest", max_offsets_per_trigger=per_trigger)
     out: dict[str, Any] = {
         "job": "correlation",
         "backlog": {**backlog, "input_rows": total, "by_topic": ends},
-        "max_offsets_per_trigger": cfg.max_offsets_per_trigger,
-        "trigger": cfg.trigger,
-        "window": jcfg.window,
-        "watermark": jcfg.watermark,
     }
+    out |= {"max_offsets_per_trigger": per_trigger, "trigger": cfg.trigger}
+    out |= {"window": jcfg.window, "watermark": jcfg.watermark}
     timeout = max(180.0, total / 2_000)
     cpu = CpuByKind()
     spy = PySpy(work) if cfg.py_spy else None

@@ -102,13 +102,9 @@ class NatsLauncher(ChildLauncher):
 
     def probe(self, server: Server) -> bool:
         async def probe() -> bool:
-            import nats
-
-            nc = await nats.connect(
-                f"nats://{LOOPBACK}:{server.port}", connect_timeout=2, max_reconnect_attempts=0
-            )
+            nc, js = await _nats_connect(server.port)
             try:
-                await nc.jetstream().account_info()  # JetStream is up, not only the listener
+                await js.account_info()  # JetStream is up, not only the listener
                 return True
             finally:
                 await nc.close()
@@ -222,13 +218,12 @@ def redis_latency(port: int, cfg: StreamsConfig, cpu: CpuProbe | None = None) ->
 
 
 # -- NATS JetStream -------------------------------------------------------------------------
-async def _nats_connect(port: int, cfg: StreamsConfig) -> tuple[Any, Any]:
+async def _nats_connect(port: int, max_pending: int = 4000) -> tuple[Any, Any]:
     import nats
 
-    nc = await nats.connect(
-        f"nats://{LOOPBACK}:{port}", pending_size=64 * 1024 * 1024, max_reconnect_attempts=0
-    )
-    return nc, nc.jetstream(publish_async_max_pending=cfg.nats_max_pending)
+    url, pending = f"nats://{LOOPBACK}:{port}", 64 * 1024 * 1024
+    nc = await nats.connect(url, connect_timeout=2, pending_size=pending, max_reconnect_attempts=0)
+    return nc, nc.jetstream(publish_async_max_pending=max_pending)
 
 
 async def _nats_stream(js: Any, tag: str) -> tuple[str, str]:
@@ -245,7 +240,7 @@ async def _nats_rep(port: int, cfg: StreamsConfig, cpu: CpuProbe | None) -> tupl
     import nats.errors
     from nats.js.api import AckPolicy, ConsumerConfig
 
-    nc, js = await _nats_connect(port, cfg)
+    nc, js = await _nats_connect(port, cfg.nats_max_pending)
     try:
         name, subject = await _nats_stream(js, "P")
         value = os.urandom(cfg.value_size)
@@ -297,7 +292,7 @@ async def _nats_rep(port: int, cfg: StreamsConfig, cpu: CpuProbe | None) -> tupl
 
 
 async def _nats_latency(port: int, cfg: StreamsConfig, cpu: CpuProbe | None) -> Latency:
-    nc, js = await _nats_connect(port, cfg)
+    nc, js = await _nats_connect(port, cfg.nats_max_pending)
     try:
         name, subject = await _nats_stream(js, "L")
         value = os.urandom(cfg.value_size)
@@ -336,17 +331,11 @@ async def _nats_latency(port: int, cfg: StreamsConfig, cpu: CpuProbe | None) -> 
         await nc.close()
 
 
-def nats_rep(port: int, cfg: StreamsConfig, cpu: CpuProbe | None = None) -> tuple[Throughput, Throughput]:
-    return asyncio.run(_nats_rep(port, cfg, cpu))
-
-
-def nats_latency(port: int, cfg: StreamsConfig, cpu: CpuProbe | None = None) -> Latency:
-    return asyncio.run(_nats_latency(port, cfg, cpu))
-
-
 # -- orchestration ------------------------------------------------------------------------------
-REP = {"redis": redis_rep, "nats": nats_rep}
-LATENCY = {"redis": redis_latency, "nats": nats_latency}
+# a repetition (produce, then consume) and the latency phase, per server
+REP: dict[str, Callable[..., Any]] = {"redis": redis_rep, "nats": lambda *a: asyncio.run(_nats_rep(*a))}
+LATENCY: dict[str, Callable[..., Any]] = {"redis": redis_latency}
+LATENCY["nats"] = lambda *a: asyncio.run(_nats_latency(*a))
 
 
 def _finish(report: SystemReport) -> None:

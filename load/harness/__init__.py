@@ -5,8 +5,10 @@
   process's CPU, the machine's busy seconds, ``PhaseCpu`` and ``Interference``;
 * :mod:`load.harness.profiler`: ``py-spy record`` around a pid for a phase, summaries;
 * :mod:`load.harness.runner`: repetition order across systems, ``Processes`` (every process a
-  run starts, stopped on exit, Ctrl-C or SIGTERM), ``run_main`` (the ``main`` of every benchmark);
-* :mod:`load.harness.report`: machine description, goals, the JSON writer, the console;
+  run starts, stopped on exit, Ctrl-C or SIGTERM), ``run_main`` (the ``main`` of every benchmark:
+  render, JSON, exit code);
+* :mod:`load.harness.report`: machine description, goals, the console, a benchmark's command
+  line (option specs, --quick/--smoke presets) and the head of its JSON;
 * :mod:`load.harness.services`: our broker, gateways, dashboards and fleets as
   :class:`deploy.local.process.ManagedProcess` children (Mosquitto:
   :class:`deploy.local.mosquitto.MosquittoProcess`; peers: :mod:`load.peers`);

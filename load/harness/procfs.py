@@ -154,10 +154,8 @@ class PhaseCpu:
     server's (any probe) from creation until it is idle again after the phase (:meth:`settle`)."""
 
     def __init__(self, server: CpuProbe | None = None) -> None:
-        self.server = server
-        self.server0 = server() if server is not None else None
-        self.own0 = own_cpu()
-        self.client_s = 0.0
+        self.server, self.server0 = server, server() if server is not None else None
+        self.own0, self.client_s = own_cpu(), 0.0
 
     def client_done(self) -> float:
         self.client_s = own_cpu() - self.own0
@@ -185,18 +183,11 @@ class Interference:
 
     def __init__(self, pids: Iterable[int | None]) -> None:
         self.pids = list(pids)
-        self.t0 = time.monotonic()
-        self.busy0 = machine_busy_seconds()
-        self.own0 = self._own()
+        self.t0, self.busy0, self.own0 = time.monotonic(), machine_busy_seconds(), self._own()
 
     def _own(self) -> float | None:
-        total = own_cpu()
-        for pid in self.pids:
-            c = probe(pid)()
-            if c is None:
-                return None
-            total += c
-        return total
+        cpu = [probe(pid)() for pid in self.pids]
+        return None if None in cpu else own_cpu() + sum(cpu)  # type: ignore[arg-type]
 
     def share(self) -> float | None:
         busy1, own1 = machine_busy_seconds(), self._own()

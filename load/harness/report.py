@@ -1,4 +1,4 @@
-"""What a benchmark writes: the machine it ran on, its goals, the JSON document, the console,
+"""What a benchmark writes: the machine it ran on, its goals, the head of its JSON, the console,
 and the command line of the single-system benchmarks.
 
 JSON documents go where ``--json`` says (``load/results/<benchmark>-<date>.json`` for the
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import json
 import os
 import platform
 import shlex
@@ -133,19 +132,6 @@ def print_footer(console: Console, doc: dict[str, Any]) -> None:
         f"[dim]{m['cpu_model']}, {m['cores']} cores, Python {m['python']}, librdkafka {m['librdkafka']}, "
         f"load {m['loadavg_at_start']} → {loadavg()}; {doc['elapsed_s']:.0f} s; {escape(m['command'] or '')}"
     )
-
-
-def write_json(doc: dict[str, Any], path: str | Path | None) -> None:
-    if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(doc, indent=2, default=str) + "\n")
-        stderr.print(f"results written to {path}")
-
-
-def console_out(width: int = 160) -> Console:
-    """The terminal, or a console that does not wrap tables at 80 columns for a file or pipe."""
-    out = Console()
-    return out if out.is_terminal else Console(width=width)
 
 
 def log(text: str) -> None:

@@ -14,24 +14,24 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from rich.console import Console
 
-from load.harness.report import console_out, write_json
+from load.harness.report import stderr
 
 T = TypeVar("T")
 
 
 def rotation(items: Sequence[T], rep: int) -> list[T]:
     """``items`` rotated left by ``rep - 1`` (``rep`` counts from 1)."""
-    if not items:
-        return []
-    k = (rep - 1) % len(items)
+    k = (rep - 1) % len(items) if items else 0
     return [*items[k:], *items[:k]]
 
 
@@ -81,6 +81,10 @@ def run_main(
     finally:
         signal.signal(signal.SIGTERM, previous)
     doc.setdefault("elapsed_s", round(time.monotonic() - t0, 1))
-    render(doc, console_out())
-    write_json(doc, json_path)
+    out = Console()
+    render(doc, out if out.is_terminal else Console(width=160))  # a file or pipe: no wrapping at 80 columns
+    if json_path:
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_path).write_text(json.dumps(doc, indent=2, default=str) + "\n")
+        stderr.print(f"results written to {json_path}")
     return 0 if ok(doc) else 1

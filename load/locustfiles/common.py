@@ -282,9 +282,8 @@ class KafkaProducerUser(User):
         seq, payload = self.identity.event()
         t0 = time.perf_counter()
         self.outstanding += 1
-        self.producer.produce(
-            TOPIC, payload, key=self.identity.sensor_id, on_delivery=self._report(seq, t0, len(payload))
-        )
+        report = self._report(seq, t0, len(payload))
+        self.producer.produce(TOPIC, payload, key=self.identity.sensor_id, on_delivery=report)
 
     def on_stop(self) -> None:
         deadline = time.monotonic() + 15
@@ -367,11 +366,11 @@ class Auditor:
                 f"sftraffic load: topic {TOPIC} is missing on {BOOTSTRAP}; start the services first "
                 "(sftraffic up) or use sftraffic load smoke"
             )
-        parts = []
-        for p in meta.partitions:
-            _lo, hi = self.consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)
-            parts.append(TopicPartition(TOPIC, p, hi))
-        self.consumer.assign(parts)
+        parts = [TopicPartition(TOPIC, p) for p in meta.partitions]
+        ends = [self.consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in parts]
+        self.consumer.assign(
+            [TopicPartition(TOPIC, tp.partition, hi) for tp, hi in zip(parts, ends, strict=True)]
+        )
         self.prefix = f"load-{RUN_ID}-".encode()
         self.running = True
         self.greenlet = gevent.spawn(self._run)
@@ -427,12 +426,7 @@ def _finish_audit(environment: Environment, **_kw: Any) -> None:
     if not _auditor:
         return
     summary = _auditor.pop().finish(environment)
-    logging.getLogger("sftraffic.load").info(
-        "ledger: %d acknowledged, %d consumed, %d missing, %d duplicates",
-        summary["acknowledged"],
-        summary["consumed"],
-        summary["missing"],
-        summary["duplicates"],
-    )
+    counts = ", ".join(f"{summary[k]} {k}" for k in ("acknowledged", "consumed", "missing", "duplicates"))
+    logging.getLogger("sftraffic.load").info("ledger: %s", counts)
     if summary["missing"]:
         environment.process_exit_code = 3

@@ -80,3 +80,17 @@ def test_a_missing_server_is_reported_not_fatal(tmp_path: Path) -> None:
     r = reports["redis"]
     assert not r.available
     assert "not found" in r.reason
+
+
+@pytest.mark.parametrize(("command", "module"), [("bench", "paho"), ("load", "locust")])
+def test_without_the_app_extras_the_commands_name_what_is_missing(command: str, module: str) -> None:
+    """As the other application commands: one line naming the missing module, exit code 2."""
+    code = (
+        f"import sys; sys.modules[{module!r}] = None  # find_spec() now says: not installed\n"
+        f"from framework.cli.main import main; sys.exit(main([{command!r}, '--help']))\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"needs the application extras (missing {module})" in res.stderr
