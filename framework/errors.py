@@ -12,10 +12,13 @@ from framework.protocol.errors import ErrorCode
 __all__ = [
     "ConfigError",
     "CorruptRecord",
+    "CorruptStoredBatch",
     "ErrorCode",
     "InvalidPartitions",
+    "InvalidRecord",
     "InvalidReplicationFactor",
     "InvalidRequest",
+    "InvalidTimestamp",
     "InvalidTopic",
     "KafkaStorageError",
     "MessageTooLarge",
@@ -84,6 +87,38 @@ class InvalidRequest(StoreError):
 
 class CorruptRecord(StoreError):
     code = ErrorCode.CORRUPT_MESSAGE
+
+
+class CorruptStoredBatch(CorruptRecord):
+    """A batch in a segment cannot be read back (damaged on disk, or stored by a broker that
+    did not validate records); the message names the segment and the batch's offset."""
+
+
+class InvalidRecord(StoreError):
+    """A produced batch holds records the broker refuses (Kafka's InvalidRecordException):
+    malformed records in a CRC-valid batch, or records refused one by one (KIP-467).
+
+    ``record_errors`` lists (index of the record in its batch, why) for the latter; the
+    produce handler returns them in ``record_errors``. The whole batch is refused.
+    """
+
+    code = ErrorCode.INVALID_RECORD
+
+    def __init__(
+        self,
+        message: str = "",
+        code: ErrorCode | None = None,
+        record_errors: list[tuple[int, str]] | None = None,
+    ) -> None:
+        super().__init__(message, code)
+        self.record_errors: list[tuple[int, str]] = list(record_errors or [])
+
+
+class InvalidTimestamp(InvalidRecord):
+    """A record's timestamp is outside message.timestamp.before/after.max.ms, or the producer
+    set the LogAppendTime type."""
+
+    code = ErrorCode.INVALID_TIMESTAMP
 
 
 class MessageTooLarge(StoreError):

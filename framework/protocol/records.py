@@ -18,16 +18,40 @@ Batch layout (61-byte header, then records; CRC-32C covers byte 21 to the end)::
     57 records_count          int32
     61 records...
 
-The broker never decodes records on the produce/fetch path: it checks the header and CRC,
-patches the base offset (and the max timestamp for LogAppendTime topics) and stores the bytes.
-Record-level code here serves the cold paths: timestamp look-ups, compaction, the group
-coordinator's internal topic and tests.
+Record layout (inside the records section, compressed as a whole when the batch is)::
+
+    length          varint    bytes of the record after this field
+    attributes      int8      unused in v2
+    timestamp_delta varlong   record timestamp - base_timestamp
+    offset_delta    varint    record offset - base_offset (0..n-1 in a produced batch)
+    key_length      varint    -1 for a null key
+    key             bytes
+    value_length    varint    -1 for a null value (a tombstone)
+    value           bytes
+    header_count    varint
+    headers         (key_length varint >= 0, key, value_length varint >= -1, value) each
+
+(varints are zigzag-encoded: at most 5 bytes for an int32 field, 10 for the int64 delta.)
+
+Produce path: :func:`validate_batches` checks framing, magic, CRC, the record count against
+the offset range and the codec of every batch; :func:`check_records` then walks each batch's
+records (decompressing a compressed batch into a reused per-thread buffer; an uncompressed one
+in place, zero-copy) with offsets only, building no record object, as Kafka's LogValidator
+does. The broker then patches the base offset (and the max timestamp for LogAppendTime topics)
+and stores the bytes; fetch serves them unchanged. Record-level decoding (:func:`decode_batch`)
+serves the cold paths: timestamp look-ups, compaction, the group coordinator's internal topic
+and tests. Both decompress with the same code, so a batch produce accepted always decodes.
+
+:class:`InvalidBatch` carries the Kafka error code that answers the failure: CORRUPT_MESSAGE
+for framing and CRC damage, INVALID_RECORD for a CRC-valid batch whose records are malformed or
+refused (Kafka's InvalidRecordException), INVALID_TIMESTAMP, UNSUPPORTED_FOR_MESSAGE_FORMAT.
 """
 
 from __future__ import annotations
 
 import gzip
 import struct
+import threading
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +60,7 @@ from typing import NamedTuple
 import cramjam
 import crc32c as _crc32c
 
+from framework.protocol.errors import ErrorCode
 from framework.protocol.schema import Buffer
 
 HEADER_SIZE = 61
@@ -125,11 +150,36 @@ def read_prefix(buf: Buffer, pos: int = 0) -> tuple[int, int]:
 
 
 class InvalidBatch(ValueError):
-    """A batch failed validation; ``corrupt`` separates CRC/framing damage from policy."""
+    """A batch failed validation; ``code`` is the Kafka error that answers it.
 
-    def __init__(self, message: str, corrupt: bool = True) -> None:
+    ``corrupt=False`` (without a code) means UNSUPPORTED_FOR_MESSAGE_FORMAT; the default is
+    CORRUPT_MESSAGE. ``record_errors`` lists (index of the record in its batch, why) for the
+    records refused one by one (KIP-467: a key missing on a compacted topic, a timestamp out
+    of range); the whole batch is refused with them.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        corrupt: bool = True,
+        *,
+        code: ErrorCode | None = None,
+        record_errors: list[tuple[int, str]] | None = None,
+    ) -> None:
         super().__init__(message)
-        self.corrupt = corrupt
+        if code is None:
+            code = ErrorCode.CORRUPT_MESSAGE if corrupt else ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+        self.code = code
+        self.record_errors = record_errors or []
+
+    @property
+    def corrupt(self) -> bool:
+        return self.code == ErrorCode.CORRUPT_MESSAGE
+
+
+def _invalid(message: str) -> InvalidBatch:
+    """A CRC-valid batch whose records are malformed (Kafka's InvalidRecordException)."""
+    return InvalidBatch(message, code=ErrorCode.INVALID_RECORD)
 
 
 def compute_crc(batch: Buffer) -> int:
@@ -138,10 +188,11 @@ def compute_crc(batch: Buffer) -> int:
 
 
 def validate_batches(buf: Buffer) -> list[BatchHeader]:
-    """Check framing, magic and CRC of every batch in ``buf``; no side effects.
+    """Check framing, magic, CRC, record count and codec of every batch in ``buf``; no side
+    effects (the records themselves: :func:`check_records`).
 
     Raises :class:`InvalidBatch` on the first problem. Used by produce (whole request
-    payload) and by log recovery (see ``scan_valid_prefix``).
+    payload); log recovery has its own scan (``scan_valid_prefix``).
     """
     mv = memoryview(buf)
     n = len(mv)
@@ -161,8 +212,9 @@ def validate_batches(buf: Buffer) -> list[BatchHeader]:
         if crc32c(mv[pos + 21 : end]) != h.crc:
             raise InvalidBatch(f"CRC mismatch in batch at byte {pos}")
         if h.records_count <= 0 or h.last_offset_delta != h.records_count - 1:
-            raise InvalidBatch(
-                f"batch declares {h.records_count} records but last offset delta {h.last_offset_delta}"
+            raise _invalid(
+                f"batch at byte {pos} declares {h.records_count} records but last offset delta "
+                f"{h.last_offset_delta}"
             )
         if h.compression > ZSTD:
             raise InvalidBatch(f"unknown compression codec {h.compression}")
@@ -255,6 +307,21 @@ def _write_varint(out: bytearray, value: int) -> None:
 
 
 _XERIAL = b"\x82SNAPPY\x00"
+_DECOMPRESS_ERRORS = (
+    OSError,
+    EOFError,
+    ValueError,
+    struct.error,
+    zlib.error,
+    cramjam.DecompressionError,
+)
+
+# Produced batches are decompressed into a per-thread buffer reused from batch to batch (the
+# broker's event loop is one thread); it grows to the largest records section seen, up to
+# SCRATCH_KEEP_MAX (larger ones are decompressed into a buffer of their own).
+SCRATCH_START = 1 << 20
+SCRATCH_KEEP_MAX = 64 << 20
+_scratch = threading.local()
 
 
 def decompress(codec: int, data: Buffer) -> bytes:
@@ -263,16 +330,13 @@ def decompress(codec: int, data: Buffer) -> bytes:
         return _decompress(codec, data)
     except InvalidBatch:
         raise
-    except (
-        OSError,
-        EOFError,
-        ValueError,
-        struct.error,
-        zlib.error,
-        cramjam.DecompressionError,
-    ) as exc:
-        name = CODEC_NAMES.get(codec, codec)
-        raise InvalidBatch(f"cannot decompress {name} records: {exc}") from None
+    except _DECOMPRESS_ERRORS as exc:
+        raise _undecompressable(codec, exc) from None
+
+
+def _undecompressable(codec: int, exc: BaseException) -> InvalidBatch:
+    name = CODEC_NAMES.get(codec, codec)
+    return _invalid(f"cannot decompress {name} records: {exc}")
 
 
 def _decompress(codec: int, data: Buffer) -> bytes:
@@ -289,16 +353,284 @@ def _decompress(codec: int, data: Buffer) -> bytes:
                 (n,) = struct.unpack_from(">i", raw, pos)
                 pos += 4
                 if n < 0 or pos + n > len(raw):
-                    raise InvalidBatch(f"snappy-java chunk length {n} out of bounds")
+                    raise _invalid(f"snappy-java chunk length {n} out of bounds")
                 out += bytes(cramjam.snappy.decompress_raw(raw[pos : pos + n]))
                 pos += n
             return bytes(out)
         return bytes(cramjam.snappy.decompress_raw(raw))
     if codec == LZ4:
-        return bytes(cramjam.lz4.decompress(bytes(data)))
+        return bytes(cramjam.lz4.decompress(data))
     if codec == ZSTD:
-        return bytes(cramjam.zstd.decompress(bytes(data)))
+        return bytes(cramjam.zstd.decompress(data))
     raise InvalidBatch(f"unknown compression codec {codec}")
+
+
+def _scratch_buffer(size: int) -> bytearray:
+    """This thread's decompression buffer, at least ``size`` bytes (grown, never shrunk)."""
+    buf: bytearray | None = getattr(_scratch, "buf", None)
+    if buf is None or len(buf) < size:
+        buf = bytearray(max(size, SCRATCH_START))
+        _scratch.buf = buf
+    return buf
+
+
+def _inflate(codec: int, data: memoryview) -> tuple[Buffer, int]:
+    """(buffer, n): the decompressed records section is ``buffer[:n]``.
+
+    lz4, zstd and raw snappy go into this thread's reused buffer; the same library functions
+    as :func:`decompress`, so what validates here decodes there. When the buffer is too small
+    (or the data is damaged) the allocating :func:`decompress` decides, and the buffer grows
+    for the next batch.
+    """
+    try:
+        if codec in (LZ4, ZSTD):
+            buf = _scratch_buffer(0)
+            mod = cramjam.lz4 if codec == LZ4 else cramjam.zstd
+            try:
+                return buf, int(mod.decompress_into(data, buf))
+            except cramjam.DecompressionError:
+                pass  # too small for it, or damaged: decompress() below tells which
+        elif codec == SNAPPY and data[:8] != _XERIAL:
+            n = int(cramjam.snappy.decompress_raw_len(data))
+            if n <= SCRATCH_KEEP_MAX:
+                buf = _scratch_buffer(n)
+                return buf, int(cramjam.snappy.decompress_raw_into(data, buf))
+    except _DECOMPRESS_ERRORS as exc:
+        raise _undecompressable(codec, exc) from None
+    out = decompress(codec, data)
+    if codec != GZIP and len(out) <= SCRATCH_KEEP_MAX:
+        _scratch_buffer(len(out) + (len(out) >> 2))
+    return out, len(out)
+
+
+# ---------------------------------------------------------------------------------------
+# record walk (produce validation): offsets only, no record objects
+
+LONG_MIN = -(2**63)
+LONG_MAX = 2**63 - 1
+NO_TIMESTAMP = -1
+
+
+def check_records(
+    buf: Buffer,
+    pos: int,
+    h: BatchHeader,
+    *,
+    require_key: bool = False,
+    create_time: bool = True,
+    min_timestamp: int = LONG_MIN,
+    max_timestamp: int = LONG_MAX,
+) -> None:
+    """Check the records of the batch at ``pos`` in ``buf`` (header already validated).
+
+    Structure, as Kafka's ``DefaultRecord.readFrom`` and ``LogValidator``: exactly
+    ``records_count`` records filling the records section to its last byte, offset deltas
+    0..n-1 in order, every length and varint within its record and of legal size. With
+    ``create_time`` each record's timestamp (base + delta) must not exceed the header's max
+    timestamp (INVALID_RECORD otherwise) and must lie in [``min_timestamp``,
+    ``max_timestamp``] unless it is -1 (INVALID_TIMESTAMP, per record). ``require_key``
+    (compacted topics) refuses records without a key (INVALID_RECORD, per record).
+
+    Raises :class:`InvalidBatch` with the Kafka code; records refused one by one are listed
+    in ``record_errors`` (every one of the batch, as Kafka does). A compressed batch is
+    decompressed into a reused buffer; an uncompressed one is walked in place.
+    """
+    count = h.records_count
+    start = pos + HEADER_SIZE
+    end = pos + h.size
+    data: Buffer
+    if h.compression == NONE:
+        data = buf
+    else:
+        data, end = _inflate(h.compression, memoryview(buf)[start:end])
+        start = 0
+    hi = h.max_timestamp if create_time else LONG_MAX
+    lo = LONG_MIN
+    if create_time:
+        hi = min(hi, max_timestamp)
+        lo = min_timestamp
+    flagged = _walk(data, start, end, count, h.base_timestamp, lo, hi, require_key)
+    if flagged:
+        _refuse(flagged, h, min_timestamp, max_timestamp)
+
+
+def _walk(  # noqa: PLR0915 (the produce hot loop, inlined on purpose: a call costs more than a field)
+    b: Buffer, pos: int, end: int, count: int, base_ts: int, lo: int, hi: int, require_key: bool
+) -> list[tuple[int, int]] | None:
+    """Walk ``count`` records in ``b[pos:end]``; raise InvalidBatch on malformed structure.
+
+    Returns the (index, timestamp) of records whose timestamp is outside [lo, hi] and the
+    (index, _NO_KEY) of keyless ones when ``require_key``, or None: classified by the caller,
+    so the loop stays short. Varints of one and two bytes (nearly all of them: lengths below
+    8 KiB, deltas below 8192) are decoded inline, longer ones by :func:`_varint`.
+    """
+    flagged: list[tuple[int, int]] | None = None
+    i = 0
+    try:
+        for i in range(count):
+            if pos >= end:
+                raise _invalid(f"batch declares {count} records but holds {i}")
+            # length
+            x = b[pos]
+            if x < 0x80:
+                pos += 1
+            else:
+                y = b[pos + 1]
+                if y < 0x80:
+                    x = (x & 0x7F) | (y << 7)
+                    pos += 2
+                else:
+                    x, pos = _uvarint(b, pos, 5)
+            if x & 1:
+                raise _invalid(f"record {i}: negative length {(x >> 1) ^ -1}")
+            length = x >> 1
+            rend = pos + length
+            if rend > end:
+                raise _invalid(f"record {i}: length {length} runs past the end of the batch")
+            # attributes (unused), then the timestamp delta
+            x = b[pos + 1]
+            if x < 0x80:
+                pos += 2
+            else:
+                y = b[pos + 2]
+                if y < 0x80:
+                    x = (x & 0x7F) | (y << 7)
+                    pos += 3
+                else:
+                    x, pos = _uvarint(b, pos + 1, 10)
+            ts = base_ts + ((x >> 1) ^ -(x & 1))
+            # offset delta: zigzag(i) == 2 * i
+            x = b[pos]
+            if x < 0x80:
+                pos += 1
+            else:
+                y = b[pos + 1]
+                if y < 0x80:
+                    x = (x & 0x7F) | (y << 7)
+                    pos += 2
+                else:
+                    x, pos = _uvarint(b, pos, 5)
+            if x != i << 1:
+                raise _invalid(f"record {i}: offset delta {(x >> 1) ^ -(x & 1)}, expected {i}")
+            # key
+            x = b[pos]
+            if x < 0x80:
+                pos += 1
+            else:
+                y = b[pos + 1]
+                if y < 0x80:
+                    x = (x & 0x7F) | (y << 7)
+                    pos += 2
+                else:
+                    x, pos = _uvarint(b, pos, 5)
+            if x & 1:
+                if x != 1:
+                    raise _invalid(f"record {i}: negative key length {(x >> 1) ^ -1}")
+                if require_key:
+                    if flagged is None:
+                        flagged = []
+                    flagged.append((i, _NO_KEY))
+            else:
+                pos += x >> 1
+            # value
+            x = b[pos]
+            if x < 0x80:
+                pos += 1
+            else:
+                y = b[pos + 1]
+                if y < 0x80:
+                    x = (x & 0x7F) | (y << 7)
+                    pos += 2
+                else:
+                    x, pos = _uvarint(b, pos, 5)
+            if x & 1:
+                if x != 1:
+                    raise _invalid(f"record {i}: negative value length {(x >> 1) ^ -1}")
+            else:
+                pos += x >> 1
+            # headers
+            if b[pos] == 0:
+                pos += 1
+            else:
+                pos = _skip_headers(b, pos, rend, i)
+            if pos != rend:
+                raise _invalid(
+                    f"record {i}: fields take {length + pos - rend} bytes, its length says {length}"
+                )
+            if ts < lo or ts > hi:
+                if flagged is None:
+                    flagged = []
+                flagged.append((i, ts))
+    except IndexError:  # free in CPython 3.11+ until raised
+        raise _invalid(f"record {i}: runs past the end of the batch") from None
+    if pos != end:
+        raise _invalid(f"{end - pos} bytes after the batch's {count} records")
+    return flagged
+
+
+def _uvarint(b: Buffer, pos: int, max_bytes: int) -> tuple[int, int]:
+    """The raw (still zigzag-encoded) varint of at most ``max_bytes`` bytes at ``pos``."""
+    result = 0
+    shift = 0
+    stop = pos + max_bytes
+    while pos < stop:
+        x = b[pos]
+        pos += 1
+        result |= (x & 0x7F) << shift
+        if x < 0x80:
+            return result, pos
+        shift += 7
+    raise _invalid(f"varint longer than {max_bytes} bytes")
+
+
+def _varint(b: Buffer, pos: int, max_bytes: int) -> tuple[int, int]:
+    """A zigzag varint of at most ``max_bytes`` bytes at ``pos``: (value, position after)."""
+    x, pos = _uvarint(b, pos, max_bytes)
+    return (x >> 1) ^ -(x & 1), pos
+
+
+_NO_KEY = LONG_MIN - 1  # a flag in _walk's list, never a timestamp
+
+
+def _skip_headers(b: Buffer, pos: int, rend: int, i: int) -> int:
+    n, pos = _varint(b, pos, 5)
+    if n < 0 or n > (rend - pos) >> 1:  # each header takes two bytes at least
+        raise _invalid(f"record {i}: header count {n} does not fit the record")
+    for _ in range(n):
+        klen, pos = _varint(b, pos, 5)
+        if klen < 0:
+            raise _invalid(f"record {i}: negative header key length {klen}")
+        pos += klen
+        vlen, pos = _varint(b, pos, 5)
+        if vlen < -1:
+            raise _invalid(f"record {i}: negative header value length {vlen}")
+        if vlen > 0:
+            pos += vlen
+        if pos > rend:
+            raise _invalid(f"record {i}: header runs past the end of the record")
+    return pos
+
+
+def _refuse(flagged: list[tuple[int, int]], h: BatchHeader, lo: int, hi: int) -> None:
+    """Raise for the records _walk flagged (Kafka's validateKey / validateTimestamp)."""
+    errors: list[tuple[int, str]] = []
+    bad_ts = False
+    for i, ts in flagged:
+        if ts == _NO_KEY:
+            errors.append((i, "compacted topic cannot accept a record without a key"))
+        elif errors and errors[-1][0] == i:
+            continue  # one error per record, the key's first (clients match them by index)
+        elif ts > h.max_timestamp:
+            raise _invalid(f"record {i}: timestamp {ts} is above the batch's max timestamp {h.max_timestamp}")
+        elif ts != NO_TIMESTAMP and (ts < lo or ts > hi):
+            bad_ts = True
+            errors.append((i, f"timestamp {ts} is out of range: it should be within [{lo}, {hi}]"))
+    if not errors:
+        return
+    first = "; ".join(f"record {i}: {m}" for i, m in errors[:3])
+    summary = f"{len(errors)} record(s) refused (the first ones: {first})"
+    code = ErrorCode.INVALID_TIMESTAMP if bad_ts else ErrorCode.INVALID_RECORD
+    raise InvalidBatch(summary, code=code, record_errors=errors)
 
 
 def compress(codec: int, data: bytes) -> bytes:

@@ -33,7 +33,9 @@ from pathlib import Path
 
 from framework.errors import (
     CorruptRecord,
+    InvalidRecord,
     InvalidRequest,
+    InvalidTimestamp,
     KafkaStorageError,
     MessageTooLarge,
     OffsetOutOfRange,
@@ -290,9 +292,19 @@ class Log:
         try:
             return rb.validate_batches(payload)
         except rb.InvalidBatch as exc:
-            if exc.corrupt:
-                raise CorruptRecord(f"{self.name}: {exc}") from None
-            raise StoreError(f"{self.name}: {exc}", ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT) from None
+            raise self._refused(exc) from None
+
+    def _refused(self, exc: rb.InvalidBatch, where: str = "") -> StoreError:
+        """The StoreError answering a batch that failed validation (its code, its message)."""
+        message = f"{self.name}{where}: {exc}"
+        code = exc.code
+        if code == ErrorCode.CORRUPT_MESSAGE:
+            return CorruptRecord(message)
+        if code == ErrorCode.INVALID_TIMESTAMP:
+            return InvalidTimestamp(message, record_errors=exc.record_errors)
+        if code == ErrorCode.INVALID_RECORD:
+            return InvalidRecord(message, record_errors=exc.record_errors)
+        return StoreError(message, code)
 
     def _check_replicated(self, payload: memoryview) -> list[rb.BatchHeader]:
         """Framing, magic, CRC and record counts of a leader's batches; no side effects.
@@ -319,11 +331,24 @@ class Log:
         return out
 
     def validate(self, payload: memoryview, now_ms: int) -> list[rb.BatchHeader]:
-        """Check a producer's record set without side effects; raise a StoreError if bad."""
+        """Check a producer's record set without side effects; raise a StoreError if bad.
+
+        Kafka's ``LogValidator`` for client appends: every batch's framing, CRC and header
+        (count against offset range, no control batch, no LogAppendTime set by the producer, a
+        sequence with a producer id), then its records, walked in place or decompressed
+        (:func:`records.check_records`: count, offset deltas 0..n-1, lengths and varints, each
+        timestamp within ``message.timestamp.before/after.max.ms`` and the batch's max
+        timestamp, a key on every record of a compacted topic). Nothing is written unless
+        every batch passes.
+        """
         batches = self._check_batches(payload)
         cfg = self.config
+        create_time = not cfg.log_append_time
+        lo = now_ms - cfg.timestamp_before_max_ms
+        hi = now_ms + cfg.timestamp_after_max_ms
         pos = 0
-        for h in batches:
+        for i, h in enumerate(batches):
+            where = f" (batch {i} of {len(batches)})" if len(batches) > 1 else ""
             if h.size > cfg.max_message_bytes:
                 raise MessageTooLarge(
                     f"{self.name}: batch of {h.size} bytes exceeds max.message.bytes={cfg.max_message_bytes}"
@@ -335,25 +360,31 @@ class Log:
                     f"{self.name}: transactions are not supported",
                     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 )
-            if (
-                not cfg.log_append_time
-                and h.max_timestamp >= 0
-                and (
-                    h.max_timestamp < now_ms - cfg.timestamp_before_max_ms
-                    or h.max_timestamp > now_ms + cfg.timestamp_after_max_ms
+            if h.producer_id >= 0 and h.base_sequence < 0:
+                raise InvalidRecord(
+                    f"{self.name}{where}: invalid sequence number {h.base_sequence} in a batch "
+                    f"of producer id {h.producer_id}"
                 )
-            ):
-                raise StoreError(
-                    f"{self.name}: timestamp {h.max_timestamp} outside the accepted range",
-                    ErrorCode.INVALID_TIMESTAMP,
+            if h.is_log_append_time:
+                raise InvalidTimestamp(
+                    f"{self.name}{where}: producers may not set the LogAppendTime timestamp type"
                 )
-            if cfg.compact:  # cold path: compacted topics need a key on every record
-                try:
-                    _, recs = rb.decode_batch(payload[pos : pos + h.size])
-                except rb.InvalidBatch as exc:
-                    raise CorruptRecord(f"{self.name}: {exc}") from None
-                if any(r.key is None for r in recs):
-                    raise CorruptRecord(f"{self.name}: compacted topic requires a key on every record")
+            if create_time and h.max_timestamp >= 0 and not lo <= h.max_timestamp <= hi:
+                raise InvalidTimestamp(
+                    f"{self.name}{where}: timestamp {h.max_timestamp} outside the accepted range"
+                )
+            try:
+                rb.check_records(
+                    payload,
+                    pos,
+                    h,
+                    require_key=cfg.compact,
+                    create_time=create_time,
+                    min_timestamp=lo,
+                    max_timestamp=hi,
+                )
+            except rb.InvalidBatch as exc:
+                raise self._refused(exc, where) from None
             pos += h.size
         return batches
 
@@ -536,7 +567,10 @@ class Log:
         self.roll_jitter_ms = self._draw_jitter()
         self.segments.append(seg)
         self._bases.append(base)
-        self.producer_state.take_snapshot(base)
+        try:
+            self.producer_state.take_snapshot(base)
+        except OSError as exc:  # only costs a longer replay on restart: the append goes on
+            log.warning("%s: cannot write the producer snapshot at %d: %s", self.name, base, exc)
         if old.size:
             upto = old.next_offset
 

@@ -257,9 +257,13 @@ class ProducerStateManager:
         data = struct.pack(">hI", SNAPSHOT_VERSION, crc) + body
         path = self.dir / f"{offset:020d}.snapshot"
         tmp = path.with_suffix(".snapshot.tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a full disk leaves no partial file behind
+            raise
         self.last_snapshot_offset = offset
         self.dirty = False
         # keep the two newest snapshots

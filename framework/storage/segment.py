@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from framework.errors import KafkaStorageError
+from framework.errors import CorruptStoredBatch, KafkaStorageError
 from framework.protocol import records as rb
 from framework.storage.offset_index import CorruptIndex, OffsetIndex, _fsync_path
 from framework.storage.time_index import TimeIndex
@@ -43,10 +43,31 @@ def segment_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
+def _reason(exc: OSError) -> str:
+    """The reason for messages: "disk full (ENOSPC)", "Input/output error (EIO)" ..."""
+    name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+    what = "disk full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
+    return f"{what} ({name})"
+
+
+_REPORTED: set[tuple[Path, int]] = set()  # damaged batches already logged (once each)
+
+
+def _damaged(message: str, path: Path, position: int) -> CorruptStoredBatch:
+    """The error for a damaged stored batch, logged the first time it is met."""
+    if (path, position) not in _REPORTED:
+        if len(_REPORTED) >= 10_000:
+            _REPORTED.clear()
+        _REPORTED.add((path, position))
+        log.error("%s (reads that need its records answer CORRUPT_MESSAGE)", message)
+    return CorruptStoredBatch(message)
+
+
 class LogSegment:
     __slots__ = (
         "_bytes_since_index",
         "_fd",
+        "_torn",
         "base_offset",
         "created_ms",
         "dir",
@@ -74,14 +95,19 @@ class LogSegment:
         self.created_ms = int(time.time() * 1000)
         self._bytes_since_index = 0
         self._fd = -1
+        self._torn = False  # a failed write left bytes past ``size`` that could not be cut off
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
     def create(cls, directory: Path, base_offset: int, index_interval: int = 4096) -> LogSegment:
         seg = cls(directory, base_offset, index_interval)
         seg._fd = os.open(seg.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        seg.index.flush()
-        seg.time_index.flush()
+        try:
+            seg.index.flush()
+            seg.time_index.flush()
+        except OSError:
+            seg.delete()  # no half-created segment left to block the next attempt (O_EXCL)
+            raise
         return seg
 
     @classmethod
@@ -202,28 +228,43 @@ class LogSegment:
     def append(self, data: memoryview, batches: list[rb.BatchHeader]) -> None:
         """Append whole batches (already validated and offset-patched) at the end.
 
-        On an I/O error the file is cut back to its previous size, so the segment never
-        holds a partial batch written by us; :class:`KafkaStorageError` is raised.
+        On an I/O error (a full disk: ENOSPC, EIO ...) the file is cut back to its previous
+        size and nothing in memory changes (size, next offset, indexes, max timestamp), so the
+        segment never holds a partial batch written by us; :class:`KafkaStorageError`
+        (retriable) is raised and a later append, once the disk has room, goes on from there.
+        If even the cut fails, the next append retries it before writing.
         """
         start = self.size
+        if self._torn:
+            self._cut_back(start, None)
         total = len(data)
         written = 0
         try:
             while written < total:
                 written += os.pwrite(self._fd, data[written:], start + written)
         except OSError as exc:
-            try:
-                os.ftruncate(self._fd, start)
-            except OSError:
-                pass
-            reason = "disk full" if exc.errno == errno.ENOSPC else exc.strerror
-            raise KafkaStorageError(f"cannot write {self.path}: {reason}") from exc
+            self._cut_back(start, exc)
+            raise KafkaStorageError(f"cannot write {self.path}: {_reason(exc)}") from exc
         pos = start
         for h in batches:
             self._index_batch(pos, h)
             pos += h.size
         self.size = start + total
         self.next_offset = batches[-1].next_offset
+
+    def _cut_back(self, size: int, cause: OSError | None) -> None:
+        """Truncate the file to ``size`` after a failed write; remember if even that fails."""
+        try:
+            os.ftruncate(self._fd, size)
+        except OSError as exc:
+            self._torn = True
+            log.error("%s: cannot cut a failed write back to %d bytes: %s", self.path, size, _reason(exc))
+            if cause is None:
+                raise KafkaStorageError(
+                    f"cannot cut {self.path} back to {size} bytes after a failed write: {_reason(exc)}"
+                ) from exc
+            return
+        self._torn = False
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch holding an offset >= ``offset`` (a batch that straddles it
@@ -290,6 +331,8 @@ class LogSegment:
 
     def close(self) -> None:
         if self._fd >= 0:
+            if self._torn:
+                self._cut_back(self.size, None)
             self._final_time_entry()
             self.index.flush()
             self.time_index.flush()
@@ -388,22 +431,48 @@ class LogSegment:
         return os.pread(self._fd, length, position)
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with timestamp >= ``timestamp``."""
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp``.
+
+        Decodes the batches whose max timestamp reaches ``timestamp``; a damaged one raises
+        :class:`CorruptStoredBatch` (CORRUPT_MESSAGE) naming it, a short read
+        :class:`KafkaStorageError`.
+        """
         if self.max_timestamp < timestamp:
             return None
         scan_from = max(self.time_index.lookup(timestamp), start_offset)
         pos = self.position_of(scan_from)
         while pos < self.size:
-            hdr = os.pread(self._fd, rb.HEADER_SIZE, pos)
-            h = rb.read_header(hdr)
+            h = self._stored_header(pos)
             if h.max_timestamp >= timestamp and h.next_offset > start_offset:
-                batch = os.pread(self._fd, h.size, pos)
-                _, recs = rb.decode_batch(batch)
-                for r in recs:
+                for r in self.decode_at(pos, h):
                     if r.timestamp >= timestamp and r.offset >= start_offset:
                         return r.offset, r.timestamp
             pos += h.size
         return None
+
+    def _stored_header(self, pos: int) -> rb.BatchHeader:
+        hdr = os.pread(self._fd, rb.HEADER_SIZE, pos)
+        if len(hdr) < rb.HEADER_SIZE:
+            raise KafkaStorageError(f"{self.path}: short read of the batch header at position {pos}")
+        h = rb.read_header(hdr)
+        if h.batch_length < rb.MIN_BATCH_LENGTH or pos + h.size > self.size:
+            raise CorruptStoredBatch(
+                f"{self.path}: batch at position {pos} has length {h.batch_length}, past the segment's end"
+            )
+        return h
+
+    def decode_at(self, pos: int, h: rb.BatchHeader) -> list[rb.Record]:
+        """The records of the stored batch at ``pos`` (header ``h``), CRC checked first."""
+        batch = os.pread(self._fd, h.size, pos)
+        where = f"{self.path}: batch at offset {h.base_offset} (position {pos})"
+        if len(batch) < h.size:
+            raise KafkaStorageError(f"{where}: short read ({len(batch)} of {h.size} bytes)")
+        if rb.compute_crc(batch) != h.crc:
+            raise _damaged(f"{where}: CRC mismatch, the stored batch is damaged", self.path, pos)
+        try:
+            return rb.decode_batch(batch)[1]
+        except rb.InvalidBatch as exc:
+            raise _damaged(f"{where} cannot be decoded: {exc}", self.path, pos) from None
 
     def __repr__(self) -> str:
         return f"LogSegment({self.path.name}, size={self.size}, next={self.next_offset})"

@@ -1,20 +1,31 @@
 """Produce (0): validate and append record batches; acks 0, 1 and -1 (all).
 
-Hot path: batches stay opaque (header + CRC check, base offset patched in the request buffer,
-written as-is). acks=0 gets no response, as in Kafka.
+Hot path: each batch's header, CRC and records are checked by the leader's log (Kafka's
+LogValidator: records walked in place, or decompressed into a reused buffer, never turned into
+objects), then its base offset is patched in the request buffer and it is written as-is.
+acks=0 gets no response, as in Kafka.
+
+A refused batch is never stored. Records refused one by one (a key missing on a compacted
+topic, a timestamp out of range) are listed in the partition's ``record_errors`` (KIP-467, v8+)
+with ``error_message``; clients fail such batches at once (librdkafka and the Java client do
+not retry INVALID_RECORD / INVALID_TIMESTAMP). Every refused batch, and every append the disk
+refused, is logged on one line (at most ``LOG_BURST`` lines per ``LOG_PERIOD_S``; the next line
+counts those left out).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Coroutine
 from typing import Any
 
-from framework.errors import CorruptRecord, StoreError
+from framework.errors import CorruptRecord, InvalidRecord, StoreError
 from framework.protocol.api import API_TABLE
 from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.produce import (
+    BatchIndexAndErrorMessage,
     PartitionProduceResponse,
     ProduceRequest,
     ProduceResponse,
@@ -29,6 +40,71 @@ API_KEY = 0
 _BYTES_IN = metrics.BYTES_IN
 _MSGS_IN = metrics.MESSAGES_IN
 _child = metrics.child
+
+log = logging.getLogger("sftraffic.produce")
+
+LOG_PERIOD_S = 10.0
+LOG_BURST = 10
+# refusals of the batch itself (logged at INFO) and of the disk (logged at WARNING)
+_REFUSED = frozenset(
+    {
+        ErrorCode.CORRUPT_MESSAGE,
+        ErrorCode.INVALID_RECORD,
+        ErrorCode.INVALID_TIMESTAMP,
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+    }
+)
+
+
+class RateLimitedLog:
+    """At most ``burst`` lines per ``period_s``; the first line after that counts the rest."""
+
+    __slots__ = ("_count", "_left_out", "_start", "burst", "logger", "period_s")
+
+    def __init__(
+        self, logger: logging.Logger, period_s: float = LOG_PERIOD_S, burst: int = LOG_BURST
+    ) -> None:
+        self.logger = logger
+        self.period_s = period_s
+        self.burst = burst
+        self._start = -period_s
+        self._count = 0
+        self._left_out = 0
+
+    def __call__(self, level: int, message: str, now: float | None = None) -> bool:
+        """Log ``message`` unless over the limit; True when it was logged."""
+        t = time.monotonic() if now is None else now
+        if t - self._start >= self.period_s:
+            self._start = t
+            self._count = 0
+        if self._count >= self.burst:
+            self._left_out += 1
+            return False
+        self._count += 1
+        if self._left_out:
+            message += f" ({self._left_out} more not logged in the last {self.period_s:g} s)"
+            self._left_out = 0
+        self.logger.log(level, message)
+        return True
+
+
+refusal_log = RateLimitedLog(log)
+
+
+def _refused(ctx: RequestContext, topic: str, index: int, exc: StoreError) -> None:
+    """A batch the log refused: its record errors into the response, one (rate-limited) line."""
+    code = exc.code
+    if code in _REFUSED:
+        level = logging.INFO
+    elif code == ErrorCode.KAFKA_STORAGE_ERROR:
+        level = logging.WARNING
+    else:
+        return
+    client = ctx.header.client_id or "?"
+    refusal_log(
+        level, f"refused a batch for {topic}-{index} from {client} ({ctx.peer}): {code.name}: {exc.message}"
+    )
 
 
 def handle(
@@ -54,7 +130,16 @@ def handle(
                 records = pd.records
                 if not records:
                     raise CorruptRecord("empty record set")
-                info = part.append_records(records, acks, now)  # type: ignore[arg-type]
+                try:
+                    info = part.append_records(records, acks, now)  # type: ignore[arg-type]
+                except StoreError as exc:
+                    if isinstance(exc, InvalidRecord) and exc.record_errors:
+                        r.record_errors = [
+                            BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                            for i, m in exc.record_errors
+                        ]
+                    _refused(ctx, name, pd.index, exc)
+                    raise
                 if acks == -1 and part.replicated:
                     fut = part.wait_replicated(info.last_offset + 1)
                     if fut is not None:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from framework.errors import (
     CorruptRecord,
+    InvalidRecord,
     InvalidRequest,
     MessageTooLarge,
     OffsetOutOfRange,
@@ -216,9 +217,10 @@ def test_timestamps_outside_the_accepted_window_are_invalid(tmp_path: Path) -> N
 def test_compacted_topic_requires_a_key_on_every_record(tmp_path: Path) -> None:
     lg, _ = open_log(tmp_path, cfg(compact=True, delete=False))
     keyless = rb.build_batch([(b"k", b"a"), (None, b"b")], timestamp_ms=NOW)
-    with pytest.raises(CorruptRecord, match="requires a key") as ei:
+    with pytest.raises(InvalidRecord, match="without a key") as ei:
         append(lg, batch(1), keyless)
-    assert ei.value.code == ErrorCode.CORRUPT_MESSAGE
+    assert ei.value.code == ErrorCode.INVALID_RECORD  # Kafka's KIP-467 answer, not retriable
+    assert [i for i, _ in ei.value.record_errors] == [1]
     assert lg.log_end_offset == 0 and lg.size_bytes == 0
     append(lg, batch(2), batch(1, key=b"other"))
     assert lg.log_end_offset == 3
