@@ -368,11 +368,6 @@ NOT_READ = {
     "file.delete.delay.ms": "only its default, 0, is accepted (ConfigKey.unsupported): segments are "
     "deleted at once; DescribeConfigs reports it",
 }
-# Keys being implemented while this test was written: read or not, they pass. Remove an entry
-# once its implementation is committed (the test then holds it to being read).
-IN_PROGRESS = {
-    "unclean.leader.election.enable": "unclean leader election (issue 15), in the metadata quorum",
-}
 # The command line and the client helpers set keys or show described values: the store is what
 # must honour them.
 CLIENT_SIDE = ("framework/cli/", "framework/client/")
@@ -456,8 +451,6 @@ def store_readers() -> dict[str, set[str]]:
 @pytest.mark.parametrize("name", sorted(k.name for k in cfg.keys(None)))
 def test_every_key_is_read_by_the_store_or_allow_listed_with_a_reason(name: str) -> None:
     readers = store_readers().get(name)
-    if name in IN_PROGRESS:
-        return
     if name in NOT_READ:
         assert not readers, f"{name} is read now (by {sorted(readers or ())}): remove it from NOT_READ"
         return
