@@ -454,118 +454,132 @@ def check_records(
         _refuse(flagged, h, min_timestamp, max_timestamp)
 
 
-def _walk(  # noqa: PLR0915 (the produce hot loop, inlined on purpose: a call costs more than a field)
+def _walk(  # noqa: PLR0915 (the produce hot loop, inline on purpose: a call costs more than a field)
     b: Buffer, pos: int, end: int, count: int, base_ts: int, lo: int, hi: int, require_key: bool
 ) -> list[tuple[int, int]] | None:
     """Walk ``count`` records in ``b[pos:end]``; raise InvalidBatch on malformed structure.
 
     Returns the (index, timestamp) of records whose timestamp is outside [lo, hi] and the
-    (index, _NO_KEY) of keyless ones when ``require_key``, or None: classified by the caller,
-    so the loop stays short. Varints of one and two bytes (nearly all of them: lengths below
-    8 KiB, deltas below 8192) are decoded inline, longer ones by :func:`_varint`.
+    (index, _NO_KEY) of keyless ones when ``require_key``, or None: classified by the caller.
+
+    The loop is the produce hot path: it takes records of the common shape inline (one- or
+    two-byte varints, no headers, a key unless one is required, a timestamp in range) and
+    hands any other record to :func:`_record`, which parses it in full, with the precise
+    error when it is malformed. A two-byte varint whose second byte continues decodes to
+    >= 0x4000 here, which sends its record to :func:`_record` too.
     """
     flagged: list[tuple[int, int]] | None = None
-    i = 0
+    # the largest zigzag-encoded timestamp delta whose timestamp is surely within [lo, hi]
+    # (even codes are deltas 0, 1, 2 ..., odd ones -1, -2 ...): larger ones go to _record
+    ts_code_max = min(2 * (hi - base_ts), 2 * (base_ts - lo) - 1)
+    i = start = pos
     try:
         for i in range(count):
-            if pos >= end:
-                raise _invalid(f"batch declares {count} records but holds {i}")
-            # length
-            x = b[pos]
+            start = pos
+            x = b[pos]  # record length
             if x < 0x80:
                 pos += 1
             else:
-                y = b[pos + 1]
-                if y < 0x80:
-                    x = (x & 0x7F) | (y << 7)
-                    pos += 2
-                else:
-                    x, pos = _uvarint(b, pos, 5)
-            if x & 1:
-                raise _invalid(f"record {i}: negative length {(x >> 1) ^ -1}")
-            length = x >> 1
-            rend = pos + length
-            if rend > end:
-                raise _invalid(f"record {i}: length {length} runs past the end of the batch")
-            # attributes (unused), then the timestamp delta
-            x = b[pos + 1]
+                x = (x & 0x7F) | (b[pos + 1] << 7)
+                pos += 2
+            rend = pos + (x >> 1)
+            if x & 1 or x >= 0x4000 or rend > end:
+                pos = _record(b, start, end, i, count, base_ts, lo, hi, require_key, flagged := flagged or [])
+                continue
+            x = b[pos + 1]  # after the attributes byte: the timestamp delta
             if x < 0x80:
                 pos += 2
             else:
-                y = b[pos + 2]
-                if y < 0x80:
-                    x = (x & 0x7F) | (y << 7)
-                    pos += 3
-                else:
-                    x, pos = _uvarint(b, pos + 1, 10)
-            ts = base_ts + ((x >> 1) ^ -(x & 1))
-            # offset delta: zigzag(i) == 2 * i
-            x = b[pos]
+                x = (x & 0x7F) | (b[pos + 2] << 7)
+                pos += 3
+            if x > ts_code_max:
+                pos = _record(b, start, end, i, count, base_ts, lo, hi, require_key, flagged := flagged or [])
+                continue
+            x = b[pos]  # offset delta
             if x < 0x80:
                 pos += 1
             else:
-                y = b[pos + 1]
-                if y < 0x80:
-                    x = (x & 0x7F) | (y << 7)
-                    pos += 2
-                else:
-                    x, pos = _uvarint(b, pos, 5)
+                x = (x & 0x7F) | (b[pos + 1] << 7)
+                pos += 2
             if x != i << 1:
-                raise _invalid(f"record {i}: offset delta {(x >> 1) ^ -(x & 1)}, expected {i}")
-            # key
-            x = b[pos]
+                pos = _record(b, start, end, i, count, base_ts, lo, hi, require_key, flagged := flagged or [])
+                continue
+            x = b[pos]  # key length (1: null)
             if x < 0x80:
-                pos += 1
+                pos += 1 + (x >> 1)
             else:
-                y = b[pos + 1]
-                if y < 0x80:
-                    x = (x & 0x7F) | (y << 7)
-                    pos += 2
-                else:
-                    x, pos = _uvarint(b, pos, 5)
-            if x & 1:
-                if x != 1:
-                    raise _invalid(f"record {i}: negative key length {(x >> 1) ^ -1}")
-                if require_key:
-                    if flagged is None:
-                        flagged = []
-                    flagged.append((i, _NO_KEY))
-            else:
-                pos += x >> 1
-            # value
-            x = b[pos]
+                x = (x & 0x7F) | (b[pos + 1] << 7)
+                pos += 2 + (x >> 1)
+            if x & 1 and (x != 1 or require_key):
+                pos = _record(b, start, end, i, count, base_ts, lo, hi, require_key, flagged := flagged or [])
+                continue
+            x = b[pos]  # value length (1: null)
             if x < 0x80:
-                pos += 1
+                pos += 1 + (x >> 1)
             else:
-                y = b[pos + 1]
-                if y < 0x80:
-                    x = (x & 0x7F) | (y << 7)
-                    pos += 2
-                else:
-                    x, pos = _uvarint(b, pos, 5)
-            if x & 1:
-                if x != 1:
-                    raise _invalid(f"record {i}: negative value length {(x >> 1) ^ -1}")
-            else:
-                pos += x >> 1
-            # headers
-            if b[pos] == 0:
-                pos += 1
-            else:
-                pos = _skip_headers(b, pos, rend, i)
-            if pos != rend:
-                raise _invalid(
-                    f"record {i}: fields take {length + pos - rend} bytes, its length says {length}"
-                )
-            if ts < lo or ts > hi:
-                if flagged is None:
-                    flagged = []
-                flagged.append((i, ts))
-    except IndexError:  # free in CPython 3.11+ until raised
-        raise _invalid(f"record {i}: runs past the end of the batch") from None
+                x = (x & 0x7F) | (b[pos + 1] << 7)
+                pos += 2 + (x >> 1)
+            if (x & 1 and x != 1) or b[pos] != 0 or pos + 1 != rend:
+                pos = _record(b, start, end, i, count, base_ts, lo, hi, require_key, flagged := flagged or [])
+                continue
+            pos = rend
+    except IndexError:
+        _record(b, start, end, i, count, base_ts, lo, hi, require_key, [])
+        raise _invalid(f"record {i}: runs past the end of the batch") from None  # not reached
     if pos != end:
         raise _invalid(f"{end - pos} bytes after the batch's {count} records")
-    return flagged
+    return flagged or None
+
+
+def _record(
+    b: Buffer,
+    pos: int,
+    end: int,
+    i: int,
+    count: int,
+    base_ts: int,
+    lo: int,
+    hi: int,
+    require_key: bool,
+    flagged: list[tuple[int, int]],
+) -> int:
+    """Parse record ``i`` at ``pos`` in full (any varint size, headers); the position after it.
+
+    Raises the precise InvalidBatch for malformed structure; appends to ``flagged`` a keyless
+    record when ``require_key`` and a timestamp outside [lo, hi] (see :func:`_walk`).
+    """
+    if pos >= end:
+        raise _invalid(f"batch declares {count} records but holds {i}")
+    try:
+        length, pos = _varint(b, pos, 5)
+        if length < 0:
+            raise _invalid(f"record {i}: negative length {length}")
+        rend = pos + length
+        if rend > end:
+            raise _invalid(f"record {i}: length {length} runs past the end of the batch")
+        delta, pos = _varint(b, pos + 1, 10)  # after the attributes byte
+        ts = base_ts + delta
+        delta, pos = _varint(b, pos, 5)
+        if delta != i:
+            raise _invalid(f"record {i}: offset delta {delta}, expected {i}")
+        n, pos = _varint(b, pos, 5)
+        if n < -1:
+            raise _invalid(f"record {i}: negative key length {n}")
+        if n == -1 and require_key:
+            flagged.append((i, _NO_KEY))
+        pos += max(n, 0)
+        n, pos = _varint(b, pos, 5)
+        if n < -1:
+            raise _invalid(f"record {i}: negative value length {n}")
+        pos += max(n, 0)
+        pos = _skip_headers(b, pos, rend, i)
+    except IndexError:
+        raise _invalid(f"record {i}: runs past the end of the batch") from None
+    if pos != rend:
+        raise _invalid(f"record {i}: fields take {length + pos - rend} bytes, its length says {length}")
+    if ts < lo or ts > hi:
+        flagged.append((i, ts))
+    return pos
 
 
 def _uvarint(b: Buffer, pos: int, max_bytes: int) -> tuple[int, int]:
@@ -594,7 +608,7 @@ _NO_KEY = LONG_MIN - 1  # a flag in _walk's list, never a timestamp
 
 def _skip_headers(b: Buffer, pos: int, rend: int, i: int) -> int:
     n, pos = _varint(b, pos, 5)
-    if n < 0 or n > (rend - pos) >> 1:  # each header takes two bytes at least
+    if n < 0 or (n and n > (rend - pos) >> 1):  # each header takes two bytes at least
         raise _invalid(f"record {i}: header count {n} does not fit the record")
     for _ in range(n):
         klen, pos = _varint(b, pos, 5)

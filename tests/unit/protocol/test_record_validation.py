@@ -9,6 +9,7 @@ codec). A batch that passes the walk must decode on the cold path too.
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import cramjam
 import lz4.frame
@@ -370,3 +371,67 @@ def test_any_single_byte_change_is_refused_or_still_decodes(where: int, value: i
         assert exc.code == ErrorCode.INVALID_RECORD
         return
     assert len(rb.decode_batch(batch)[1]) == 4
+
+
+# -- the inline fast path agrees with the full parse of every record --------------------------------
+def _walk_slowly(b: bytes, count: int, lo: int, hi: int, require_key: bool) -> object:
+    """What :func:`records._walk` must answer, from :func:`records._record` alone."""
+    flagged: list[tuple[int, int]] = []
+    pos = 0
+    try:
+        for i in range(count):
+            pos = rb._record(b, pos, len(b), i, count, NOW, lo, hi, require_key, flagged)
+        if pos != len(b):
+            raise rb._invalid(f"{len(b) - pos} bytes after the batch's {count} records")
+    except InvalidBatch as exc:
+        return str(exc)
+    return flagged or None
+
+
+def _walk_fast(b: bytes, count: int, lo: int, hi: int, require_key: bool) -> object:
+    try:
+        return rb._walk(b, 0, len(b), count, NOW, lo, hi, require_key)
+    except InvalidBatch as exc:
+        return str(exc)
+
+
+_keys = st.one_of(st.none(), st.binary(max_size=3), st.binary(min_size=60, max_size=70), st.just(b"k" * 9000))
+_records = st.lists(
+    st.tuples(
+        _keys,
+        _keys,
+        st.sampled_from([0, 1, -1, 63, 64, -65, 8191, 8192, 10**6, -(10**9)]),
+        st.lists(st.tuples(st.binary(max_size=3), st.one_of(st.none(), st.binary(max_size=3))), max_size=2),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@given(
+    _records,
+    st.integers(-1, 1),
+    st.one_of(st.none(), st.tuples(st.integers(0, 10**6), st.integers(0, 255))),
+    st.booleans(),
+)
+@settings(max_examples=400, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+def test_fast_path_agrees_with_the_full_parse(
+    recs: list[Any], count_off: int, change: tuple[int, int] | None, require_key: bool
+) -> None:
+    body = bytearray(b"".join(record(i, k, v, ts_delta=d, headers=h) for i, (k, v, d, h) in enumerate(recs)))
+    if change is not None:
+        body[change[0] % len(body)] = change[1]
+    count = max(1, len(recs) + count_off)
+    lo, hi = NOW - 100, NOW + 8191
+    assert _walk_fast(bytes(body), count, lo, hi, require_key) == _walk_slowly(
+        bytes(body), count, lo, hi, require_key
+    )
+
+
+def test_offset_deltas_of_three_bytes() -> None:
+    """Deltas >= 8192 take three bytes; 8192..16383 end in 0x01, which the inline two-byte
+    decoding must not take for a complete varint."""
+    body = b"".join(record(i, b"", b"") for i in range(10_000))
+    check(make_batch(body, 10_000))
+    bad = b"".join(record(i, b"", b"", offset_delta=i + 1 if i == 9000 else i) for i in range(10_000))
+    refused(make_batch(bad, 10_000), match="record 9000: offset delta 9001, expected 9000")
