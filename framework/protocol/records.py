@@ -466,66 +466,83 @@ def _walk(  # noqa: PLR0915 (the produce hot loop, inline on purpose: a call cos
     two-byte varints, no headers, a key unless one is required, a timestamp in range) and
     hands any other record to :func:`_record`, which parses it in full, with the precise
     error when it is malformed. A two-byte varint whose second byte continues decodes to
-    >= 0x4000 here, which sends its record to :func:`_record` too.
+    >= 0x4000 here, which sends its record to :func:`_record` too; a key or value length of
+    three bytes or more is mis-read inline, so its record fails the exact-fit check (or reads
+    past the buffer) and goes to :func:`_record` as well.
     """
     flagged: list[tuple[int, int]] | None = None
     # the largest zigzag-encoded timestamp delta whose timestamp is surely within [lo, hi]
     # (even codes are deltas 0, 1, 2 ..., odd ones -1, -2 ...): larger ones go to _record
     ts_code_max = min(2 * (hi - base_ts), 2 * (base_ts - lo) - 1)
     i = start = pos
-    try:
-        for i in range(count):
-            start = pos
-            x = b[pos]  # record length
-            if x < 0x80:
-                pos += 1
-            else:
-                x = (x & 0x7F) | (b[pos + 1] << 7)
-                pos += 2
-            rend = pos + (x >> 1)
-            if x & 1 or x >= 0x4000 or rend > end:
-                pos = _record(b, start, end, i, count, base_ts, lo, hi, require_key, flagged := flagged or [])
-                continue
-            x = b[pos + 1]  # after the attributes byte: the timestamp delta
-            if x < 0x80:
-                pos += 2
-            else:
-                x = (x & 0x7F) | (b[pos + 2] << 7)
-                pos += 3
-            if x > ts_code_max:
-                pos = _record(b, start, end, i, count, base_ts, lo, hi, require_key, flagged := flagged or [])
-                continue
-            x = b[pos]  # offset delta
-            if x < 0x80:
-                pos += 1
-            else:
-                x = (x & 0x7F) | (b[pos + 1] << 7)
-                pos += 2
-            if x != i << 1:
-                pos = _record(b, start, end, i, count, base_ts, lo, hi, require_key, flagged := flagged or [])
-                continue
-            x = b[pos]  # key length (1: null)
-            if x < 0x80:
-                pos += 1 + (x >> 1)
-            else:
-                x = (x & 0x7F) | (b[pos + 1] << 7)
-                pos += 2 + (x >> 1)
-            if x & 1 and (x != 1 or require_key):
-                pos = _record(b, start, end, i, count, base_ts, lo, hi, require_key, flagged := flagged or [])
-                continue
-            x = b[pos]  # value length (1: null)
-            if x < 0x80:
-                pos += 1 + (x >> 1)
-            else:
-                x = (x & 0x7F) | (b[pos + 1] << 7)
-                pos += 2 + (x >> 1)
-            if (x & 1 and x != 1) or b[pos] != 0 or pos + 1 != rend:
-                pos = _record(b, start, end, i, count, base_ts, lo, hi, require_key, flagged := flagged or [])
-                continue
-            pos = rend
-    except IndexError:
-        _record(b, start, end, i, count, base_ts, lo, hi, require_key, [])
-        raise _invalid(f"record {i}: runs past the end of the batch") from None  # not reached
+    first = 0
+    while True:
+        try:
+            for i in range(first, count):
+                start = pos
+                x = b[pos]  # record length
+                if x < 0x80:
+                    pos += 1
+                else:
+                    x = (x & 0x7F) | (b[pos + 1] << 7)
+                    pos += 2
+                rend = pos + (x >> 1)
+                if x & 1 or x >= 0x4000 or rend > end:
+                    pos = _record(
+                        b, start, end, i, count, base_ts, lo, hi, require_key, flagged := flagged or []
+                    )
+                    continue
+                x = b[pos + 1]  # after the attributes byte: the timestamp delta
+                if x < 0x80:
+                    pos += 2
+                else:
+                    x = (x & 0x7F) | (b[pos + 2] << 7)
+                    pos += 3
+                if x > ts_code_max:
+                    pos = _record(
+                        b, start, end, i, count, base_ts, lo, hi, require_key, flagged := flagged or []
+                    )
+                    continue
+                x = b[pos]  # offset delta
+                if x < 0x80:
+                    pos += 1
+                else:
+                    x = (x & 0x7F) | (b[pos + 1] << 7)
+                    pos += 2
+                if x != i << 1:
+                    pos = _record(
+                        b, start, end, i, count, base_ts, lo, hi, require_key, flagged := flagged or []
+                    )
+                    continue
+                x = b[pos]  # key length (1: null)
+                if x < 0x80:
+                    pos += 1 + (x >> 1)
+                else:
+                    x = (x & 0x7F) | (b[pos + 1] << 7)
+                    pos += 2 + (x >> 1)
+                if x & 1 and (x != 1 or require_key):
+                    pos = _record(
+                        b, start, end, i, count, base_ts, lo, hi, require_key, flagged := flagged or []
+                    )
+                    continue
+                x = b[pos]  # value length (1: null)
+                if x < 0x80:
+                    pos += 1 + (x >> 1)
+                else:
+                    x = (x & 0x7F) | (b[pos + 1] << 7)
+                    pos += 2 + (x >> 1)
+                if (x & 1 and x != 1) or b[pos] != 0 or pos + 1 != rend:
+                    pos = _record(
+                        b, start, end, i, count, base_ts, lo, hi, require_key, flagged := flagged or []
+                    )
+                    continue
+                pos = rend
+            break
+        except IndexError:  # free until raised (CPython 3.11+)
+            # a read past the buffer: malformed, or a valid record whose three-byte varint the
+            # inline decoding took for two bytes; _record decides and the walk goes on after it
+            pos = _record(b, start, end, i, count, base_ts, lo, hi, require_key, flagged := flagged or [])
+            first = i + 1
     if pos != end:
         raise _invalid(f"{end - pos} bytes after the batch's {count} records")
     return flagged or None

@@ -395,7 +395,12 @@ def _walk_fast(b: bytes, count: int, lo: int, hi: int, require_key: bool) -> obj
         return str(exc)
 
 
-_keys = st.one_of(st.none(), st.binary(max_size=3), st.binary(min_size=60, max_size=70), st.just(b"k" * 9000))
+_keys = st.one_of(
+    st.none(),
+    st.binary(max_size=3),
+    st.binary(min_size=60, max_size=70),
+    st.sampled_from([b"k" * 9000, b"\xff\x7f" * 20_000, b"v" * 70_000]),  # three-byte lengths
+)
 _records = st.lists(
     st.tuples(
         _keys,
@@ -435,3 +440,18 @@ def test_offset_deltas_of_three_bytes() -> None:
     check(make_batch(body, 10_000))
     bad = b"".join(record(i, b"", b"", offset_delta=i + 1 if i == 9000 else i) for i in range(10_000))
     refused(make_batch(bad, 10_000), match="record 9000: offset delta 9001, expected 9000")
+
+
+@pytest.mark.parametrize("size", [8191, 8192, 16_384, 40_000, 70_000, 300_000])
+@pytest.mark.parametrize("filler", [b"v", b"\xff", b"\xff\x7f", b"\x80"])
+def test_large_keys_and_values_pass_whatever_they_hold(size: int, filler: bytes) -> None:
+    """Three-byte lengths are mis-read by the inline path, whose reads may then run off the
+    buffer: the record is parsed again in full, and the walk goes on after it."""
+    blob = (filler * size)[:size]
+    for body, n in (
+        (record(0, b"k", blob), 1),
+        (record(0, blob, b"v") + record(1, b"k", b"v"), 2),
+        (record(0, b"k", b"v") + record(1, b"k", blob) + record(2, None, blob), 3),
+    ):
+        check(make_batch(body, n))
+        check(make_batch(body, n, codec=rb.LZ4))
