@@ -32,11 +32,9 @@ def median(values: Iterable[float | None]) -> float | None:
 def spread(values: Iterable[float | None]) -> dict[str, Any] | None:
     """Median with the range it comes from: {"median", "min", "max", "n"} (None without values)."""
     vals = [v for v in values if v is not None]
-    return (
-        {"median": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals)}
-        if vals
-        else None
-    )
+    if not vals:
+        return None
+    return {"median": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals)}
 
 
 def summary(values: Iterable[float], digits: int = 3) -> dict[str, Any]:
