@@ -463,7 +463,9 @@ ELIGIBLE_NOT_AVAILABLE = int(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)
 
 def elect(q: Replica, candidate: int, *, unclean: bool = False, epoch: int | None = None) -> int:
     ps = q.ps()
-    return int(q.apply("elect_leader", "t", 0, ps.leader_epoch if epoch is None else epoch, candidate, unclean))
+    return int(
+        q.apply("elect_leader", "t", 0, ps.leader_epoch if epoch is None else epoch, candidate, unclean)
+    )
 
 
 def test_the_preferred_replica_leads_again_once_back_in_sync(three: Replica) -> None:
