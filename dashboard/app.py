@@ -2,7 +2,13 @@
 
 Everything is drawn from :class:`dashboard.data.DashboardData` caches, refreshed every 2 s by a
 ``dcc.Interval``; no callback talks to the store. The map needs no internet: San Francisco's
-shoreline and the monitored roads are plain Plotly traces on longitude/latitude axes.
+shoreline (:mod:`dashboard.basemap`) and the monitored roads are plain Plotly traces on
+longitude/latitude axes. A panel without data says what it waits for and roughly when it
+arrives (:mod:`dashboard.status`); no chart is drawn as empty axes.
+
+The weather story: the effect chart sets Spark's estimates (bars, 95 % CI) beside the effect the
+simulator was configured with (``sensors.model.WeatherEffect``, the ground truth), and the
+selected segment's speeds are shaded by its weather station's regime over time.
 
 JSON endpoints for scripts and tests: ``/api/health`` and ``/api/sensor/<sensor-id>`` (the latest
 event the dashboard received from that sensor).
@@ -19,32 +25,12 @@ from dash import Dash, Input, Output, State, dcc, html
 from flask import jsonify
 from plotly.subplots import make_subplots
 
+from dashboard import basemap, status
 from dashboard.data import DashboardData
+from dashboard.status import Wait
 from sensors import geo
+from sensors.model import CONDITIONS, WeatherEffect
 
-# a simplified shoreline of San Francisco (lat, lon), clockwise from Fort Point
-SF_OUTLINE = [
-    (37.8107, -122.4770),
-    (37.8076, -122.4480),
-    (37.8063, -122.4300),
-    (37.8087, -122.4150),
-    (37.8065, -122.4040),
-    (37.7990, -122.3960),
-    (37.7895, -122.3880),
-    (37.7770, -122.3870),
-    (37.7600, -122.3850),
-    (37.7450, -122.3800),
-    (37.7300, -122.3700),
-    (37.7160, -122.3820),
-    (37.7080, -122.3930),
-    (37.7080, -122.5030),
-    (37.7350, -122.5070),
-    (37.7700, -122.5110),
-    (37.7800, -122.5130),
-    (37.7880, -122.4920),
-    (37.7900, -122.4810),
-    (37.8107, -122.4770),
-]
 BANDS = [  # speed / free-flow ratio → colour
     (0.8, "#1a9850", "flowing"),
     (0.6, "#a6d96a", "busy"),
@@ -52,9 +38,21 @@ BANDS = [  # speed / free-flow ratio → colour
     (0.0, "#d73027", "congested"),
 ]
 RANGES = {"15m": 15, "1h": 60, "6h": 360}
+# the map, the series and the weather-effect chart fit a 1280x800 screen (the README's picture);
+# responsive graphs take their height from their style, not from the figure's layout
+MAP_HEIGHT, EFFECTS_HEIGHT = 400, 280
 LAT0 = math.cos(math.radians(37.77))
 PST = dt.timezone(dt.timedelta(hours=-8), "PST")
 DISTRICT_OF_STATION = {s.station_id: s.district for s in geo.STATIONS}
+# the ground truth: the speed factor of each regime the simulator applies (sensors.model)
+CONFIGURED = {c: WeatherEffect().speed_factor(CONDITIONS.index(c)) for c in status.REGIMES}
+CONFIGURED_TEXT = ", ".join(f"{c.replace('_', ' ')} {(f - 1) * 100:+.0f} %" for c, f in CONFIGURED.items())
+# the selected segment's background by its station's weather: colour, legend name
+REGIME_STYLE = {
+    "fog": ("rgba(120,120,120,0.18)", "fog"),
+    "rain": ("rgba(66,146,198,0.20)", "rain"),
+    "heavy_rain": ("rgba(8,81,156,0.32)", "heavy rain"),
+}
 
 
 def _band(ratio: float | None) -> tuple[str, str]:
@@ -74,25 +72,50 @@ def data_now_ms(data: DashboardData) -> int:
     return int(time.time() * 1000)
 
 
-_OUTLINE_TRACE: dict[str, Any] = {
-    "type": "scatter",
-    "x": [p[1] for p in SF_OUTLINE],
-    "y": [p[0] for p in SF_OUTLINE],
-    "mode": "lines",
-    "fill": "toself",
-    "fillcolor": "#f4f1ea",
-    "line": {"color": "#b0a999", "width": 1},
-    "hoverinfo": "skip",
-    "showlegend": False,
-}
+def _note(wait: Wait, y: float = 0.5, width: int = 78) -> dict[str, Any]:
+    """A panel's empty state as a centred annotation."""
+    return {
+        "text": wait.html(width),
+        "xref": "paper",
+        "yref": "paper",
+        "x": 0.5,
+        "y": y,
+        "showarrow": False,
+        "align": "center",
+        "font": {"size": 13, "color": "#374151"},
+        "bgcolor": "rgba(255,255,255,0.88)",
+        "bordercolor": "#d1d5db",
+        "borderpad": 8,
+        "name": "waiting",
+    }
+
+
+def message_figure(wait: Wait, height: int, title: str | None = None, **layout: Any) -> dict[str, Any]:
+    """A chart with nothing to draw yet: its message, no axes."""
+    lay: dict[str, Any] = {
+        "height": height,
+        "margin": {"l": 10, "r": 10, "t": 40 if title else 10, "b": 10},
+        "xaxis": {"visible": False},
+        "yaxis": {"visible": False},
+        "plot_bgcolor": "white",
+        "annotations": [
+            _note(wait, y=0.62 if height < MAP_HEIGHT else 0.5, width=64 if height < MAP_HEIGHT else 78)
+        ],
+        **layout,
+    }
+    if title:
+        lay["title"] = {"text": title, "font": {"size": 14}}
+    return {"data": [], "layout": lay}
+
+
 _MAP_LAYOUT: dict[str, Any] = {
     "margin": {"l": 0, "r": 0, "t": 0, "b": 0},
-    "plot_bgcolor": "#cfe3ee",
+    "plot_bgcolor": basemap.WATER,
     "paper_bgcolor": "white",
-    "height": 430,
+    "height": MAP_HEIGHT,
     "legend": {"orientation": "h", "y": 0.01, "x": 0.01, "bgcolor": "rgba(255,255,255,0.7)"},
     "xaxis": {"visible": False, "range": [-122.52, -122.35]},
-    "yaxis": {"visible": False, "range": [37.70, 37.83], "scaleanchor": "x", "scaleratio": 1 / LAT0},
+    "yaxis": {"visible": False, "range": [37.702, 37.838], "scaleanchor": "x", "scaleratio": 1 / LAT0},
     "uirevision": "map",
 }
 
@@ -101,7 +124,7 @@ def map_figure(data: DashboardData, selected: str | None, district: str | None) 
     """The map as a plain figure dict: Dash sends it as is (no plotly validation, no template),
     which keeps the 2-second refresh cheap with 10k sensors live."""
     latest = data.snapshot_latest()
-    traces: list[dict[str, Any]] = [_OUTLINE_TRACE]
+    traces: list[dict[str, Any]] = [basemap.land_trace(), basemap.label_trace()]
     groups: dict[str, tuple[list[float | None], list[float | None]]] = {}
     mids_x, mids_y, mids_c, mids_t, mids_id = [], [], [], [], []
     for s in geo.SEGMENTS:
@@ -168,7 +191,10 @@ def map_figure(data: DashboardData, selected: str | None, district: str | None) 
                 "marker": {"size": 18, "color": "rgba(0,0,0,0)", "line": {"width": 3, "color": "#1f3b73"}},
             }
         )
-    return {"data": traces, "layout": _MAP_LAYOUT}
+    wait = None if latest else status.events(data.facts())
+    if wait is None:
+        return {"data": traces, "layout": _MAP_LAYOUT}
+    return {"data": traces, "layout": {**_MAP_LAYOUT, "annotations": [_note(wait, y=0.92, width=64)]}}
 
 
 def _series_layout() -> dict[str, Any]:
@@ -183,7 +209,7 @@ def _series_layout() -> dict[str, Any]:
     )
     fig.update_layout(
         margin={"l": 40, "r": 40, "t": 30, "b": 20},
-        height=430,
+        height=MAP_HEIGHT,
         legend={"orientation": "h", "y": -0.12},
     )
     fig.update_yaxes(title_text="km/h", row=1, col=1)
@@ -201,11 +227,59 @@ def _times(ms: list[int]) -> list[str]:
     return [dt.datetime.fromtimestamp(t / 1000, tz=PST).strftime("%Y-%m-%d %H:%M:%S") for t in ms]
 
 
+def regime_bands(readings: list[dict[str, Any]], interval_ms: int = 60_000) -> list[tuple[int, int, str]]:
+    """Runs of one weather regime in a station's readings: (from, until, condition), for the
+    regimes that have a background (fog, rain, heavy rain). A reading holds until the next one;
+    the last for one reading interval."""
+    runs: list[list[Any]] = []
+    for r in sorted(readings, key=lambda r: r["event_time"]):
+        t, cond = r["event_time"], r.get("condition") or "clear"
+        if runs:
+            runs[-1][1] = t
+            if runs[-1][2] == cond:
+                runs[-1][1] = t + interval_ms
+                continue
+        runs.append([t, t + interval_ms, cond])
+    return [(a, b, c) for a, b, c in runs if c in REGIME_STYLE]
+
+
+def _band_shapes(bands: list[tuple[int, int, str]]) -> list[dict[str, Any]]:
+    shapes, named = [], set()
+    for a, b, cond in bands:
+        colour, label = REGIME_STYLE[cond]
+        shapes.append(
+            {
+                "type": "rect",
+                "xref": "x",
+                "yref": "paper",
+                "x0": _times([a])[0],
+                "x1": _times([b])[0],
+                "y0": 0,
+                "y1": 1,
+                "fillcolor": colour,
+                "line": {"width": 0},
+                "layer": "below",
+                "name": label,
+                "legendgroup": cond,
+                "showlegend": cond not in named,
+            }
+        )
+        named.add(cond)
+    return shapes
+
+
 def series_figure(data: DashboardData, segment: str, minutes: int) -> dict[str, Any]:
     now = data_now_ms(data)
     since = now - minutes * 60_000
     rows = data.series(segment, since)
     station = geo.STATION_OF_SEGMENT.get(segment, "")
+    seg = geo.SEGMENTS_BY_ID.get(segment)
+    title = f"{seg.road} #{seg.index} ({segment})" if seg else segment
+    if not rows:
+        older = data.series(segment, 0)
+        wait = status.segment(data.facts(), title, since, older[-1]["t"] if older else None)
+        if wait is not None:
+            return message_figure(wait, MAP_HEIGHT, title, uirevision=segment)
     wx = data.weather_series(station, since)
     ts = _times([r["t"] for r in rows])
     wts = _times([r["event_time"] for r in wx])
@@ -249,53 +323,113 @@ def series_figure(data: DashboardData, segment: str, minutes: int) -> dict[str, 
             "yaxis": "y3",
         },
     ]
-    seg = geo.SEGMENTS_BY_ID.get(segment)
-    title = f"{seg.road} #{seg.index} ({segment})" if seg else segment
-    layout = {**_SERIES_LAYOUT, "title": {"text": title, "font": {"size": 14}}, "uirevision": segment}
+    now_wx = (wx[-1].get("condition") or "?").replace("_", " ") if wx else "no reading"
+    layout = {
+        **_SERIES_LAYOUT,
+        "title": {"text": f"{title} · {station}: {now_wx}", "font": {"size": 14}},
+        "shapes": _band_shapes(regime_bands(wx)),
+        "uirevision": segment,
+    }
     return {"data": traces, "layout": layout}
+
+
+def _estimate(r: dict[str, Any]) -> tuple[float, float, float]:
+    """(factor, CI low, CI high): the regression's when the job computed it, else the ratio's."""
+    v = r.get("ols_factor") or r["speed_factor"]
+    lo = r.get("ols_ci_low") or r.get("ci_low") or v
+    hi = r.get("ols_ci_high") or r.get("ci_high") or v
+    return float(v), float(lo), float(hi)
+
+
+def _effect_rows(data: DashboardData) -> list[dict[str, Any]]:
+    order = [*status.REGIMES]
+    return sorted(
+        data.effects_overall(),
+        key=lambda r: order.index(r["condition"]) if r["condition"] in order else len(order),
+    )
+
+
+EFFECTS_TITLE = "Weather effect on speed: estimate vs configured"
 
 
 def effects_figure(data: DashboardData) -> dict[str, Any]:
-    rows = sorted(
-        data.effects_overall(),
-        key=lambda r: (
-            ["fog", "rain", "heavy_rain"].index(r["condition"])
-            if r["condition"] in ("fog", "rain", "heavy_rain")
-            else 9
-        ),
-    )
-    traces: list[dict[str, Any]] = []
-    if rows:
-        y = [r.get("ols_factor") or r["speed_factor"] for r in rows]
-        lo = [r.get("ols_ci_low") or r.get("ci_low") or v for r, v in zip(rows, y, strict=True)]
-        hi = [r.get("ols_ci_high") or r.get("ci_high") or v for r, v in zip(rows, y, strict=True)]
-        traces.append(
-            {
-                "type": "bar",
-                "x": [r["condition"].replace("_", " ") for r in rows],
-                "y": [(v - 1) * 100 for v in y],
-                "error_y": {
-                    "type": "data",
-                    "symmetric": False,
-                    "array": [(h - v) * 100 for h, v in zip(hi, y, strict=True)],
-                    "arrayminus": [(v - low) * 100 for v, low in zip(y, lo, strict=True)],
-                },
-                "marker": {"color": ["#9ecae1", "#4292c6", "#08519c"][: len(rows)]},
-                "text": [f"{(v - 1) * 100:+.1f}%" for v in y],
-                "textposition": "outside",
-                "hovertext": [
-                    f"n={r['n']} cells, {r['windows']} windows; congestion {r['congestion_delta']:+.3f}"
-                    for r in rows
-                ],
-            }
+    rows = _effect_rows(data)
+    if not rows:
+        wait = status.effects(data.facts()) or Wait("no estimates yet")
+        fig = message_figure(wait, EFFECTS_HEIGHT, EFFECTS_TITLE)
+        truth_note = Wait("configured in the simulator (the truth to recover)", CONFIGURED_TEXT)
+        fig["layout"]["annotations"].append(
+            {**_note(truth_note, y=0.02), "name": "waiting-truth", "bgcolor": None}
         )
+        return fig
+    est = [_estimate(r) for r in rows]
+    names = [r["condition"].replace("_", " ") for r in rows]
+    truth = [CONFIGURED.get(r["condition"]) for r in rows]
+    traces: list[dict[str, Any]] = [
+        {
+            "type": "bar",
+            "x": names,
+            "y": [(v - 1) * 100 for v, _, _ in est],
+            "name": "Spark's estimate, 95% CI",
+            "error_y": {
+                "type": "data",
+                "symmetric": False,
+                "array": [(hi - v) * 100 for v, _, hi in est],
+                "arrayminus": [(v - lo) * 100 for v, lo, _ in est],
+                "color": "#1f2937",
+            },
+            "marker": {"color": ["#9ecae1", "#4292c6", "#08519c"][: len(rows)]},
+            "text": [f"{(v - 1) * 100:+.1f}%" for v, _, _ in est],
+            "textposition": "inside",
+            "insidetextanchor": "start",
+            "hovertext": [
+                f"n={r['n']} cells, {r['windows']} windows; congestion {r['congestion_delta']:+.3f}"
+                for r in rows
+            ],
+        },
+        {
+            "type": "scatter",
+            "x": names,
+            "y": [None if t is None else (t - 1) * 100 for t in truth],
+            "name": "configured in the simulator",
+            "mode": "markers",
+            "marker": {"symbol": "line-ew", "size": 46, "line": {"width": 3, "color": "#d95f02"}},
+            "hovertemplate": "configured: %{y:+.1f}%<extra></extra>",
+        },
+    ]
     layout = {
-        "margin": {"l": 40, "r": 10, "t": 30, "b": 30},
-        "height": 300,
-        "yaxis": {"title": {"text": "speed vs clear (%)"}},
-        "title": {"text": "Weather effect on speed (95% CI)", "font": {"size": 14}},
+        "margin": {"l": 50, "r": 10, "t": 34, "b": 30},
+        "height": EFFECTS_HEIGHT,
+        "yaxis": {"title": {"text": "speed vs clear (%)"}, "zeroline": True},
+        "title": {"text": EFFECTS_TITLE, "font": {"size": 14}},
+        "legend": {"orientation": "h", "y": -0.12},
+        "showlegend": True,
     }
     return {"data": traces, "layout": layout}
+
+
+def effects_table(data: DashboardData) -> Any:
+    """How close Spark got: each estimate, its CI, the configured factor, the difference."""
+    rows = []
+    for r in _effect_rows(data):
+        v, lo, hi = _estimate(r)
+        truth = CONFIGURED.get(r["condition"])
+        diff = "-"
+        if truth is not None:
+            diff = f"{(v - truth) * 100:+.1f} pp" + (" ✓ in CI" if lo <= truth <= hi else "")
+        rows.append(
+            [
+                r["condition"],
+                f"{v:.3f}",
+                f"{lo:.3f} to {hi:.3f}",
+                "-" if truth is None else f"{truth:.3f}",
+                diff,
+                r["n"],
+            ]
+        )
+    if not rows:
+        return None
+    return _table(["regime", "factor (OLS)", "95% CI", "configured", "estimate - configured", "n"], rows, "")
 
 
 def _table(header: list[str], rows: list[list[Any]], empty: str) -> html.Table | html.P:
@@ -308,6 +442,11 @@ def _table(header: list[str], rows: list[list[Any]], empty: str) -> html.Table |
         ],
         className="tbl",
     )
+
+
+def _waiting(wait: Wait) -> html.P:
+    """A table panel's empty state."""
+    return html.P([html.B(wait.headline), html.Br(), wait.detail], className="muted waiting")
 
 
 def _fmt_t(ms: int) -> str:
@@ -358,16 +497,35 @@ def create_app(data: DashboardData) -> Dash:
             html.Div(
                 [
                     html.Section(
-                        [dcc.Graph(id="map", config={"displayModeBar": False}, responsive=True)],
-                        className="card wide",
-                    ),
-                    html.Section(
-                        [dcc.Graph(id="series", config={"displayModeBar": False}, responsive=True)],
+                        [
+                            dcc.Graph(
+                                id="map",
+                                config={"displayModeBar": False},
+                                responsive=True,
+                                style={"height": f"{MAP_HEIGHT}px"},
+                            )
+                        ],
                         className="card wide",
                     ),
                     html.Section(
                         [
-                            dcc.Graph(id="effects", config={"displayModeBar": False}, responsive=True),
+                            dcc.Graph(
+                                id="series",
+                                config={"displayModeBar": False},
+                                responsive=True,
+                                style={"height": f"{MAP_HEIGHT}px"},
+                            )
+                        ],
+                        className="card wide",
+                    ),
+                    html.Section(
+                        [
+                            dcc.Graph(
+                                id="effects",
+                                config={"displayModeBar": False},
+                                responsive=True,
+                                style={"height": f"{EFFECTS_HEIGHT}px"},
+                            ),
                             html.Div(id="effects-table"),
                         ],
                         className="card",
@@ -428,22 +586,7 @@ def create_app(data: DashboardData) -> Dash:
         Output("effects", "figure"), Output("effects-table", "children"), Input("tick", "n_intervals")
     )
     def _effects(_: int) -> tuple[dict[str, Any], Any]:
-        rows = data.effects_overall()
-        table = _table(
-            ["regime", "factor (OLS)", "95% CI", "n"],
-            [
-                [
-                    r["condition"],
-                    f"{r.get('ols_factor') or r['speed_factor']:.3f}",
-                    f"{r.get('ols_ci_low') or r.get('ci_low') or 0:.3f} to "
-                    f"{r.get('ols_ci_high') or r.get('ci_high') or 0:.3f}",
-                    r["n"],
-                ]
-                for r in rows
-            ],
-            "no estimates yet (the correlation job publishes them)",
-        )
-        return effects_figure(data), table
+        return effects_figure(data), effects_table(data)
 
     @app.callback(Output("alerts", "children"), Input("tick", "n_intervals"), Input("range", "value"))
     def _alerts(_: int, rng: str) -> Any:
@@ -458,7 +601,10 @@ def create_app(data: DashboardData) -> Dash:
             ]
             for a in data.recent_alerts(since)[:15]
         ]
-        return _table(["time", "segment", "km/h", "usual", "severity"], rows, "no congestion")
+        if not rows:
+            wait = status.windows(data.facts(), "anomalies", "congestion_alerts")
+            return _waiting(wait) if wait else html.P(f"no congestion in the last {rng}", className="muted")
+        return _table(["time", "segment", "km/h", "usual", "severity"], rows, "")
 
     @app.callback(Output("infra", "children"), Input("tick", "n_intervals"))
     def _infra(_: int) -> Any:
@@ -487,7 +633,10 @@ def create_app(data: DashboardData) -> Dash:
                 )
         if signals:
             rows.append(["traffic signals", ", ".join(f"{n} {s}" for s, n in sorted(signals.items()))])
-        return _table(["asset", "status"], rows, "no infrastructure readings yet")
+        if not rows:
+            wait = status.events(data.facts(), "infrastructure", "infrastructure readings")
+            return _waiting(wait or Wait("no infrastructure readings yet"))
+        return _table(["asset", "status"], rows, "")
 
     @app.callback(
         Output("system", "children"),
@@ -503,7 +652,12 @@ def create_app(data: DashboardData) -> Dash:
             ["partitions", h.partitions],
             ["under-replicated", h.under_replicated],
             ["events received", f"{data.events_seen:,}"],
-            ["pipeline freshness", "-" if h.pipeline_lag_s is None else f"{h.pipeline_lag_s:.0f} s behind"],
+            [
+                "pipeline freshness",
+                (status.windows(data.facts()) or Wait("-")).headline
+                if h.pipeline_lag_s is None
+                else f"{h.pipeline_lag_s:.0f} s behind",
+            ],
         ]
         rows += [
             [f"in: {t.split('.', 1)[1]}", f"{v:,.0f}/s"] for t, v in sorted(h.throughput.items()) if v > 0

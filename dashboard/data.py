@@ -19,11 +19,14 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from sensors.layout import STREAM, topic
+
+if TYPE_CHECKING:
+    from dashboard.status import Facts
 
 TOPICS = {
     "aggregates": topic("traffic_aggregates"),
@@ -70,13 +73,33 @@ class Health:
     throughput: dict[str, float] = field(default_factory=dict)  # topic -> msgs/s
     lag: dict[str, int] = field(default_factory=dict)  # group -> total lag
     pipeline_lag_s: float | None = None  # now - newest aggregate window end
+    topics: dict[str, int] = field(default_factory=dict)  # topic -> records (sum of end offsets)
 
 
 class DashboardData:
-    def __init__(self, bootstrap: str, history_minutes: int = 360, lookback_ms: int = 3 * 3_600_000) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        history_minutes: int = 360,
+        lookback_ms: int = 3 * 3_600_000,
+        window_ms: int | None = None,
+        watermark_ms: int | None = None,
+    ) -> None:
+        """``window_ms`` / ``watermark_ms``: the Spark jobs' (default: ``pipelines.jobs``'), to
+        tell when their first window is due (:mod:`dashboard.status`)."""
+        from dashboard.status import job_timing
+
+        window, watermark, self.effects_every_s = job_timing()
+        self.window_ms = window_ms or window
+        self.watermark_ms = watermark_ms or watermark
         self.bootstrap = bootstrap
         self.history_minutes = history_minutes
         self.lookback_ms = lookback_ms
+        self.started_ms = int(time.time() * 1000)
+        self.health_checked = False
+        # event times of the sensor events received (the data clock); 0 = none yet
+        self.oldest_event_ms = 0
+        self.newest_event_ms = 0
         self.lock = threading.Lock()
         self.aggregates: dict[str, deque[dict[str, Any]]] = {}
         self.latest_agg: dict[str, dict[str, Any]] = {}
@@ -119,6 +142,9 @@ class DashboardData:
                 ev = _live_decoder.decode(value)
             except msgspec.DecodeError:
                 return
+            self.newest_event_ms = max(self.newest_event_ms, ev.event_time)
+            if ev.event_time < self.oldest_event_ms or not self.oldest_event_ms:
+                self.oldest_event_ms = ev.event_time
             minute = ev.event_time // 60_000 * 60_000
             cur = self.live.get(ev.segment_id)
             if cur is None or cur[0] < minute:
@@ -223,6 +249,7 @@ class DashboardData:
         prev: dict[str, tuple[float, int]] = {}
         while not self._stop.is_set():
             h = Health(throughput=dict(self.health.throughput), lag=dict(self.health.lag))
+            known = self.health.topics
             try:
                 admin = AdminClient(
                     {"bootstrap.servers": self.bootstrap, "logger": _quiet(), "socket.timeout.ms": 3000}
@@ -242,6 +269,7 @@ class DashboardData:
                     for name, tm in md.topics.items():
                         if name.startswith("__"):
                             continue
+                        h.topics[name] = known.get(name, 0)
                         h.partitions += len(tm.partitions)
                         h.under_replicated += sum(
                             1 for p in tm.partitions.values() if len(p.isrs) < len(p.replicas)
@@ -259,6 +287,7 @@ class DashboardData:
                             except Exception:  # a leader moving (cluster failover): skip a round
                                 prev.pop(name, None)
                                 continue
+                            h.topics[name] = end
                             if name in prev and now > prev[name][0]:
                                 h.throughput[name] = max(0.0, (end - prev[name][1]) / (now - prev[name][0]))
                             prev[name] = (now, end)
@@ -277,6 +306,7 @@ class DashboardData:
                 h.error = str(exc) or exc.__class__.__name__
                 h.last_ok = self.health.last_ok
             self.health = h
+            self.health_checked = True
             self._stop.wait(2.0)
 
     @staticmethod
@@ -343,6 +373,37 @@ class DashboardData:
     def infrastructure(self) -> list[dict[str, Any]]:
         with self.lock:
             return sorted(self.infra.values(), key=lambda r: r["sensor_id"])
+
+    def facts(self) -> Facts:
+        """What the empty states are computed from (:mod:`dashboard.status`)."""
+        from dashboard.status import Facts
+
+        h = self.health
+        with self.lock:
+            newest_window = max((r["t"] for r in self.latest_agg.values()), default=None)
+            conditions = frozenset(r.get("condition", "") for q in self.weather.values() for r in q) - {""}
+            return Facts(
+                bootstrap=self.bootstrap,
+                now_ms=int(time.time() * 1000),
+                started_ms=self.started_ms,
+                lookback_ms=self.lookback_ms,
+                window_ms=self.window_ms,
+                watermark_ms=self.watermark_ms,
+                effects_every_s=self.effects_every_s,
+                store_checked=self.health_checked,
+                store_ok=h.store_ok,
+                error=h.error,
+                topics=dict(h.topics),
+                events_seen=self.events_seen,
+                oldest_event_ms=self.oldest_event_ms or None,
+                newest_event_ms=self.newest_event_ms or None,
+                segments_with_windows=len(self.latest_agg),
+                newest_window_ms=newest_window,
+                effects=sum(1 for seg, _ in self.effects if seg == "*"),
+                weather_readings=sum(len(q) for q in self.weather.values()),
+                conditions_seen=conditions,
+                infra_readings=len(self.infra),
+            )
 
     def sensor(self, sensor_id: str) -> dict[str, Any] | None:
         raw = self.sensors.get(sensor_id)
