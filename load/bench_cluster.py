@@ -7,11 +7,17 @@ first produce call to the last acknowledgement; the same on a single broker for 
 Every broker, the follower fetchers and the client share the machine's cores.
 
 **(b) Failover.** A producer writes at a fixed rate (2,000 msgs/s, acks=all, idempotent) to a
-3-partition topic; the broker leading partition 0 is SIGKILLed. Figures: the longest gap
-between two consecutive acknowledgements of partition 0 (the unavailability a producer sees: fencing
-after ``broker.session.timeout.ms`` + a new leader + the client's metadata refresh), and an
-audit: every acknowledged message is then read back exactly once (lost and duplicated counts,
-both must be 0). Runs with the default session timeout (9 s) and a short one (2 s).
+3-partition topic; the broker leading partition 0 is SIGKILLed (a crash) or SIGTERMed (a stop:
+controlled shutdown hands its leaderships over). Figures: the longest gap between two
+consecutive acknowledgements of partition 0 (the unavailability a producer sees: for a crash,
+fencing after ``broker.session.timeout.ms`` + a new leader + the client's metadata refresh),
+and an audit: every acknowledged message is then read back exactly once (lost and duplicated
+counts, both must be 0). Crashes with the default session timeout (3 s) and Kafka's (9 s); a
+stop with the default.
+
+**(c) Stopping under load.** While a producer writes (acks=all, idempotent), each broker in
+turn is sent SIGTERM and restarted, 20 times (5 with ``--quick``): the time from the signal to
+the process's exit (goal: at most 5 s each), its exit code and its "stopped cleanly" line.
 
 Usage::
 
@@ -21,7 +27,9 @@ Usage::
 from __future__ import annotations
 
 import itertools
+import signal
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -78,10 +86,13 @@ def throughput(root: Path, n: int) -> dict[str, Any]:
     return out
 
 
-def failover(root: Path, session_ms: int, rate: int = 2000, seconds: float = 12.0) -> dict[str, Any]:
+def failover(
+    root: Path, session_ms: int, how: str = "kill", rate: int = 2000, seconds: float = 12.0
+) -> dict[str, Any]:
     from confluent_kafka import Consumer, Producer
 
-    with ClusterProcesses(root / f"fo-{session_ms}", 3, {"broker.session.timeout.ms": session_ms}) as c:
+    overrides = {"broker.session.timeout.ms": session_ms}
+    with ClusterProcesses(root / f"fo-{how}-{session_ms}", 3, overrides) as c:
         create_topic(c.bootstrap, "fo", 3, 3, {"min.insync.replicas": "2"}, 30)
         client = admin(c.bootstrap)
         leader = client.list_topics("fo", timeout=10).topics["fo"].partitions[0].leader
@@ -103,7 +114,8 @@ def failover(root: Path, session_ms: int, rate: int = 2000, seconds: float = 12.
         ):
             now = time.monotonic()
             if not killed_t and now >= t0 + seconds / 3:
-                next(b for b in c.brokers if b.node_id == leader).kill()
+                victim = next(b for b in c.brokers if b.node_id == leader)
+                victim.signal(signal.SIGTERM if how == "term" else signal.SIGKILL)
                 killed_t = now
             while i < (now - t0) * rate:
                 p.produce("fo", key=str(i).encode(), value=b"v" * 100, partition=i % 3, on_delivery=cb)
@@ -115,7 +127,11 @@ def failover(root: Path, session_ms: int, rate: int = 2000, seconds: float = 12.
         acks_p0.sort()
         gap = max((b - a for a, b in itertools.pairwise(acks_p0)), default=float("nan"))
         new_leader = client.list_topics("fo", timeout=10).topics["fo"].partitions[0].leader
-        conf = {"group.id": f"audit-{session_ms}", "auto.offset.reset": "earliest", "logger": quiet_logger()}
+        conf = {
+            "group.id": f"audit-{how}-{session_ms}",
+            "auto.offset.reset": "earliest",
+            "logger": quiet_logger(),
+        }
         consumer = Consumer({"bootstrap.servers": c.bootstrap, **conf})
         consumer.subscribe(["fo"])
         seen: set[bytes] = set()
@@ -132,6 +148,7 @@ def failover(root: Path, session_ms: int, rate: int = 2000, seconds: float = 12.
         wait_for(all_seen, 60, 0, "every acknowledged message to be read back")
         consumer.close()
         return {
+            "signal": "SIGTERM" if how == "term" else "SIGKILL",
             "broker_session_timeout_ms": session_ms,
             "rate_msgs_s": rate,
             "produced": i,
@@ -145,6 +162,55 @@ def failover(root: Path, session_ms: int, rate: int = 2000, seconds: float = 12.
         }
 
 
+def stopping(root: Path, times: int) -> dict[str, Any]:
+    """SIGTERM each broker in turn under acks=all traffic; seconds from the signal to the exit."""
+    from confluent_kafka import Producer
+
+    with ClusterProcesses(root / "stop", 3) as c:
+        create_topic(c.bootstrap, "st", 6, 3, {"min.insync.replicas": "2"}, 30)
+        conf = {"acks": "all", "enable.idempotence": True, "linger.ms": 5, "logger": quiet_logger()}
+        p = Producer({"bootstrap.servers": c.bootstrap, **conf})
+        stop = threading.Event()
+        failures: list[str] = []
+
+        def write() -> None:
+            while not stop.is_set():
+                try:
+                    p.produce(
+                        "st", b"v" * 100, on_delivery=lambda e, _m: e is None or failures.append(str(e))
+                    )
+                except BufferError:
+                    pass
+                p.poll(0.001)
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        exits: list[float] = []
+        clean = 0
+        try:
+            for n in range(times):
+                b = c.brokers[n % len(c.brokers)]
+                t0 = time.monotonic()
+                b.signal(signal.SIGTERM)
+                assert b.proc is not None
+                code = b.proc.wait(30)
+                exits.append(time.monotonic() - t0)
+                clean += code == 0 and "stopped cleanly" in b.tail(5)
+                b.start(60)
+                c.wait_registered(len(c.brokers))
+        finally:
+            stop.set()
+            writer.join(10)
+            p.flush(60)
+        return {
+            "stops": times,
+            "sigterm_to_exit_max_s": round(max(exits), 2),
+            "sigterm_to_exit_median_s": round(sorted(exits)[len(exits) // 2], 2),
+            "stopped_cleanly": clean,
+            "delivery_failures": len(failures),
+        }
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser("cluster", __doc__, "50k messages instead of 200k", None).parse_args(argv)
 
@@ -155,7 +221,12 @@ def main(argv: list[str] | None = None) -> int:
                 "machine": machine,
                 "command": machine["command"],
                 "throughput": throughput(Path(tmp), 50_000 if args.quick else 200_000),
-                "failover": [failover(Path(tmp), 9000), failover(Path(tmp), 2000)],
+                "failover": [
+                    failover(Path(tmp), 3000),
+                    failover(Path(tmp), 9000),
+                    failover(Path(tmp), 3000, how="term"),
+                ],
+                "stopping": stopping(Path(tmp), 5 if args.quick else 20),
             }
 
     def render(doc: dict[str, Any], console: Console) -> None:

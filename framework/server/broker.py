@@ -44,6 +44,7 @@ log = logging.getLogger("sftraffic.broker")
 
 SHUTDOWN_S = 5.0  # SIGTERM to exit, at most (then force_stop)
 CONTROLLED_SHUTDOWN_S = 3.0  # of which handing over leaderships, at most
+COMMIT_ANNOUNCE_S = 0.25  # a stopping controller's last AppendEntries rounds (every 0.1 s)
 
 
 def split_host_port(text: str, what: str = "listener") -> tuple[str, int]:
@@ -219,6 +220,11 @@ class Broker:
         except (TimeoutError, StoreError) as exc:
             log.warning("broker %d: controlled shutdown incomplete (%s); stopping anyway", self.node_id, exc)
             return
+        if quorum.is_controller:
+            # the other brokers apply the change when the leader's next AppendEntries tells them
+            # it is committed: let that go out (the ticker runs meanwhile) before the quorum
+            # loses its leader, or they would wait for a new election (~2 s) to learn it
+            await asyncio.sleep(COMMIT_ANNOUNCE_S)
         self.replicas.reconcile()  # the new leaders take over here too, before the listener closes
         left = [
             f"{p.topic}-{p.index}" for p in self.replicas.all_partitions() if p.is_leader and p.replicated
