@@ -43,7 +43,10 @@ class WireClient:
                 f"cannot reach a broker at {self.addr[0]}:{self.addr[1]} ({exc.strerror or exc}); "
                 "is it running? start one with `sftraffic broker` or `sftraffic up`"
             ) from None
-        resp = self._call(ApiVersionsRequest(), 3, ApiVersionsResponse)
+        # Kafka refuses (INVALID_REQUEST, no api keys) an ApiVersions v3+ whose client software
+        # name or version is empty or not [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?
+        hello = ApiVersionsRequest(client_software_name="sftraffic", client_software_version="1")
+        resp = self._call(hello, 3, ApiVersionsResponse)
         if resp.error_code == ErrorCode.UNSUPPORTED_VERSION:
             resp = self._call(ApiVersionsRequest(), 0, ApiVersionsResponse)
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
