@@ -1,16 +1,18 @@
 """Produce validation benchmark: what walking every produced batch's records costs (the leader's
 ``records.check_records``, Kafka's LogValidator), end to end and per batch, in one run.
 
-1. **End to end, side by side**: our broker from this checkout (``ours``: records validated) and
+1. **End to end, side by side**: our broker from this checkout (``ours``: records validated, by
+   the walk this install built: compiled by mypyc or pure Python, see ``config.walk``) and
    from another checkout (``ours-baseline``, ``--baseline-src DIR``: a ``git worktree`` of the
    commit before validation), both running at once; every phase runs on each in turn, the order
    rotating per repetition (``load.harness.runner.rotation``). A phase: confluent-kafka produces
    ``--count`` JSON sensor events (~190 bytes, 1,000 keys) to one partition with
-   ``compression.type`` lz4 or zstd, acks=1, linger 5 ms, 1 MB batches, from the first
+   ``compression.type`` lz4, zstd or none, acks=1, linger 5 ms, 1 MB batches, from the first
    ``produce()`` to the end of ``flush()``. Figures per system and codec (medians over the
    repetitions, with min/max): msgs/s, MB/s of values, broker CPU µs/msg (until idle after the
-   phase), client CPU, the share of the machine other processes took. Goal: with validation
-   >= 0.8x the throughput without, for each codec.
+   phase), client CPU, the share of the machine other processes took. Goals, for each codec:
+   with validation >= 0.8x the throughput without, and at most 0.2 µs more broker CPU per
+   message (decompressing lz4/zstd batches, which the broker did not do before, takes ~0.12).
 2. **In process, per batch**: the same events encoded as batches (``records.build_batch``,
    the codec, 500 and 4,000 records per batch), timed one batch at a time (medians): the
    record check alone (decompress + walk), the append path without it (header/CRC check +
@@ -18,8 +20,14 @@
    ``Log.append_as_leader`` (both). ``append / append_as_leader`` is the throughput ratio of a
    broker bound by its own CPU, which the client on a 2-core machine hides end to end.
 
+3. **The walk alone, per record**: the same batches' records sections (decompressed) walked by
+   ``framework.protocol.record_walk`` as built (the mypyc extension) and by the same module run
+   from its source as Python, and ``records.check_records`` (copy/decompress + walk) with each,
+   per record (medians). Goal: the compiled walk well under 0.2 µs per record (0.1).
+
 ``--profile`` records ``py-spy`` on ``ours`` during its lz4 phase of the last repetition and
-reports where the samples fall (``framework/`` frames).
+reports where the samples fall (``framework/`` frames). py-spy sees Python frames only: the
+compiled walk's time shows as ``check_records``'s own (the pure walk's as ``record_walk.walk``).
 
 Usage::
 
@@ -34,17 +42,22 @@ Without ``--baseline-src`` only ``ours`` runs (no ratio, the goals say n/a).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
 import json
 import random
 import re
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from rich.console import Console
 
+from framework.protocol import record_walk
 from framework.protocol import records as rb
 from framework.storage.log import Log
 from framework.storage.log_config import LogConfig
@@ -56,8 +69,12 @@ from load.harness.runner import Processes, rotation, run_main
 from load.harness.stats import median, spread
 from load.peers import OursLauncher, Server
 
-CODECS = ("lz4", "zstd")
+CODECS = ("lz4", "zstd", "none")
 GOAL_RATIO = 0.8
+# broker CPU per message that validation adds (with - without): the walk, and for compressed
+# batches their decompression, which the broker did not do before (Kafka's validator does)
+GOAL_ADDED_CPU_US = 0.2
+GOAL_WALK_US = 0.1  # the compiled walk, µs per record ("well under 0.2")
 KEYS = 1000
 VALUES = 4096  # distinct values cycled through (generating one per message would cost more than the broker)
 MB = 1_000_000
@@ -153,7 +170,8 @@ def end_to_end(
                 prof = None
                 if profile_dir is not None and name == "ours" and codec == "lz4" and rep == cfg["reps"]:
                     assert s.pid is not None
-                    prof = Profiler(s.pid, profile_dir / "ours-lz4.txt", focus=("framework/",))
+                    out = profile_dir / "ours-lz4.txt"
+                    prof = Profiler(s.pid, out, None, PROFILE_RATE, focus=("framework/",))
                 res = measure_produce(s, topic, codec, cfg["count"], values)
                 if prof is not None:
                     profile = prof.summary()
@@ -167,10 +185,16 @@ def end_to_end(
     return runs, profile
 
 
+PROFILE_RATE = 250  # samples/s (py-spy's default 100 leaves a phase of ~1 s with a few dozen)
+
 # where the broker's time goes in the profile: inclusive shares of these functions' frames
 PROFILE_PARTS = {
-    "record walk (records._walk, _record)": ("_walk (framework/protocol/records.py", "_record (framework/"),
+    "record check (records.check_records: decompress, copy, walk)": ("check_records (framework/",),
     "decompression (records._inflate)": ("_inflate (framework/protocol/records.py",),
+    "record walk as Python (record_walk.walk, parse_record)": (
+        "walk (framework/protocol/record_walk.py",
+        "parse_record (framework/",
+    ),
     "header + CRC (validate_batches)": ("validate_batches (framework/",),
     "segment write (LogSegment.append)": ("LogSegment.append (framework/",),
     "request decode (codec)": ("framework/protocol/codec.py",),
@@ -203,16 +227,23 @@ def _quiet(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return quiet or runs
 
 
+def _rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
 def summarise(runs: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, by_codec in runs.items():
         for codec, rs in by_codec.items():
             use = _quiet(rs)
+            cpu = spread(r["broker_cpu_us_per_msg"] for r in use)
+            if cpu is not None:  # an even count's median is a mean: 0.16999999999999998
+                cpu["median"] = round(cpu["median"], 3)
             out.setdefault(name, {})[codec] = {
                 "msgs_s": spread(r["msgs_s"] for r in use),
-                "mb_s": median(r["mb_s"] for r in use),
-                "broker_cpu_us_per_msg": spread(r["broker_cpu_us_per_msg"] for r in use),
-                "client_cores": median(r["client_cores"] for r in use),
+                "mb_s": _rounded(median(r["mb_s"] for r in use), 2),
+                "broker_cpu_us_per_msg": cpu,
+                "client_cores": _rounded(median(r["client_cores"] for r in use), 2),
                 "reps_used": len(use),
             }
     return out
@@ -230,6 +261,7 @@ def ratios(summary: dict[str, Any]) -> dict[str, Any]:
         out[codec] = {
             "throughput": None if tp is None else round(tp, 3),
             "broker_cpu_per_msg": None if cpu is None else round(cpu, 2),
+            "broker_cpu_added_us": round(ca["median"] - cb["median"], 3) if ca and cb else None,
             # what the throughput ratio would be with the broker, not the client, at 100 % CPU
             "broker_bound_throughput": None if not cpu else round(1 / cpu, 3),
         }
@@ -292,10 +324,73 @@ def per_batch(values: list[bytes], batches: int) -> list[dict[str, Any]]:
     return out
 
 
+# -- 3. the walk alone, per record: compiled vs the same module as Python -------------------------
+def walk_builds() -> dict[str, ModuleType]:
+    """``compiled`` (the extension, when this install built it) and ``pure`` (record_walk.py run
+    from its source under another name, whatever is installed)."""
+    source = Path(rb.__file__).with_name("record_walk.py")
+    spec = importlib.util.spec_from_file_location("framework.protocol._record_walk_source", source)
+    assert spec is not None and spec.loader is not None
+    pure = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pure)
+    return ({"compiled": record_walk} if record_walk.COMPILED else {}) | {"pure": pure}
+
+
+@contextlib.contextmanager
+def walking_with(module: ModuleType) -> Iterator[None]:
+    """``records.check_records`` walks with ``module`` meanwhile."""
+    saved, rb.record_walk = rb.record_walk, module
+    try:
+        yield
+    finally:
+        rb.record_walk = saved
+
+
+def walk_per_record(values: list[bytes], batches: int) -> list[dict[str, Any]]:
+    """µs per record of the walk alone and of check_records, with each build of the walk."""
+    out = []
+    now = int(time.time() * 1000)
+    # the broker's window with the default message.timestamp.before/after.max.ms (Long.MAX_VALUE)
+    window = {"min_timestamp": now - rb.LONG_MAX, "max_timestamp": now + rb.LONG_MAX}
+    builds = walk_builds()
+    for codec in CODECS:
+        for n in BATCH_RECORDS:
+            encoded = []
+            for b in range(batches):
+                recs = [(KEY_BYTES[(b * n + i) % KEYS], values[(b * n + i) % len(values)]) for i in range(n)]
+                encoded.append(rb.build_batch(recs, timestamp_ms=now, compression=rb.CODECS_BY_NAME[codec]))
+            row: dict[str, Any] = {"codec": codec, "records_per_batch": n}
+            for name, module in builds.items():
+                walk, check = [], []
+                with walking_with(module):
+                    for data in encoded:
+                        mv = memoryview(bytearray(data))
+                        h = rb.read_header(mv)
+                        body = rb.decompress(h.compression, mv[rb.HEADER_SIZE :])
+                        ts = h.base_timestamp
+                        t0 = time.perf_counter()
+                        module.walk(body, 0, len(body), n, ts, rb.LONG_MIN, h.max_timestamp, True)
+                        t1 = time.perf_counter()
+                        rb.check_records(mv, 0, h, require_key=True, **window)
+                        check.append(time.perf_counter() - t1)
+                        walk.append(t1 - t0)
+                row[f"walk_{name}_us"] = round(statistics.median(walk) * 1e6 / n, 4)
+                row[f"check_{name}_us"] = round(statistics.median(check) * 1e6 / n, 4)
+            if "compiled" in builds:
+                row["walk_speedup"] = round(row["walk_pure_us"] / row["walk_compiled_us"], 1)
+            out.append(row)
+            log(
+                f"{codec:4} {n:5} records/batch, µs/record: "
+                + ", ".join(f"{k} {v}" for k, v in row.items() if k.endswith(("_us", "speedup")))
+            )
+    return out
+
+
 # -- the run -------------------------------------------------------------------------------------------
 def run(args: argparse.Namespace) -> dict[str, Any]:
     cfg = sized(args, {"count": (500_000, 100_000, 20_000), "reps": (3, 2, 1), "batches": (40, 15, 3)})
     doc = document("validation", args, cfg | {"codecs": list(CODECS), "baseline_src": args.baseline_src})
+    doc["config"]["walk"] = "compiled (mypyc)" if record_walk.COMPILED else "pure Python"
     values = sensor_events()
     doc["config"]["value_bytes_mean"] = round(sum(map(len, values)) / len(values), 1)
     launchers = [OursLauncher()] + ([OursLauncher(args.baseline_src)] if args.baseline_src else [])
@@ -324,6 +419,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             ]
     log("per batch, in this process ...")
     doc["per_batch"] = per_batch(values, cfg["batches"])
+    log("the walk alone, per record, in this process ...")
+    doc["walk"] = walk_per_record(values, cfg["batches"])
     doc["goals"] = [
         verdict(
             f"{codec} produce throughput with validation / without",
@@ -332,7 +429,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             True,
         )
         for codec in CODECS
+    ] + [
+        verdict(
+            f"{codec} broker CPU µs per message added by validation (with - without)",
+            doc["ratios"].get(codec, {}).get("broker_cpu_added_us"),
+            GOAL_ADDED_CPU_US,
+            False,
+        )
+        for codec in CODECS
     ]
+    compiled = [r["walk_compiled_us"] for r in doc["walk"] if "walk_compiled_us" in r]
+    worst = max(compiled, default=None)
+    doc["goals"].append(verdict("record walk, compiled, µs/record (worst case)", worst, GOAL_WALK_US, False))
     return doc
 
 
@@ -360,7 +468,8 @@ def render(doc: dict[str, Any], console: Console) -> None:
     for codec, r in doc["ratios"].items():
         console.print(
             f"{codec}: ours/ours-baseline throughput {r['throughput']}, broker CPU per message "
-            f"{r['broker_cpu_per_msg']}x (a broker-bound run would get {r['broker_bound_throughput']}x)"
+            f"{r['broker_cpu_per_msg']}x, +{r.get('broker_cpu_added_us')} µs (a broker-bound run would "
+            f"get {r['broker_bound_throughput']}x)"
         )
     rows = [
         (
@@ -377,6 +486,21 @@ def render(doc: dict[str, Any], console: Console) -> None:
     ]
     cols = "codec|>records|>batch bytes|>check µs|>µs/record|>append without µs|>append_as_leader µs|>ratio"
     console.print(table("per batch, in process (medians)", cols, *rows))
+    rows = [
+        (
+            r["codec"],
+            r["records_per_batch"],
+            r.get("walk_compiled_us", "-"),
+            r["walk_pure_us"],
+            r.get("walk_speedup", "-"),
+            r.get("check_compiled_us", "-"),
+            r["check_pure_us"],
+        )
+        for r in doc.get("walk", [])
+    ]
+    cols = "codec|>records|>walk compiled|>walk pure|>speed-up|>check_records compiled|>check_records pure"
+    title = f"µs per record, in process (medians); ours ran the walk {doc['config'].get('walk')}"
+    console.print(table(title, cols, *rows))
     print_goals(console, doc["goals"])
     prof = doc.get("profile")
     if prof and prof.get("parts"):

@@ -4,6 +4,9 @@ Each test damages one field of an otherwise valid batch and recomputes the CRC, 
 record walk can catch it: the record count, an offset delta, a length or varint, a
 timestamp, a missing key on a compacted topic, a truncated or garbage compressed body (every
 codec). A batch that passes the walk must decode on the cold path too.
+
+Every test runs twice: on the mypyc-compiled walk and on the same module as Python
+(``walk_impl``, conftest.py), which must agree to the message.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from framework.protocol.records import HEADER_SIZE, InvalidBatch, check_records,
 
 NOW = 1_700_000_000_000
 CODECS = [rb.GZIP, rb.SNAPPY, rb.LZ4, rb.ZSTD]
+
+pytestmark = pytest.mark.usefixtures("walk_impl")
 
 
 # -- building batches field by field ---------------------------------------------------------
@@ -375,23 +380,24 @@ def test_any_single_byte_change_is_refused_or_still_decodes(where: int, value: i
 
 # -- the inline fast path agrees with the full parse of every record --------------------------------
 def _walk_slowly(b: bytes, count: int, lo: int, hi: int, require_key: bool) -> object:
-    """What :func:`records._walk` must answer, from :func:`records._record` alone."""
+    """What :func:`record_walk.walk` must answer, from :func:`record_walk.parse_record` alone."""
+    walk = rb.record_walk
     flagged: list[tuple[int, int]] = []
     pos = 0
     try:
         for i in range(count):
-            pos = rb._record(b, pos, len(b), i, count, NOW, lo, hi, require_key, flagged)
+            pos = walk.parse_record(b, pos, len(b), i, count, NOW, lo, hi, require_key, flagged)
         if pos != len(b):
-            raise rb._invalid(f"{len(b) - pos} bytes after the batch's {count} records")
-    except InvalidBatch as exc:
+            raise walk.MalformedRecords(f"{len(b) - pos} bytes after the batch's {count} records")
+    except walk.MalformedRecords as exc:
         return str(exc)
     return flagged or None
 
 
 def _walk_fast(b: bytes, count: int, lo: int, hi: int, require_key: bool) -> object:
     try:
-        return rb._walk(b, 0, len(b), count, NOW, lo, hi, require_key)
-    except InvalidBatch as exc:
+        return rb.record_walk.walk(b, 0, len(b), count, NOW, lo, hi, require_key)
+    except rb.record_walk.MalformedRecords as exc:
         return str(exc)
 
 
