@@ -172,6 +172,12 @@ def test_elect_leaders_moves_leadership_to_the_preferred_replica(tmp_path: Path)
         c.stop()
 
 
+def led_view_or_offline(b: Any, topic: str, part: int) -> int:
+    """The partition's leader as broker ``b`` reports it (-1: offline, -2: topic not listed)."""
+    view = partitions_of(b, topic)
+    return -2 if view is None else view[part][0]
+
+
 def _offline_with_stale_follower(tmp_path: Path, unclean: str) -> tuple[ClusterProcesses, str, int]:
     """Partition 0 on [1, 2]: broker 2 stopped, more records acknowledged by 1 alone (the ISR
     shrank to [1]), then 1 killed and 2 restarted: no in-sync replica is alive."""
@@ -218,6 +224,8 @@ def test_without_unclean_election_the_partition_stays_offline_until_an_in_sync_r
 ) -> None:
     c, topic, part = _offline_with_stale_follower(tmp_path, "false")
     try:
+        # broker 1 is fenced once the controller has not heard from it for the session timeout
+        wait_for(lambda: led_view_or_offline(c.brokers[1], topic, part) == -1, 30, 0.1, "partition offline")
         deadline = time.monotonic() + 5  # several controller rounds
         while time.monotonic() < deadline:
             view = partitions_of(c.brokers[1], topic)
