@@ -90,6 +90,22 @@ def split_json(tagged: DataFrame) -> tuple[DataFrame, DataFrame]:
     return good, bad
 
 
+def in_event_range(tagged: DataFrame, from_ms: int | None, until_ms: int | None) -> DataFrame:
+    """Keep the events of :func:`tag_json` whose ``event_time`` is in ``[from_ms, until_ms)``
+    (either bound may be None) and every dead letter (they have no trusted event time).
+
+    How a backfill and the live jobs split the work: the batch over ``[from, until)``, the
+    streaming queries from ``until`` on, so a window is computed by one side only."""
+    if from_ms is None and until_ms is None:
+        return tagged
+    ok = F.lit(True)
+    if from_ms is not None:
+        ok = ok & (F.col("e.event_time") >= F.lit(from_ms))
+    if until_ms is not None:
+        ok = ok & (F.col("e.event_time") < F.lit(until_ms))
+    return tagged.where(F.col("reason").isNotNull() | ok)
+
+
 def parse_json(
     raw: DataFrame, schema: StructType, required: tuple[str, ...], fields: tuple[str, ...] | None = None
 ) -> tuple[DataFrame, DataFrame]:
@@ -168,19 +184,40 @@ def traffic_with_weather(
         F.count(F.lit(1)).alias("volume"),
         F.avg("speed_kmh").alias("mean_speed_kmh"),
     )
-    wa = w.groupBy(F.window("event_ts", window).alias("ww"), F.col("station").alias("w_station")).agg(
+    wa = _weather_windows(w, window)
+    joined = ta.join(wa, (ta.station == wa.w_station) & (ta.w == wa.ww), "inner")
+    return _joined_columns(joined, F.col("w.start"), F.col("w.end"), F.round("mean_speed_kmh", 2))
+
+
+def aggregates_with_weather(
+    aggs: DataFrame, weather: DataFrame, segment_stations: DataFrame, window: str = "1 minute"
+) -> DataFrame:
+    """:func:`traffic_with_weather` for a batch that already has :func:`traffic_aggregates`:
+    the same rows, from the aggregates instead of a second pass over every vehicle (a
+    segment's station is fixed, so its windows are the same groups)."""
+    a = aggs.join(F.broadcast(segment_stations), "segment_id")
+    wa = _weather_windows(weather, window)
+    joined = a.join(wa, (a.station == wa.w_station) & (a.window_start == wa.ww.start), "inner")
+    return _joined_columns(joined, F.col("window_start"), F.col("window_end"), F.col("mean_speed_kmh"))
+
+
+def _weather_windows(weather: DataFrame, window: str) -> DataFrame:
+    """Per station and window: the worst condition, mean precipitation and visibility."""
+    return weather.groupBy(F.window("event_ts", window).alias("ww"), F.col("station").alias("w_station")).agg(
         F.max(_severity(F.col("condition"))).alias("severity"),
         F.avg("precipitation_mm_h").alias("precipitation_mm_h"),
         F.avg("visibility_m").alias("visibility_m"),
     )
-    joined = ta.join(wa, (ta.station == wa.w_station) & (ta.w == wa.ww), "inner")
+
+
+def _joined_columns(joined: DataFrame, start: Column, end: Column, mean_speed: Column) -> DataFrame:
     return joined.select(
         "segment_id",
         "station",
-        F.col("w.start").alias("window_start"),
-        F.col("w.end").alias("window_end"),
+        start.alias("window_start"),
+        end.alias("window_end"),
         "volume",
-        F.round("mean_speed_kmh", 2).alias("mean_speed_kmh"),
+        mean_speed.alias("mean_speed_kmh"),
         _condition_of(F.col("severity")).alias("condition"),
         F.round("precipitation_mm_h", 2).alias("precipitation_mm_h"),
         F.round("visibility_m", 0).alias("visibility_m"),
@@ -244,6 +281,8 @@ def segment_stations(spark: Any) -> DataFrame:
 # -- statistics of the weather effect (pure pandas: small inputs after aggregation) ----------
 
 RAIN_REGIMES = ("fog", "rain", "heavy_rain")
+ROBUST_ITERATIONS = 5
+TUKEY_C = 4.685
 
 
 def estimate_weather_effects(df: pd.DataFrame, min_volume: int = 2) -> pd.DataFrame:
@@ -258,8 +297,11 @@ def estimate_weather_effects(df: pd.DataFrame, min_volume: int = 2) -> pd.DataFr
       distribution over cells.
     * ``ols_factor``: regression of log(speed) on regime dummies with a fixed effect and a
       linear time trend per (segment, hour) cell (Frisch-Waugh within estimator), weighted by
-      volume; exp(coefficient) with its 95 % CI. This is the estimate to read: it also removes
-      the congestion change within an hour that biases the simple ratio.
+      volume and made robust with Tukey's biweight (iteratively reweighted): windows far below
+      the fit, mostly an incident's slowdown spreading upstream after the weather that made it
+      likelier has passed, get no weight. exp(coefficient) with its 95 % CI (from the final
+      weighted fit). This is the estimate to read: it also removes the congestion change within
+      an hour that biases the simple ratio.
     * ``congestion_delta``: share of windows at < 50 % of the cell's clear speed, regime minus
       clear (a proxy for incident rates).
     * ``precip_corr``: Pearson correlation of precipitation and the speed ratio.
@@ -294,25 +336,41 @@ def estimate_weather_effects(df: pd.DataFrame, min_volume: int = 2) -> pd.DataFr
         w = free["volume"].to_numpy(dtype=float)
         y = free["log_speed"].to_numpy()
         mnt = free["minute"].to_numpy()
-        sw_g = np.bincount(g, weights=w)
-        m_bar = np.bincount(g, weights=w * mnt) / np.maximum(sw_g, 1e-9)
-        mc = mnt - m_bar[g]
-        var_g = np.bincount(g, weights=w * mc * mc)
 
-        def residual(v: np.ndarray) -> np.ndarray:
-            v_bar = np.bincount(g, weights=w * v) / np.maximum(sw_g, 1e-9)
-            vc = v - v_bar[g]
-            slope = np.bincount(g, weights=w * mc * vc) / np.where(var_g > 1e-12, var_g, np.inf)
-            return vc - slope[g] * mc
+        def within(wt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            """y and x with each cell's weighted mean and linear time trend removed."""
+            sw_g = np.bincount(g, weights=wt)
+            m_bar = np.bincount(g, weights=wt * mnt) / np.maximum(sw_g, 1e-9)
+            mc = mnt - m_bar[g]
+            var_g = np.bincount(g, weights=wt * mc * mc)
 
-        yd = residual(y)
-        xd = np.column_stack([residual(x[:, k]) for k in range(x.shape[1])])
-        sw = np.sqrt(w)
-        beta, *_ = np.linalg.lstsq(xd * sw[:, None], yd * sw, rcond=None)
-        resid = yd - xd @ beta
-        dof = max(1, len(yd) - len(regimes) - 2 * (int(g.max()) + 1))
-        sigma2 = float((w * resid**2).sum() / dof)
-        xtx = (xd * w[:, None]).T @ xd
+            def residual(v: np.ndarray) -> np.ndarray:
+                v_bar = np.bincount(g, weights=wt * v) / np.maximum(sw_g, 1e-9)
+                vc = v - v_bar[g]
+                slope = np.bincount(g, weights=wt * mc * vc) / np.where(var_g > 1e-12, var_g, np.inf)
+                return vc - slope[g] * mc
+
+            return residual(y), np.column_stack([residual(x[:, k]) for k in range(x.shape[1])])
+
+        # Tukey's biweight by iteratively reweighted least squares: windows far below the fit
+        # (an incident's slowdown spilling upstream, which outlasts the shower that raised the
+        # incident rate) get weight 0 instead of pulling their regime's estimate
+        rw = np.ones_like(w)
+        for _ in range(ROBUST_ITERATIONS + 1):
+            wt = w * rw
+            yd, xd = within(wt)
+            sw = np.sqrt(wt)
+            beta, *_ = np.linalg.lstsq(xd * sw[:, None], yd * sw, rcond=None)
+            resid = yd - xd @ beta
+            u = resid * np.sqrt(w)
+            scale = float(np.median(np.abs(u[rw > 0]))) / 0.6745
+            if scale <= 0:
+                break
+            z = u / (TUKEY_C * scale)
+            rw = np.where(np.abs(z) < 1, (1 - z * z) ** 2, 0.0)
+        dof = max(1, int((wt > 0).sum()) - len(regimes) - 2 * (int(g.max()) + 1))
+        sigma2 = float((wt * resid**2).sum() / dof)
+        xtx = (xd * wt[:, None]).T @ xd
         cov = sigma2 * np.linalg.pinv(xtx)
         for k, r in enumerate(regimes):
             se = float(np.sqrt(max(cov[k, k], 0.0)))

@@ -1,18 +1,33 @@
-"""``sftraffic sensors``: run the simulated fleet against a store (direct or over MQTT)."""
+"""``sftraffic sensors``: run the simulated fleet against a store (direct or over MQTT).
+
+Live (the default): event time is the wall clock. A replay: ``--from``/``--until`` (or
+``--duration``) pick the simulated period and ``--speed`` how fast it runs, ``max`` as fast as
+the store takes it; e.g. the last six hours as a backfill, then exit::
+
+    sftraffic sensors --from -6h --until now --speed max --sample 20
+
+``--catch-up`` ties the simulated clock to the wall clock: from a past ``--from`` the fleet
+runs as fast as it can until it reaches now, then live (``sftraffic up`` continues a backfill
+this way). ``--progress`` prints a machine-readable line a second (events, simulated time).
+"""
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
 import multiprocessing as mp
+import re
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from framework.cli.common import add_bootstrap, ensure_reachable, require_modules
 
 require_modules("numpy", "msgspec", "paho")  # the fleet, its encoder, MQTT devices
+
+PROGRESS = "sensors progress:"  # the line --progress prints (sftraffic up reads it)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -28,12 +43,33 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     p.add_argument("--mqtt", default="127.0.0.1:1883", metavar="HOST:PORT", help="MQTT broker for --via mqtt")
     p.add_argument(
-        "--speed", type=float, default=1.0, help="simulated seconds per wall second (0 = as fast as possible)"
+        "--speed",
+        type=parse_speed,
+        default=1.0,
+        help="simulated seconds per wall second (0 or max = as fast as possible)",
     )
     p.add_argument(
-        "--start", help="simulated start, ISO 8601 (default: now); e.g. 2026-11-18T00:00 replays that day"
+        "--start",
+        "--from",
+        dest="start",
+        help="simulated start: ISO 8601 (San Francisco time when no zone), epoch ms, now, or relative "
+        "to now such as -6h (default: now); e.g. 2026-11-18T00:00 replays that day",
     )
+    p.add_argument("--until", help="simulated end (exclusive), the same forms as --from; or --duration")
     p.add_argument("--duration", type=float, help="simulated seconds to run (default: until Ctrl-C)")
+    p.add_argument(
+        "--catch-up",
+        action="store_true",
+        help="simulated time = wall clock: a past --from is generated at full speed until now, then live",
+    )
+    p.add_argument(
+        "--tick",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="simulated seconds per step of the model (default 1; a replay may take 5: the same "
+        "events, each step's vehicles spread over it, a fifth of the per-step work)",
+    )
     p.add_argument("--seed", type=int, default=42)
     p.add_argument(
         "--rain-share", type=float, default=0.25, help="share of time it rains (weather ground truth)"
@@ -41,42 +77,144 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument(
         "--volume-scale", type=float, default=1.0, help="scale traffic volumes (e.g. 0.2: a light day)"
     )
+    p.add_argument(
+        "--showcase",
+        metavar="FROM,UNTIL",
+        help="a showery spell with coastal fog banks over this period (every weather regime within "
+        "hours; sensors.model.showcase_weather); FROM and UNTIL as --from",
+    )
+    p.add_argument(
+        "--sample",
+        type=int,
+        default=1,
+        help="simulate every N-th pavement sensor of the fleet (a lighter replay: 1/N of the vehicles)",
+    )
     p.add_argument("--partitions", type=int, default=6, help="partitions of topics created if missing")
     p.add_argument("--workers", type=int, default=1, help="processes sharing the fleet (direct mode)")
     p.add_argument("--prefix", default="", help="prefix of pavement-sensor ids (keeps two fleets apart)")
     p.add_argument(
         "--no-infrastructure", action="store_true", help="pavement sensors only (no weather/infra)"
     )
+    p.add_argument(
+        "--no-assets", action="store_true", help="no infrastructure assets (weather stations still report)"
+    )
+    p.add_argument(
+        "--seq-state",
+        type=Path,
+        metavar="FILE",
+        help="go on from the sequence numbers saved in FILE, and save them there at exit",
+    )
     p.add_argument("--quiet", action="store_true", help="no live status line")
+    p.add_argument("--progress", action="store_true", help=f"print '{PROGRESS} ...' lines (for scripts)")
+    # `--from -6h`: argparse takes "-6h" for an option unless it looks like a negative number
+    p._negative_number_matcher = re.compile(r"^-\d+(\.\d+)?[a-z]*$")
     p.set_defaults(func=run)
 
 
-def parse_start(text: str | None) -> int:
-    if not text:
-        return int(time.time() * 1000)
-    when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+def parse_speed(text: str) -> float:
+    if text.strip().lower() in ("max", "inf"):
+        return 0.0
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"speed {text!r}: a number, or max") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError("speed must be 0 (max) or more")
+    return v
+
+
+def parse_when(text: str | None, now_ms: int | None = None) -> int:
+    """A simulated instant in epoch ms: ISO 8601 (SF time when no zone), epoch ms, ``now``, or
+    a duration relative to now (``-6h``, ``+90s``)."""
+    from framework.config import parse_duration_ms
+
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    s = (text or "now").strip()
+    if s == "now":
+        return now
+    if s[0] in "+-" and not s[1:].isdigit():
+        delta = parse_duration_ms(s[1:])
+        return now - delta if s[0] == "-" else now + delta
+    if s.lstrip("-").isdigit():
+        return int(s)
+    when = dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.timezone(dt.timedelta(hours=-8)))  # San Francisco (PST)
     return int(when.timestamp() * 1000)
 
 
-def _worker(args: argparse.Namespace, index: int, counter: Any, stop: Any) -> None:
-    from sensors.fleet import SensorFleet
+def parse_start(text: str | None) -> int:
+    return parse_when(text)
+
+
+def _period(args: argparse.Namespace) -> tuple[int, float | None]:
+    """(start ms, simulated seconds or None), from --from/--until/--duration."""
+    _tick_ms(args.tick)  # refuse a bad one before starting anything
+    now = int(time.time() * 1000)
+    start = parse_when(args.start, now)
+    if args.until is not None:
+        if args.duration is not None:
+            raise SystemExit("sftraffic sensors: give --until or --duration, not both")
+        end = parse_when(args.until, now)
+        if end < start:
+            raise SystemExit(f"sftraffic sensors: --until ({end}) is before --from ({start})")
+        return start, (end - start) / 1000
+    return start, args.duration
+
+
+def _tick_ms(seconds: float) -> int:
+    """A tick that divides a minute (weather stations report on the minute)."""
+    ms = round(seconds * 1000)
+    if ms <= 0 or 60_000 % ms:
+        raise SystemExit(f"sftraffic sensors: --tick {seconds}: use a divisor of 60 s (1, 2, 5, 10 ...)")
+    return ms
+
+
+def _showcase(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    a, sep, b = text.partition(",")
+    if not sep:
+        raise SystemExit("sftraffic sensors: --showcase FROM,UNTIL")
+    now = int(time.time() * 1000)
+    return parse_when(a, now), parse_when(b, now)
+
+
+def _worker(
+    args: argparse.Namespace,
+    index: int,
+    start: int,
+    duration: float | None,
+    counter: Any,
+    sim: Any,
+    stop: Any,
+) -> None:
+    from sensors.fleet import SensorFleet, load_seq_state, save_seq_state
     from sensors.model import ModelConfig
     from sensors.publish import KafkaSink, MqttSink
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    cfg = ModelConfig(seed=args.seed, rain_share=args.rain_share, volume_scale=args.volume_scale)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the parent sets stop, then the fleet flushes
+    cfg = ModelConfig(
+        seed=args.seed,
+        rain_share=args.rain_share,
+        volume_scale=args.volume_scale,
+        showcase=_showcase(args.showcase),
+    )
+    k = max(1, args.sample)
     fleet = SensorFleet(
         args.sensors,
         cfg,
-        shard=(index, args.workers),
+        shard=(index * k, args.workers * k),
         prefix=args.prefix,
         infrastructure=not args.no_infrastructure,
+        assets=not args.no_assets,
     )
+    if args.seq_state is not None:
+        fleet.restore_seq(load_seq_state(args.seq_state))
     if args.via == "mqtt":
         host, _, port = args.mqtt.rpartition(":")
-        sink: Any = MqttSink(host, int(port), client_prefix=f"sftraffic-devices-{index}")
+        sink: Any = MqttSink(host, int(port), client_prefix=f"sftraffic-devices-{index}{args.prefix}")
     else:
         sink = KafkaSink(args.bootstrap, client_id=f"sftraffic-sensors-{index}")
 
@@ -84,12 +222,29 @@ def _worker(args: argparse.Namespace, index: int, counter: Any, stop: Any) -> No
         with counter.get_lock():
             counter.value += st.events - tick.last  # type: ignore[attr-defined]
         tick.last = st.events  # type: ignore[attr-defined]
+        sim[index] = st.sim_ms + tick_ms
 
     tick.last = 0  # type: ignore[attr-defined]
-    fleet.run(sink, parse_start(args.start), args.duration, args.speed, stop=stop.is_set, on_second=tick)
+    tick_ms = _tick_ms(args.tick)
+    fleet.run(
+        sink,
+        start,
+        duration,
+        args.speed,
+        stop=stop.is_set,
+        on_second=tick,
+        tick_ms=tick_ms,
+        catch_up=args.catch_up,
+    )
     left = sink.flush(60)
+    if args.seq_state is not None:
+        path = args.seq_state
+        if args.workers > 1:
+            path = path.with_name(f"{path.name}.{index}")
+        save_seq_state(path, fleet.seq_state())
     if left:
         print(f"sftraffic sensors: {left} events not acknowledged at exit", file=sys.stderr)
+        sys.exit(1)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,13 +253,17 @@ def run(args: argparse.Namespace) -> int:
     from sensors.layout import ensure_layout
 
     console = Console(stderr=True)
+    start, duration = _period(args)
     ensure_reachable(args.bootstrap)
     ensure_layout(args.bootstrap, partitions=args.partitions)
+    _publish_truth(args)
     ctx = mp.get_context("spawn")
     counter = ctx.Value("q", 0)
+    sim = ctx.Array("q", [start] * args.workers)
     stop = ctx.Event()
     procs = [
-        ctx.Process(target=_worker, args=(args, i, counter, stop), daemon=True) for i in range(args.workers)
+        ctx.Process(target=_worker, args=(args, i, start, duration, counter, sim, stop), daemon=True)
+        for i in range(args.workers)
     ]
     for p in procs:
         p.start()
@@ -118,12 +277,42 @@ def run(args: argparse.Namespace) -> int:
         n = counter.value
         rate = (n - last[1]) / max(now - last[0], 1e-6)
         last = (now, n)
+        if args.progress:
+            print(f"{PROGRESS} events={n} sim_ms={min(sim[:])} rate={rate:.0f}", flush=True)
         if not args.quiet:
             console.print(f"[dim]sensors[/dim] {n:,} events sent, {rate:,.0f}/s via {args.via}", end="\r")
     for p in procs:
         p.join()
-    console.print(f"sensors: {counter.value:,} events sent in {time.monotonic() - t0:.1f}s")
+    if args.seq_state is not None and args.workers > 1:
+        _merge_seq_state(args.seq_state)
+    took = time.monotonic() - t0
+    n = counter.value
+    if args.progress:
+        print(f"{PROGRESS} events={n} sim_ms={min(sim[:])} rate={n / max(took, 1e-6):.0f} done", flush=True)
+    console.print(f"sensors: {n:,} events sent in {took:.1f}s ({n / max(took, 1e-6):,.0f}/s)")
     return 0 if all(p.exitcode == 0 for p in procs) else 1
+
+
+def _merge_seq_state(path: Path) -> None:
+    """Fold the workers' ``path.<i>`` files into ``path``."""
+    from sensors.fleet import load_seq_state, save_seq_state
+
+    merged = load_seq_state(path)
+    save_seq_state(path, merged)
+    for f in path.parent.glob(path.name + ".*"):
+        if f.name.removeprefix(path.name + ".").isdigit():
+            f.unlink(missing_ok=True)
+
+
+def _publish_truth(args: argparse.Namespace) -> None:
+    """Declare the weather effects this fleet simulates (``sensors.ground_truth``)."""
+    from sensors import ground_truth
+    from sensors.model import ModelConfig
+
+    try:
+        ground_truth.publish_model(args.bootstrap, ModelConfig(seed=args.seed, rain_share=args.rain_share))
+    except Exception as exc:  # the fleet does not depend on it
+        print(f"sftraffic sensors: ground truth not published: {exc}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -8,14 +8,24 @@ every 10-60 seconds.
 
 Time: ``speed=1`` runs live (event time = wall clock); ``speed=60`` replays a day an hour per
 minute; ``speed=0`` runs as fast as the sink accepts. Events carry their simulated event time
-as JSON ``event_time`` and as the Kafka record timestamp (CreateTime).
+as JSON ``event_time`` and as the Kafka record timestamp (CreateTime). ``catch_up`` ties the
+simulated clock to the wall clock: a start in the past is generated as fast as the sink takes
+it until the fleet reaches now, then it runs live (how ``sftraffic up`` continues a backfill
+without a gap).
+
+Sequence numbers run on across processes when the fleet's state is saved and restored
+(:meth:`SensorFleet.seq_state`, :meth:`SensorFleet.restore_seq`): a live fleet after a replay of
+the same sensors, or after a restart, goes on from the last number each sensor sent.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -68,11 +78,13 @@ class SensorFleet:
         shard: tuple[int, int] = (0, 1),
         prefix: str = "",
         infrastructure: bool = True,
+        assets: bool = True,
     ) -> None:
         """``shard=(i, n)``: this process simulates every n-th pavement sensor starting at i;
         shard 0 also runs the weather stations and infrastructure assets (unless
-        ``infrastructure`` is off). ``prefix`` is put before every pavement-sensor id, so two
-        fleets (e.g. MQTT devices and direct producers) never share a sensor id."""
+        ``infrastructure`` is off; ``assets`` off keeps the stations only). ``prefix`` is put
+        before every pavement-sensor id, so two fleets (e.g. MQTT devices and direct producers)
+        never share a sensor id."""
         self.model = Model(cfg)
         self.cfg = self.model.cfg
         self.stream = stream
@@ -80,7 +92,7 @@ class SensorFleet:
         i, n = shard
         extras = i == 0 and infrastructure
         self.fleet = geo.Fleet(
-            full.traffic[i::n], full.stations if extras else [], full.assets if extras else []
+            full.traffic[i::n], full.stations if extras else [], full.assets if extras and assets else []
         )
         self.rng = np.random.default_rng([self.cfg.seed, 7, i])
         tr = self.fleet.traffic
@@ -116,6 +128,32 @@ class SensorFleet:
 
     def topic(self, name: str) -> str:
         return f"{self.stream}.{name}"
+
+    # -- sequence numbers across processes ---------------------------------------------------
+    def seq_state(self) -> dict[str, int]:
+        """The next sequence number of every sensor this fleet runs, by sensor id."""
+        out = dict(zip(self.sensor_ids, self.seq_traffic, strict=True))
+        out.update(zip((s.station_id for s in self.fleet.stations), self.seq_weather.tolist(), strict=True))
+        out.update(zip((a.asset_id for a in self.fleet.assets), self.seq_infra.tolist(), strict=True))
+        return out
+
+    def restore_seq(self, state: dict[str, int]) -> int:
+        """Go on from ``state`` (sensor id -> next sequence number; others keep theirs);
+        returns how many of this fleet's sensors it named."""
+        n = 0
+        for i, sid in enumerate(self.sensor_ids):
+            if sid in state:
+                self.seq_traffic[i] = max(self.seq_traffic[i], int(state[sid]))
+                n += 1
+        for arr, ids in (
+            (self.seq_weather, [s.station_id for s in self.fleet.stations]),
+            (self.seq_infra, [a.asset_id for a in self.fleet.assets]),
+        ):
+            for j, sid in enumerate(ids):
+                if sid in state:
+                    arr[j] = max(int(arr[j]), int(state[sid]))
+                    n += 1
+        return n
 
     # -- generation ------------------------------------------------------------------------
     def tick(self, t_ms: int, dt_ms: int = 1000) -> Iterator[tuple[str, str, dict[str, Any], int]]:
@@ -256,14 +294,24 @@ class SensorFleet:
         stop: Callable[[], bool] = lambda: False,
         on_second: Callable[[FleetStats], None] | None = None,
         tick_ms: int = 1000,
+        catch_up: bool = False,
     ) -> FleetStats:
-        """Generate from ``start_ms`` for ``duration_s`` simulated seconds (None: forever)."""
+        """Generate from ``start_ms`` for ``duration_s`` simulated seconds (None: forever).
+
+        ``catch_up``: simulated time is wall-clock time (``speed`` is ignored): the tick of
+        ``[t, t + tick)`` is sent once the wall clock reaches ``t``, so a past start is caught up
+        as fast as the sink takes it and a future one waits."""
         wall0 = time.monotonic()
         t = start_ms - start_ms % tick_ms
         end = None if duration_s is None else start_ms + int(duration_s * 1000)
         st = self.stats
         send = sink.send
         while not stop() and (end is None or t < end):
+            if catch_up:
+                delay = t / 1000 - time.time()
+                if delay > 0:
+                    time.sleep(min(delay, 1.0))  # stop() is checked at least every second
+                    continue
             counts: dict[str, int] = {}
             for topic, key, ev, ts in self.tick(t, tick_ms):
                 send(topic, key, ev, ts)
@@ -276,9 +324,32 @@ class SensorFleet:
             t += tick_ms
             if on_second is not None:
                 on_second(st)
-            if speed > 0:
+            if speed > 0 and not catch_up:
                 due = wall0 + (t - start_ms) / 1000 / speed
                 delay = due - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
         return st
+
+
+def load_seq_state(path: Path) -> dict[str, int]:
+    """Sequence numbers saved by :func:`save_seq_state` (``path`` and any ``path.<worker>``
+    files a sharded run left), empty when there are none."""
+    out: dict[str, int] = {}
+    for f in sorted(path.parent.glob(path.name + "*")) if path.parent.exists() else []:
+        if f.name != path.name and not f.name.removeprefix(path.name + ".").isdigit():
+            continue
+        try:
+            for k, v in json.loads(f.read_text()).items():
+                out[k] = max(out.get(k, 0), int(v))
+        except (OSError, ValueError):
+            continue  # a torn file: those sensors start from 0 again
+    return out
+
+
+def save_seq_state(path: Path, state: dict[str, int]) -> None:
+    """Write ``state`` atomically (a crash leaves the previous file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(state, separators=(",", ":")))
+    os.replace(tmp, path)

@@ -160,6 +160,9 @@ class ModelConfig:
     spillback_decay: float = 0.55
     speed_noise: float = 0.12
     volume_scale: float = 1.0
+    # [from_ms, until_ms): a showery spell with coastal fog banks instead of the day's weather
+    # (see :func:`showcase_weather`), so that a replay of a few hours holds every regime
+    showcase: tuple[int, int] | None = None
 
 
 def profile(t_ms: int) -> float:
@@ -225,6 +228,8 @@ def day_plan(cfg: ModelConfig, day_start_ms: int) -> DayPlan:
                 conditions[si, k] = FOG
             elif rng.random() < 0.3:
                 conditions[si, k] = CLOUDY
+    if cfg.showcase is not None:
+        _apply_showcase(cfg, day_start_ms, conditions, precip)
     incidents: dict[str, list[tuple[int, int]]] = {}
     for seg in geo.SEGMENTS:
         st = STATION_INDEX[geo.STATION_OF_SEGMENT[seg.segment_id]]
@@ -238,6 +243,73 @@ def day_plan(cfg: ModelConfig, day_start_ms: int) -> DayPlan:
                 events.append((start, start + dur * 60_000))
         incidents[seg.segment_id] = events
     return DayPlan(day_start_ms, conditions, precip, incidents)
+
+
+@lru_cache(maxsize=4)
+def showcase_weather(cfg: ModelConfig) -> tuple[int, np.ndarray, np.ndarray]:
+    """The weather of ``cfg.showcase``: ``(first slot, conditions[station, slot], precipitation)``,
+    slots counted from the epoch (``t_ms // SLOT_MS``).
+
+    A showery spell, as San Francisco gets when a winter front breaks up: showers of 20-30
+    minutes with a heavy core (10 minutes; a quarter of the stations get only rain) alternate
+    with dry spells of 20-40 minutes, moving in from the ocean (western stations get each
+    shower up to 20 minutes earlier); on the coast a fog bank fills the first half of every
+    other dry spell. From about an hour on, every regime therefore appears, within each hour or
+    two next to clear weather on the same roads, which is what the weather-effect estimate (a
+    comparison within segment and hour) needs; a day of the ordinary model has long rain
+    episodes and fog only in the morning and evening. Seeded: the same config, the same spell.
+    """
+    start, end = cfg.showcase or (0, 0)
+    k0 = start // SLOT_MS
+    n = max(0, -(-end // SLOT_MS) - k0)
+    rng = np.random.default_rng([cfg.seed, 11, k0, n])
+    lag_max = 2
+    regional: list[int] = []
+    spell: list[int] = []  # which dry or wet spell each slot belongs to
+    while len(regional) < n + lag_max:
+        dry = int(rng.integers(2, 5))
+        regional += [CLEAR] * dry
+        spell += [len(spell)] * dry
+        wet = int(rng.integers(2, 4))
+        heavy_at = int(rng.integers(0, wet))  # every shower has a heavy core somewhere
+        regional += [HEAVY_RAIN if j == heavy_at else RAIN for j in range(wet)]
+        spell += [len(spell)] * wet
+    lons = np.array([s.lon for s in geo.STATIONS])
+    lags = np.rint((lons - lons.min()) / (lons.max() - lons.min()) * lag_max).astype(int)
+    conditions = np.zeros((len(geo.STATIONS), n), dtype=np.int8)
+    precip = np.zeros((len(geo.STATIONS), n))
+    for si, st in enumerate(geo.STATIONS):
+        # on the coast a fog bank covers the first half of every other dry spell (rolling out as
+        # it clears)
+        dry_spells = sorted({sp for sp, c in zip(spell, regional, strict=True) if c == CLEAR})
+        parity = int(rng.integers(0, 2))
+        foggy = {sp for k, sp in enumerate(dry_spells) if st.coastal and k % 2 == parity}
+        for j in range(n):
+            i = j + lags[si]  # a western station (lag 0) is ahead of an eastern one (lag 2)
+            c = regional[i]
+            if c == HEAVY_RAIN and rng.random() < 0.25:
+                c = RAIN
+            if c == CLEAR:
+                first = spell.index(spell[i])
+                length = spell.count(spell[i])
+                fog = spell[i] in foggy and i - first < (length + 1) // 2
+                c = FOG if fog else (CLOUDY if rng.random() < 0.25 else CLEAR)
+            conditions[si, j] = c
+            if c == HEAVY_RAIN:
+                precip[si, j] = 8 + 6 * rng.random()
+            elif c == RAIN:
+                precip[si, j] = 1 + 3 * rng.random()
+    return k0, conditions, precip
+
+
+def _apply_showcase(cfg: ModelConfig, day_start_ms: int, conditions: np.ndarray, precip: np.ndarray) -> None:
+    """Overwrite the day's slots that fall in ``cfg.showcase`` with :func:`showcase_weather`."""
+    k0, sc, sp = showcase_weather(cfg)
+    d0 = day_start_ms // SLOT_MS
+    lo, hi = max(k0, d0), min(k0 + sc.shape[1], d0 + conditions.shape[1])
+    if lo < hi:
+        conditions[:, lo - d0 : hi - d0] = sc[:, lo - k0 : hi - k0]
+        precip[:, lo - d0 : hi - d0] = sp[:, lo - k0 : hi - k0]
 
 
 class Model:
@@ -262,9 +334,30 @@ class Model:
                 chain.append(self.seg_index[up])
                 up = geo.SEGMENTS_BY_ID[up].upstream
             self.upstream_chain.append(chain)
+        # weather factors by condition code: one array look-up per tick instead of 116 calls
+        eff = self.cfg.effect
+        self._speed_f = np.array([eff.speed_factor(c) for c in range(len(CONDITIONS))])
+        self._volume_f = np.array([eff.volume_factor(c) for c in range(len(CONDITIONS))])
+        self._incidents: dict[int, tuple[DayPlan, tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
 
     def plan(self, t_ms: int) -> DayPlan:
         return day_plan(self.cfg, _day_start(t_ms))
+
+    def _incident_table(self, plan: DayPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The plan's incidents as arrays (segment index, start, end), so a tick finds the active
+        ones with one comparison instead of a Python loop over every segment."""
+        cached = self._incidents.get(plan.day_start_ms)
+        if cached is None or cached[0] is not plan:
+            rows = [
+                (i, start, end)
+                for i, seg in enumerate(self.segments)
+                for start, end in plan.incidents.get(seg.segment_id, ())
+            ]
+            arr = np.array(rows, dtype=np.int64).reshape(-1, 3)
+            if len(self._incidents) > 4:
+                self._incidents.clear()
+            cached = self._incidents[plan.day_start_ms] = (plan, (arr[:, 0], arr[:, 1], arr[:, 2]))
+        return cached[1]
 
     def station_conditions(self, t_ms: int) -> np.ndarray:
         p = self.plan(t_ms)
@@ -276,27 +369,25 @@ class Model:
 
     def incident_factor(self, t_ms: int) -> np.ndarray:
         """Per segment speed multiplier from incidents and their upstream spillback."""
-        p = self.plan(t_ms)
+        seg_i, starts, ends = self._incident_table(self.plan(t_ms))
         f = np.ones(len(self.segments))
         cfg = self.cfg
-        for i, seg in enumerate(self.segments):
-            for start, end in p.incidents.get(seg.segment_id, ()):
-                if start <= t_ms < end:
-                    f[i] = min(f[i], cfg.incident_speed_factor)
-                    age_min = (t_ms - start) / 60_000
-                    for k, up in enumerate(self.upstream_chain[i], start=1):
-                        if age_min >= cfg.spillback_minutes * k:
-                            drop = (1 - cfg.incident_speed_factor) * cfg.spillback_decay**k
-                            f[up] = min(f[up], 1 - drop)
+        for j in np.flatnonzero((starts <= t_ms) & (t_ms < ends)).tolist():
+            i, start = int(seg_i[j]), int(starts[j])
+            f[i] = min(f[i], cfg.incident_speed_factor)
+            age_min = (t_ms - start) / 60_000
+            for k, up in enumerate(self.upstream_chain[i], start=1):
+                if age_min >= cfg.spillback_minutes * k:
+                    drop = (1 - cfg.incident_speed_factor) * cfg.spillback_decay**k
+                    f[up] = min(f[up], 1 - drop)
         return f
 
     def segment_state(self, t_ms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(mean speed km/h, vehicles per lane per second, weather code) per segment."""
         prof = profile(t_ms) * self.cfg.volume_scale
         wx = self.weather_of_segments(t_ms)
-        eff = self.cfg.effect
-        vol_f = np.array([eff.volume_factor(int(c)) for c in wx])
-        spd_f = np.array([eff.speed_factor(int(c)) for c in wx])
+        vol_f = self._volume_f[wx]
+        spd_f = self._speed_f[wx]
         # congestion follows the dry-weather demand, so the weather's speed effect is exactly the
         # configured factor (the ground truth the analytics are checked against)
         vc = prof * VC_AT_PEAK

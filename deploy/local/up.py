@@ -8,9 +8,20 @@ session, its output appended to ``<data-dir>/logs/<part>.log``):
    19092..), data in ``store-1`` .. ``store-N``, topics replicated min(N, 3) times
 2. Mosquitto (127.0.0.1:1883) and the stream layout (stream + topics, created if missing)
 3. an MQTT edge gateway
-4. the sensor fleet: 10,000 sensors producing directly, plus 500 MQTT devices through the gateway
-5. the Spark streaming jobs (aggregates, correlation, anomalies), which take a while to warm up
-6. the dashboard on http://127.0.0.1:8050
+4. the Spark application (started early: its JVM warms up while the past is replayed) and the
+   dashboard on http://127.0.0.1:8050
+5. a backfill (``--backfill 6h``, ``0`` to skip): the fleet replays the last six simulated
+   hours as fast as the store takes them (~250 pavement sensors, a share through MQTT and
+   the gateway), with a progress bar; see :mod:`sensors.backfill`
+6. the live sensor fleet: 10,000 sensors producing directly, plus 500 MQTT devices through the
+   gateway, from the minute the backfill ends (they catch up the minutes the replay took)
+7. in Spark, the batch jobs over the backfill (aggregates, traffic x weather with the effect
+   estimates, congestion alerts, all published like the live results), then the streaming jobs
+   over event time from the end of the backfill on
+
+The backfill runs once per data dir (``<data-dir>/backfill/plan.json``); a data dir whose Spark
+jobs already ran is continued as it is. Its range and the configured weather effects are in the
+``traffic_monitoring.ground_truth`` topic (:mod:`sensors.ground_truth`).
 
 A part is "ready" when it logs its ready line (an event, not a timer). A cluster broker may be
 lost while the demo runs (the cluster carries on); any other part exiting stops the demo.
@@ -22,19 +33,25 @@ meanwhile.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
 from deploy.local.mosquitto import MosquittoProcess
 from deploy.local.process import ManagedProcess, sftraffic
 from framework.cli.common import require_modules
+from framework.config import parse_duration_ms
 from framework.errors import StoreError
-from pipelines.jobs import RESULT_TOPICS
+from pipelines.jobs import RESULT_TOPICS, STREAMING_CHECKPOINTS
+from sensors import backfill as bf
+from sensors import ground_truth
 from sensors.layout import STREAM, ensure_layout, topic
 
 # the parts it starts need the app extras (pyspark: through pipelines.jobs)
@@ -60,6 +77,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--mqtt-devices", type=int, default=500, help="sensors publishing over MQTT (default 500)")
     p.add_argument("--speed", type=float, default=1.0, help="simulated seconds per second (1 = live)")
     p.add_argument("--no-spark", action="store_true", help="skip the Spark jobs (quicker start, less CPU)")
+    p.add_argument(
+        "--backfill",
+        metavar="DURATION",
+        help=f"replay this much simulated past first, then the batch jobs over it (default "
+        f"{bf.DEFAULT_DURATION}; 0: none; none by default with --no-spark)",
+    )
+    p.add_argument(
+        "--backfill-sample",
+        type=int,
+        metavar="N",
+        help=f"the backfill replays every N-th pavement sensor (default: about {bf.DEFAULT_SENSORS} "
+        f"of them, 1 in {bf.sample_for(10_000)} of 10,000)",
+    )
     p.add_argument(
         "--cluster",
         type=int,
@@ -137,10 +167,8 @@ class Supervisor:
             json.dumps({p.name: p.pid for p in self.parts if p.proc is not None}, indent=1)
         )
 
-    def launch(
-        self, part: ManagedProcess | list[ManagedProcess], timeout: float, what: str, survivable: bool = False
-    ) -> None:
-        """Start a part (or several that need each other, e.g. a cluster) and wait until ready."""
+    def start(self, part: ManagedProcess | list[ManagedProcess], survivable: bool = False) -> None:
+        """Start a part (or several) without waiting for it."""
         group = part if isinstance(part, list) else [part]
         for p in group:
             try:
@@ -151,6 +179,38 @@ class Supervisor:
             if survivable:
                 self.survivable.add(p.name)
         self.record()
+
+    def forget(self, part: ManagedProcess) -> None:
+        """A part that finished its job (a replay): no longer watched nor listed."""
+        part.stop()  # reaped
+        self.parts.remove(part)
+        self.record()
+
+    def check(self, exclude: tuple[ManagedProcess, ...] = ()) -> None:
+        """Raise when Ctrl-C was pressed or a part (other than ``exclude``) exited."""
+        if self.stopping.is_set():
+            raise KeyboardInterrupt
+        for p in self.parts:
+            if p not in exclude and p.name not in self.survivable and not p.alive():
+                p.stop()  # reaped: its last lines are in
+                raise StoreError(f"{p.name} exited (code {p.returncode}); its log ({p.log}):\n{p.tail()}")
+
+    def launch(
+        self, part: ManagedProcess | list[ManagedProcess], timeout: float, what: str, survivable: bool = False
+    ) -> None:
+        """Start a part (or several that need each other, e.g. a cluster) and wait until ready."""
+        self.start(part, survivable)
+        self.wait_ready(part, timeout, what)
+
+    def wait_ready(
+        self,
+        part: ManagedProcess | list[ManagedProcess],
+        timeout: float,
+        what: str,
+        doing: Callable[[], str] | None = None,
+    ) -> None:
+        """Wait until every part of ``part`` logged its ready line; ``doing`` says what it is at."""
+        group = part if isinstance(part, list) else [part]
         t0 = time.monotonic()
         with console.status(f"starting {what} ...") as status:
             while not all(p.is_ready() for p in group):
@@ -160,11 +220,13 @@ class Supervisor:
                     if not p.alive():
                         p.stop()  # reaped: its last lines are in
                         raise StoreError(f"{p.name} exited while starting; its log ({p.log}):\n{p.tail()}")
+                self.check()
                 if time.monotonic() - t0 > timeout:
                     late = ", ".join(p.name for p in group if not p.is_ready())
                     logs = ", ".join(str(p.log) for p in group)
                     raise StoreError(f"{late} not ready after {timeout:.0f}s; see {logs}")
-                status.update(f"starting {what} ... {time.monotonic() - t0:.0f}s")
+                now = doing() if doing is not None else ""
+                status.update(f"starting {what} ... {time.monotonic() - t0:.0f}s{now}")
                 self.stopping.wait(0.2)
         console.print(f"[green]✓[/green] {what} ({time.monotonic() - t0:.1f}s)")
 
@@ -201,6 +263,147 @@ class Supervisor:
         (self.root / "up.json").unlink(missing_ok=True)
 
 
+def backfill_plan(args: argparse.Namespace, root: Path) -> tuple[bf.Backfill | None, bool]:
+    """(the run's backfill, whether it still has to be replayed).
+
+    A data dir keeps its first run's backfill (``backfill/plan.json``): later runs continue it
+    (the Spark jobs filter by its end; the batch over it runs once). A data dir whose streaming
+    jobs ran without one gets none. Otherwise ``--backfill`` (default 6h with Spark, 0 without).
+    """
+    plan_file = root / "backfill" / "plan.json"
+    if plan_file.exists():
+        return bf.Backfill.from_json(plan_file.read_text())[0], False
+    if any((root / "checkpoints" / q).exists() for q in STREAMING_CHECKPOINTS):
+        return None, False
+    text = args.backfill if args.backfill is not None else ("0" if args.no_spark else bf.DEFAULT_DURATION)
+    duration = parse_duration_ms(text)
+    if duration <= 0:
+        return None, False
+    sample = args.backfill_sample or bf.sample_for(args.sensors)
+    return bf.Backfill.ending_now(duration, sample), True
+
+
+def _sim(ms: int) -> str:
+    h, m = divmod(max(0, ms) // 60_000, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m"
+
+
+def replay(
+    sup: Supervisor, plan: bf.Backfill, py: list[str], args: argparse.Namespace, ctx: dict[str, Any]
+) -> dict[str, Any]:
+    """Run the backfill's fleets (direct, and a share over MQTT) to the end, with a progress
+    bar; return once the store holds every event they sent."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    root, bootstrap, env = ctx["root"], ctx["bootstrap"], ctx["env"]
+    inputs = [topic(n) for n in ("traffic", "weather_conditions", "infrastructure")]
+    base = bf.end_offsets(bootstrap, inputs)
+    cmd = [*py, "sensors", "-b", bootstrap, *plan.replay_args()]
+    parts = [
+        _part(
+            "backfill",
+            [*cmd, "--sensors", str(args.sensors), "--seq-state", str(root / "fleet" / "sensors.json")],
+            None,
+            root,
+            env,
+        )
+    ]
+    if args.mqtt_devices:
+        mqtt = ["--via", "mqtt", "--mqtt", ctx["mqtt"], "--sensors", str(args.mqtt_devices)]
+        mqtt += ["--prefix", "mqtt-", "--no-infrastructure"]
+        mqtt += ["--seq-state", str(root / "fleet" / "devices.json")]
+        parts.append(_part("backfill-mqtt", [*cmd, *mqtt], None, root, env))
+    seen: dict[str, bf.Progress] = {p.name: bf.Progress(sim_ms=plan.from_ms) for p in parts}
+    for p in parts:
+        p.on_line(functools.partial(_progress_line, seen, p.name))
+    t0 = time.monotonic()
+    sup.start(parts)
+    columns = (
+        TextColumn("[bold]backfill[/bold]"),
+        BarColumn(),
+        TextColumn("{task.fields[sim]} of {task.fields[span]} simulated"),
+        TextColumn("{task.fields[events]:>10,} events"),
+        TextColumn("{task.fields[rate]:>8,.0f} events/s"),
+        TimeElapsedColumn(),
+    )
+    total = _sim(plan.duration_ms)
+    with Progress(*columns, console=console) as bar:
+        task = bar.add_task("backfill", total=plan.duration_ms, sim="0m", span=total, events=0, rate=0.0)
+        while any(p.alive() for p in parts):
+            sup.check(exclude=tuple(parts))
+            covered = min(pr.sim_ms for pr in seen.values()) - plan.from_ms
+            events = sum(pr.events for pr in seen.values())
+            rate = sum(pr.rate for pr in seen.values() if not pr.done)
+            bar.update(task, completed=covered, sim=_sim(covered), events=events, rate=rate)
+            sup.stopping.wait(0.25)
+        took = time.monotonic() - t0
+        events = sum(pr.events for pr in seen.values())
+        bar.update(task, completed=plan.duration_ms, sim=total, events=events, rate=events / max(took, 1e-6))
+    for p in parts:
+        if p.returncode != 0:
+            raise StoreError(f"{p.name} failed (code {p.returncode}); its log ({p.log}):\n{p.tail()}")
+        sup.forget(p)
+    # the MQTT share is acknowledged by Mosquitto: wait for the gateway to have stored it too
+    deadline = time.monotonic() + 60
+    with console.status("backfill: waiting for the gateway to store the MQTT share ..."):
+        while (stored := bf.end_offsets(bootstrap, inputs) - base) < events:
+            sup.check()
+            if time.monotonic() > deadline:
+                missing = events - stored
+                console.print(f"[yellow]backfill: {missing:,} events not in the store after 60 s[/yellow]")
+                break
+            sup.stopping.wait(0.3)
+    took = time.monotonic() - t0
+    console.print(
+        f"[green]✓[/green] backfill: {_sim(plan.duration_ms)} of simulated time ({plan.describe()}), "
+        f"{events:,} events in {took:.1f}s ({events / max(took, 1e-6):,.0f} events/s)"
+    )
+    return {"events": events, "seconds": round(took, 1), "events_per_s": round(events / max(took, 1e-6))}
+
+
+def _progress_line(seen: dict[str, bf.Progress], name: str, line: str) -> None:
+    pr = bf.parse_progress(line)
+    if pr is not None:
+        seen[name] = pr
+
+
+def _publish_backfill(bootstrap: str, plan: bf.Backfill, **extra: Any) -> None:
+    record = {**json.loads(plan.to_json()), "showcase": list(plan.showcase), **extra}
+    try:
+        ground_truth.publish(bootstrap, "backfill", record)
+    except Exception as exc:  # the dashboard's reference only
+        console.print(f"[yellow]backfill range not published: {exc}[/yellow]")
+
+
+def _spark_doing(spark: ManagedProcess) -> Callable[[], str]:
+    """What the Spark part is at, from its last lines (for the status line)."""
+
+    def doing() -> str:
+        for line in reversed(list(spark.lines)[-50:]):
+            if "backfill batch done" in line:
+                return ": batch jobs over the backfill done, starting the streaming jobs"
+            if "backfill batch running" in line:
+                return ": batch jobs over the backfill"
+            if "waiting for the backfill" in line:
+                return ": JVM up, waiting for the backfill"
+        return ""
+
+    return doing
+
+
+def _report_batch(spark: ManagedProcess) -> None:
+    for line in spark.lines:
+        if "backfill batch done:" in line:
+            d = json.loads(line.split("backfill batch done:", 1)[1])
+            what = "skipped (done before)" if d.get("skipped") else f"in {d.get('seconds', 0):.1f}s"
+            console.print(
+                f"[green]✓[/green] batch jobs over the backfill {what}: {d.get('aggregates', 0):,} windows, "
+                f"{d.get('traffic_weather', 0):,} with weather, {d.get('alerts', 0):,} alerts, "
+                f"effects for {', '.join(e['condition'] for e in d.get('effects', [])) or 'no regime'}"
+            )
+            return
+
+
 def run(args: argparse.Namespace) -> int:
     if not (args.cluster == 1 or 3 <= args.cluster <= 9):
         raise StoreError(
@@ -213,6 +416,7 @@ def run(args: argparse.Namespace) -> int:
     bootstrap = ",".join(f"127.0.0.1:{args.port + i}" for i in range(args.cluster))
     mqtt = f"127.0.0.1:{args.mqtt_port}"
     env = {"SFTRAFFIC_BOOTSTRAP": bootstrap, "PYTHONUNBUFFERED": "1"}
+    ctx = {"root": root, "bootstrap": bootstrap, "mqtt": mqtt, "env": env}
     sup = Supervisor(root)
     sup.install_signals()
     try:
@@ -233,27 +437,62 @@ def run(args: argparse.Namespace) -> int:
             replication_factor=min(args.cluster, 3),
             extra_topics={topic(n): {} for n in RESULT_TOPICS if n != "dead_letter"},
         )
+        ground_truth.ensure_topic(bootstrap, replication_factor=min(args.cluster, 3))
         console.print(f"[green]✓[/green] stream {STREAM} and its topics")
         sup.launch(gateway_part(py, root, bootstrap, mqtt, env), 60, "MQTT gateway")
-        common = ["-b", bootstrap, "--speed", str(args.speed), "--quiet"]
+        plan, fresh = backfill_plan(args, root)
+        plan_file = root / "backfill" / "plan.json"
+        stored = root / "backfill" / "stored"
+        if plan is not None and not fresh and not stored.exists():
+            console.print("[yellow]backfill interrupted: the batch jobs take what was stored[/yellow]")
+            stored.touch()
+        spark = None
+        if not args.no_spark:
+            cmd = [*py, "pipeline", "all", "-b", bootstrap, "--checkpoint-dir", str(root / "checkpoints")]
+            cmd += ["--output-dir", str(root / "parquet"), "--trigger", "2 seconds"]
+            if plan is not None:
+                cmd += ["--backfill", f"{plan.from_ms},{plan.until_ms}", "--wait-for", str(stored)]
+            spark = _part("spark", cmd, "pipeline all running", root, env)
+            sup.start(spark)  # its JVM warms up meanwhile
+        sup.launch(dashboard_part(py, root, bootstrap, args.dashboard_port, env), 60, "dashboard")
+        if plan is not None and fresh:
+            console.print(
+                f"backfill: replaying {_sim(plan.duration_ms)} of simulated time ({plan.describe()}), "
+                f"1 in {plan.sample} pavement sensors, a showery spell with coastal fog"
+            )
+            bf.save_plan(plan_file, plan, state="replaying")
+            _publish_backfill(bootstrap, plan, state="replaying")
+            figures = replay(sup, plan, py, args, ctx)
+            bf.save_plan(plan_file, plan, state="stored", **figures)
+            stored.touch()
+            _publish_backfill(bootstrap, plan, state="stored", **figures)
+        live = [*py, "sensors", "-b", bootstrap, "--speed", str(args.speed), "--quiet"]
+        if plan is not None:
+            live += plan.live_args() if fresh and args.speed == 1 else plan.showcase_arg()
+        fleet = root / "fleet"
         sup.launch(
-            _part("sensors", [*py, "sensors", *common, "--sensors", str(args.sensors)], None, root, env),
+            _part(
+                "sensors",
+                [*live, "--sensors", str(args.sensors), "--seq-state", str(fleet / "sensors.json")],
+                None,
+                root,
+                env,
+            ),
             10,
             f"{args.sensors:,} sensors producing directly",
         )
         if args.mqtt_devices:
-            devices = [*py, "sensors", *common, "--via", "mqtt", "--mqtt", mqtt]
-            devices += ["--sensors", str(args.mqtt_devices), "--prefix", "mqtt-", "--no-infrastructure"]
+            devices = [*live, "--via", "mqtt", "--mqtt", mqtt, "--sensors", str(args.mqtt_devices)]
+            devices += ["--prefix", "mqtt-", "--no-infrastructure"]
+            devices += ["--seq-state", str(fleet / "devices.json")]
             sup.launch(
                 _part("devices", devices, None, root, env),
                 10,
                 f"{args.mqtt_devices} MQTT devices via the gateway",
             )
-        sup.launch(dashboard_part(py, root, bootstrap, args.dashboard_port, env), 60, "dashboard")
-        if not args.no_spark:
-            spark = [*py, "pipeline", "all", "-b", bootstrap, "--checkpoint-dir", str(root / "checkpoints")]
-            spark += ["--output-dir", str(root / "parquet"), "--trigger", "2 seconds"]
-            sup.launch(_part("spark", spark, "pipeline all running", root, env), 300, "Spark streaming jobs")
+        if spark is not None:
+            sup.wait_ready(spark, 300, "Spark jobs", _spark_doing(spark))
+            _report_batch(spark)
         console.print(
             f"\n[bold]dashboard: http://127.0.0.1:{args.dashboard_port}[/bold]   store: {bootstrap}   "
             f"MQTT: {mqtt}   metrics: http://127.0.0.1:{args.metrics_port}/metrics"
