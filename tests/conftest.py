@@ -1,4 +1,12 @@
-"""Shared fixtures: real broker processes on free 127.0.0.1 ports, and client factories."""
+"""Shared fixtures: real broker processes on free 127.0.0.1 ports, and client factories.
+
+With ``SFTRAFFIC_TEST_BOOTSTRAP=HOST:PORT`` (``./run test-on-kafka`` sets it to an Apache Kafka
+it started) the ``broker`` fixture and ``broker_factory()`` return that address instead of
+starting our broker, so the same tests judge another Kafka implementation. Tests that need a
+broker process of their own (restarts, kills, data dirs, clusters, sftraffic's settings or
+extensions) are marked ``sftraffic_only`` with the reason (:data:`SFTRAFFIC_ONLY` below, or
+``@pytest.mark.sftraffic_only(reason=...)``) and are skipped in that mode with that reason.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +23,39 @@ from deploy.local.process import BrokerProcess
 
 ARTIFACTS = Path(os.environ.get("SFTRAFFIC_ARTIFACTS", Path(__file__).resolve().parent.parent / "artifacts"))
 
+# an external Kafka cluster to test instead of our broker (./run test-on-kafka)
+EXTERNAL_BOOTSTRAP = os.environ.get("SFTRAFFIC_TEST_BOOTSTRAP", "").strip()
+
+# the broker settings every test broker gets (BrokerFactory, broker); ./run test-on-kafka starts
+# Apache Kafka with the same ones, so a test asking for no more than these can use it
+TEST_BROKER_SETTINGS: dict[str, object] = {
+    "log.retention.check.interval.ms": 500,
+    "group.initial.rebalance.delay.ms": 0,
+}
+
+# Tests that cannot run against an external Kafka, by node id prefix (a module, a test, or a
+# parametrized case), and why; applied as the sftraffic_only marker at collection.
+_OWN = "needs a broker process of its own"
+SFTRAFFIC_ONLY: dict[str, str] = {
+    # clusters of our brokers: kills, restarts, link cuts, the Raft journal
+    "tests/integration/test_cluster.py": f"{_OWN}: a 3-broker sftraffic cluster, SIGKILLs and restarts",
+    "tests/integration/test_cluster_lifecycle.py": f"{_OWN}: SIGTERM/SIGKILL of cluster members",
+    "tests/integration/test_network_partition.py": f"{_OWN}: brokers in network namespaces, cut links",
+    "tests/integration/test_metadata_journal.py": "the store's Raft metadata journal (in process, no Kafka)",
+    "tests/system/test_chaos.py": "sftraffic chaos starts and kills its own cluster",
+    # one broker stopped, killed, restarted, or its data dir read
+    "tests/integration/test_durability.py": f"{_OWN}: restarts, SIGKILL, segment files in its data dir",
+    "tests/integration/test_full_disk.py": f"{_OWN}: its data dir on a 2 MB tmpfs, restarts",
+    "tests/integration/test_idempotence.py": f"{_OWN}: advertised through a fault-injecting proxy",
+    "tests/integration/test_groups.py::test_commits_survive_a_coordinator_restart": f"{_OWN}: restarts it",
+    "tests/integration/test_produce_validation.py::test_a_damaged_batch_on_disk_answers_precise_errors": (
+        f"{_OWN}: damages a segment file in its data dir, restarts it"
+    ),
+    "tests/integration/test_metrics.py": "sftraffic's Prometheus endpoint (metrics.listen)",
+    # the store's own pieces
+    "tests/system/test_store_without_extras.py": "installs and runs the sftraffic store alone",
+}
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
@@ -22,7 +63,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: "not sftraffic_only" sees the table's marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for prefix, reason in SFTRAFFIC_ONLY.items():
+            if item.nodeid == prefix or item.nodeid.startswith((prefix + "::", prefix + "[")):
+                item.add_marker(pytest.mark.sftraffic_only(reason=reason))
+                break
+    if EXTERNAL_BOOTSTRAP:
+        for item in items:
+            mark = item.get_closest_marker("sftraffic_only")
+            if mark is not None:
+                why = mark.kwargs.get("reason") or (mark.args[0] if mark.args else "sftraffic only")
+                item.add_marker(pytest.mark.skip(reason=f"sftraffic only: {why}"))
     if config.getoption("--runslow") or os.environ.get("SFTRAFFIC_SLOW") == "1":
         return
     skip = pytest.mark.skip(reason="slow: run with --runslow (the soak/chaos command)")
@@ -38,8 +91,47 @@ def quiet_logger() -> logging.Logger:
     return lg
 
 
+class ExternalBroker:
+    """A broker somebody else runs (``SFTRAFFIC_TEST_BOOTSTRAP``): only its address; not ours to
+    stop, no logs, no data dir."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.host, _, port = bootstrap.split(",", maxsplit=1)[0].rpartition(":")
+        self.port = int(port)
+
+    def alive(self) -> bool:
+        return True
+
+    def logs(self) -> str:
+        return ""
+
+    def tail(self, n: int = 15) -> str:
+        return ""
+
+    def stop(self, grace: float | None = None) -> int:
+        return 0
+
+    def __getattr__(self, name: str) -> Any:
+        pytest.skip(f"sftraffic only: uses the broker's {name!r}, which an external Kafka has not")
+
+
+def external_for(overrides: dict[str, object] | None, **kw: Any) -> ExternalBroker:
+    """The external broker for a test that asks for ``overrides``/``kw``; skips the test when it
+    needs what a shared external cluster cannot give (its own process, data dir or settings)."""
+    own = {k: v for k, v in (overrides or {}).items() if TEST_BROKER_SETTINGS.get(k, object()) != v}
+    wants = sorted({*own, *(k for k, v in kw.items() if v is not None)})
+    if wants:
+        pytest.skip(f"sftraffic only: needs a broker of its own ({', '.join(wants)})")
+    return ExternalBroker(EXTERNAL_BOOTSTRAP)
+
+
 class BrokerFactory:
-    """Start brokers for a test; every one is stopped at teardown (logs kept on failure)."""
+    """Start brokers for a test; every one is stopped at teardown (logs kept on failure).
+
+    With ``SFTRAFFIC_TEST_BOOTSTRAP`` it returns the external broker instead (see
+    :func:`external_for`).
+    """
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
@@ -48,8 +140,10 @@ class BrokerFactory:
     def __call__(
         self, overrides: dict[str, object] | None = None, data_dir: Path | None = None, **kw: Any
     ) -> BrokerProcess:
+        if EXTERNAL_BOOTSTRAP:
+            return external_for(overrides, data_dir=data_dir, **kw)  # type: ignore[return-value]
         d = data_dir or (self.tmp / f"broker-{len(self.brokers)}")
-        base = {"log.retention.check.interval.ms": 500, "group.initial.rebalance.delay.ms": 0}
+        base = dict(TEST_BROKER_SETTINGS)
         base.update(overrides or {})
         b = BrokerProcess(d, overrides=base, **kw).start()
         self.brokers.append(b)
@@ -74,11 +168,13 @@ def broker_factory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[B
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """One broker shared by a test module (tests use their own topics)."""
+    """One broker shared by a test module (tests use their own topics); the external one with
+    ``SFTRAFFIC_TEST_BOOTSTRAP``."""
+    if EXTERNAL_BOOTSTRAP:
+        yield ExternalBroker(EXTERNAL_BOOTSTRAP)  # type: ignore[misc]
+        return
     d = tmp_path_factory.mktemp("broker")
-    b = BrokerProcess(
-        d, overrides={"log.retention.check.interval.ms": 500, "group.initial.rebalance.delay.ms": 0}
-    ).start()
+    b = BrokerProcess(d, overrides=dict(TEST_BROKER_SETTINGS)).start()
     yield b
     b.stop()
 
