@@ -106,7 +106,7 @@ def test_kafka_configs_describe_and_alter_topic_configs(cli: Cli, broker: Any, t
         "cleanup.policy=compact sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact"
         in every
     )
-    assert "retention.ms=604800000 sensitive=false synonyms={DEFAULT_CONFIG:log.retention." in every
+    assert "retention.ms=604800000 sensitive=false synonyms=" in every  # Kafka: {}, ours: the broker default
     for key in ("segment.bytes=", "min.insync.replicas=", "max.message.bytes=", "message.timestamp.type="):
         assert key in every, key
 
