@@ -38,6 +38,7 @@ class Proposal(Generic[T]):
 
 
 PREFERRED, UNCLEAN = 0, 1  # ElectLeaders election types
+ANY_EPOCH = -1  # an election asked for by a client applies to the partition as it then is
 
 
 class TopicDeletionDisabled(StoreError):
@@ -122,29 +123,23 @@ class MetadataAdmin:
     def elect_leader(self, topic: str, index: int, election_type: int) -> ErrorCode | asyncio.Future[Any]:
         """Elect a partition's preferred replica (or, unclean, any live replica when no in-sync
         one is alive): an error code at once, or a future of the quorum's answer (an error code).
-        A single node leads every partition: there is never an election to hold."""
+
+        Whether the election can happen is decided where the change is applied, in log order
+        (this broker's view may lag the quorum's by a change or two); a single node leads every
+        partition: there is never an election to hold.
+        """
         t = self.cache.topics.get(topic)
         if t is None or not 0 <= index < t.partitions:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if election_type not in (PREFERRED, UNCLEAN):
             return ErrorCode.INVALID_REQUEST
         quorum = self.cache.quorum
-        ps = self.cache.partition_state(topic, index)
-        if quorum is None or ps is None:
+        if quorum is None:
             return ErrorCode.ELECTION_NOT_NEEDED
-        replicas = t.assignments[index]
         if election_type == PREFERRED:
-            candidate = replicas[0]
-            if ps.leader == candidate:
-                return ErrorCode.ELECTION_NOT_NEEDED
-            if candidate not in ps.isr or not quorum.unfenced(candidate):
-                return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+            candidate = t.assignments[index][0]
         else:
-            if ps.leader != -1 or any(quorum.unfenced(r) for r in ps.isr):
-                return ErrorCode.ELECTION_NOT_NEEDED
-            candidate = next((r for r in replicas if quorum.unfenced(r)), -1)
+            candidate = next((r for r in t.assignments[index] if quorum.unfenced(r)), -1)
             if candidate == -1:
                 return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
-        return quorum.propose(
-            "elect_leader", topic, index, ps.leader_epoch, candidate, election_type == UNCLEAN
-        )
+        return quorum.propose("elect_leader", topic, index, ANY_EPOCH, candidate, election_type == UNCLEAN)

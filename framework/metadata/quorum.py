@@ -463,15 +463,16 @@ class ClusterState(SyncObj):  # type: ignore[misc]
     def elect_leader(self, topic: str, index: int, leader_epoch: int, candidate: int, unclean: bool) -> int:
         """Make ``candidate`` the leader (ElectLeaders, auto rebalance, unclean election).
 
-        Decided on the controller's view; checked again here against the state it was decided
-        on (the leader epoch): a preferred leader must be live and in the ISR; an unclean one
+        The controller's own elections carry the leader epoch they were decided at and are
+        refused if it has changed; a client's (ElectLeaders) carries -1 and applies to the state
+        at this point of the log. A preferred leader must be live and in the ISR; an unclean one
         live, and only while no ISR member is, and it becomes the whole ISR.
         """
         ps = self.partition_state(topic, index)
         if ps is None:
             return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if ps.leader_epoch != leader_epoch:
-            return int(ErrorCode.FENCED_LEADER_EPOCH)
+        if leader_epoch >= 0 and ps.leader_epoch != leader_epoch:
+            return int(ErrorCode.FENCED_LEADER_EPOCH)  # decided on a state that has changed since
         if ps.leader == candidate:
             return int(ErrorCode.ELECTION_NOT_NEEDED)
         if candidate not in self._replicas(topic, index) or not self.unfenced(candidate):

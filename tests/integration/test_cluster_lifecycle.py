@@ -165,7 +165,9 @@ def test_elect_leaders_moves_leadership_to_the_preferred_replica(tmp_path: Path)
                 assert err is None, f"{tp}: {err}"
             else:
                 assert err is not None and err.code() == KafkaError.ELECTION_NOT_NEEDED
-        assert all(led_view(c.brokers[1], topic)[p][0] == 1 for p in preferred)
+        wait_for(
+            lambda: all(led_view(c.brokers[1], topic)[p][0] == 1 for p in preferred), 10, 0.05, "elected"
+        )
         unclean = a.elect_leaders(ElectionType.UNCLEAN, tps).result(30)
         assert all(e is not None and e.code() == KafkaError.ELECTION_NOT_NEEDED for e in unclean.values())
     finally:

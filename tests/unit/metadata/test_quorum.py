@@ -555,3 +555,13 @@ def test_a_snapshot_of_another_format_is_refused(three: Replica, tmp_path: Path)
     path.write_bytes(pickle.dumps((99, {}, ())))
     with pytest.raises(Exception, match="unknown snapshot format"):
         three.cs._read_snapshot(str(path))
+
+
+def test_a_client_election_applies_to_the_partition_as_it_is_when_applied(three: Replica) -> None:
+    """ElectLeaders carries no epoch (-1): the broker that took the request may lag the log."""
+    three.fence(1)
+    three.register(1)
+    three.alter_isr([2, 3, 1])
+    assert elect(three, 1, epoch=-1) == OK
+    assert three.ps().leader == 1
+    assert elect(three, 1, epoch=-1) == ELECTION_NOT_NEEDED
