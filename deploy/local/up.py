@@ -5,7 +5,9 @@ session, its output appended to ``<data-dir>/logs/<part>.log``):
 
 1. the event store (127.0.0.1:9092, metrics on :9644, data in ``<data-dir>/store-1``); with
    ``--cluster N`` N brokers on 9092.. 9092+N-1 (metrics 9644.., controller endpoints
-   19092..), data in ``store-1`` .. ``store-N``, topics replicated min(N, 3) times
+   19092..), data in ``store-1`` .. ``store-N``, topics replicated min(N, 3) times;
+   with ``--store kafka`` Apache Kafka instead (:mod:`deploy.kafka`: KRaft, the same ports,
+   data in ``<data-dir>/kafka``); with ``--bootstrap HOST:PORT`` none: an existing Kafka cluster
 2. Mosquitto (127.0.0.1:1883) and the stream layout (stream + topics, created if missing)
 3. an MQTT edge gateway
 4. the Spark application (started early: its JVM warms up while the past is replayed) and the
@@ -13,11 +15,12 @@ session, its output appended to ``<data-dir>/logs/<part>.log``):
 5. a backfill (``--backfill 6h``, ``0`` to skip): the fleet replays the last six simulated
    hours as fast as the store takes them (~250 pavement sensors, a share through MQTT and
    the gateway), with a progress bar; see :mod:`sensors.backfill`
-6. the live sensor fleet: 10,000 sensors producing directly, plus 500 MQTT devices through the
-   gateway, from the minute the backfill ends (they catch up the minutes the replay took)
-7. in Spark, the batch jobs over the backfill (aggregates, traffic x weather with the effect
-   estimates, congestion alerts, all published like the live results), then the streaming jobs
-   over event time from the end of the backfill on
+6. in Spark, the batch jobs over the backfill (aggregates, traffic x weather with the effect
+   estimates, congestion alerts, all published like the live results), with the machine to
+   themselves
+7. the live sensor fleet: 10,000 sensors producing directly, plus 500 MQTT devices through the
+   gateway, from the minute the backfill ends (they catch up the minutes since at once), and
+   Spark's streaming jobs over event time from the end of the backfill on
 
 The backfill runs once per data dir (``<data-dir>/backfill/plan.json``); a data dir whose Spark
 jobs already ran is continued as it is. Its range and the configured weather effects are in the
@@ -96,6 +99,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         default=1,
         help="store brokers: 1 (default) or a replicated cluster of 3-9 (topics get min(N, 3) replicas)",
     )
+    p.add_argument(
+        "--store",
+        choices=("sftraffic", "kafka"),
+        default="sftraffic",
+        help="the event store: ours (default) or Apache Kafka 4.x (KRaft, resolved with Maven on first "
+        "use; --cluster N nodes)",
+    )
+    p.add_argument(
+        "--bootstrap",
+        metavar="HOST:PORT",
+        help="use this existing Kafka cluster (any Kafka implementation); no store is started",
+    )
     p.set_defaults(func=run)
 
 
@@ -126,6 +141,28 @@ def cluster_parts(
             cmd += ["--metrics", f"127.0.0.1:{metrics_port + i - 1}"]
         parts.append(_part(f"store-{i}", cmd, "registered with the controller", root, env))
     return parts
+
+
+def kafka_parts(root: Path, size: int, port: int) -> tuple[str, list[ManagedProcess]]:
+    """Apache Kafka as the store (``--store kafka``): ``size`` KRaft nodes, Kafka on port..,
+    controllers on port+10000.., data in ``<root>/kafka`` (formatted on first use), logs in
+    ``<root>/logs/kafka-N.log``; (its bootstrap, the nodes)."""
+    from deploy.kafka import KafkaCluster
+
+    cluster = KafkaCluster(size, root / "kafka", port=port, heap="1g", log_dir=root / "logs")
+    console.print(f"preparing {cluster.describe()} (Maven resolves it on first use) ...")
+    nodes: list[ManagedProcess] = list(cluster.prepare())
+    return cluster.bootstrap, nodes
+
+
+def external_replication(bootstrap: str) -> int:
+    """Replicas for the demo's topics on an existing cluster (``--bootstrap``): min(brokers, 3)."""
+    from framework.client.admin import live_broker_ids
+
+    ids = live_broker_ids(bootstrap, timeout=10)
+    if ids is None:
+        raise StoreError(f"no Kafka broker answers at {bootstrap} (--bootstrap)")
+    return max(1, min(len(ids), 3))
 
 
 def mosquitto_part(root: Path, port: int) -> MosquittoProcess:
@@ -381,14 +418,30 @@ def _spark_doing(spark: ManagedProcess) -> Callable[[], str]:
     def doing() -> str:
         for line in reversed(list(spark.lines)[-50:]):
             if "backfill batch done" in line:
-                return ": batch jobs over the backfill done, starting the streaming jobs"
+                return ": starting the streaming queries"
             if "backfill batch running" in line:
-                return ": batch jobs over the backfill"
+                return " (aggregates, traffic x weather, effect estimates, alerts)"
             if "waiting for the backfill" in line:
-                return ": JVM up, waiting for the backfill"
+                return " (Spark is up, waiting for the backfill)"
+            if "starting Spark" in line:
+                return " (Spark's JVM is starting)"
         return ""
 
     return doing
+
+
+def wait_line(
+    sup: Supervisor, part: ManagedProcess, text: str, timeout: float, what: str, doing: Callable[[], str]
+) -> None:
+    """Wait until ``part`` logs a line containing ``text`` (a stage before its ready line)."""
+    t0 = time.monotonic()
+    with console.status(what) as status:
+        while not any(text in line for line in list(part.lines)[-200:]):
+            sup.check()
+            if time.monotonic() - t0 > timeout:
+                raise StoreError(f"{part.name}: no '{text}' after {timeout:.0f}s; see {part.log}")
+            status.update(f"{what} ... {time.monotonic() - t0:.0f}s{doing()}")
+            sup.stopping.wait(0.2)
 
 
 def _report_batch(spark: ManagedProcess) -> None:
@@ -413,14 +466,27 @@ def run(args: argparse.Namespace) -> int:
     root = Path(args.data_dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
     py = sftraffic()
-    bootstrap = ",".join(f"127.0.0.1:{args.port + i}" for i in range(args.cluster))
+    kafka: list[ManagedProcess] = []
+    if args.bootstrap:
+        bootstrap = args.bootstrap
+    elif args.store == "kafka":
+        bootstrap, kafka = kafka_parts(root, args.cluster, args.port)
+    else:
+        bootstrap = ",".join(f"127.0.0.1:{args.port + i}" for i in range(args.cluster))
     mqtt = f"127.0.0.1:{args.mqtt_port}"
     env = {"SFTRAFFIC_BOOTSTRAP": bootstrap, "PYTHONUNBUFFERED": "1"}
     ctx = {"root": root, "bootstrap": bootstrap, "mqtt": mqtt, "env": env}
     sup = Supervisor(root)
     sup.install_signals()
+    replicas = min(args.cluster, 3)
     try:
-        if args.cluster == 1:
+        if args.bootstrap:
+            replicas = external_replication(bootstrap)
+            console.print(f"[green]✓[/green] the Kafka cluster at {bootstrap} (not started here)")
+        elif kafka:
+            what = f"Apache Kafka ({args.cluster} KRaft node{'s' if args.cluster > 1 else ''}) on {bootstrap}"
+            sup.launch(kafka, 120, what, survivable=args.cluster > 1)
+        elif args.cluster == 1:
             sup.launch(
                 store_part(py, root, bootstrap, args.metrics_port, env), 60, f"event store on {bootstrap}"
             )
@@ -434,10 +500,10 @@ def run(args: argparse.Namespace) -> int:
         sup.launch(mosquitto_part(root, args.mqtt_port), 30, f"Mosquitto on {mqtt}")
         ensure_layout(
             bootstrap,
-            replication_factor=min(args.cluster, 3),
+            replication_factor=replicas,
             extra_topics={topic(n): {} for n in RESULT_TOPICS if n != "dead_letter"},
         )
-        ground_truth.ensure_topic(bootstrap, replication_factor=min(args.cluster, 3))
+        ground_truth.ensure_topic(bootstrap, replication_factor=replicas)
         console.print(f"[green]✓[/green] stream {STREAM} and its topics")
         sup.launch(gateway_part(py, root, bootstrap, mqtt, env), 60, "MQTT gateway")
         plan, fresh = backfill_plan(args, root)
@@ -454,7 +520,8 @@ def run(args: argparse.Namespace) -> int:
                 cmd += ["--backfill", f"{plan.from_ms},{plan.until_ms}", "--wait-for", str(stored)]
             spark = _part("spark", cmd, "pipeline all running", root, env)
             sup.start(spark)  # its JVM warms up meanwhile
-        sup.launch(dashboard_part(py, root, bootstrap, args.dashboard_port, env), 60, "dashboard")
+        dash = f"dashboard on http://127.0.0.1:{args.dashboard_port}"
+        sup.launch(dashboard_part(py, root, bootstrap, args.dashboard_port, env), 60, dash)
         if plan is not None and fresh:
             console.print(
                 f"backfill: replaying {_sim(plan.duration_ms)} of simulated time ({plan.describe()}), "
@@ -466,6 +533,11 @@ def run(args: argparse.Namespace) -> int:
             bf.save_plan(plan_file, plan, state="stored", **figures)
             stored.touch()
             _publish_backfill(bootstrap, plan, state="stored", **figures)
+        if spark is not None and plan is not None:
+            # the batch first, with the machine to itself: the live fleets catch up afterwards
+            doing = _spark_doing(spark)
+            wait_line(sup, spark, "backfill batch done", 300, "batch jobs over the backfill", doing)
+            _report_batch(spark)
         live = [*py, "sensors", "-b", bootstrap, "--speed", str(args.speed), "--quiet"]
         if plan is not None:
             live += plan.live_args() if fresh and args.speed == 1 else plan.showcase_arg()
@@ -491,11 +563,12 @@ def run(args: argparse.Namespace) -> int:
                 f"{args.mqtt_devices} MQTT devices via the gateway",
             )
         if spark is not None:
-            sup.wait_ready(spark, 300, "Spark jobs", _spark_doing(spark))
-            _report_batch(spark)
+            sup.wait_ready(spark, 300, "Spark streaming jobs", _spark_doing(spark))
+        ours = not args.bootstrap and args.store == "sftraffic"
+        metrics = f"   metrics: http://127.0.0.1:{args.metrics_port}/metrics" if ours else ""
         console.print(
-            f"\n[bold]dashboard: http://127.0.0.1:{args.dashboard_port}[/bold]   store: {bootstrap}   "
-            f"MQTT: {mqtt}   metrics: http://127.0.0.1:{args.metrics_port}/metrics"
+            f"\n[bold]dashboard: http://127.0.0.1:{args.dashboard_port}[/bold]   store: {bootstrap}"
+            f"{'' if ours else ' (Apache Kafka)' if kafka else ' (external)'}   MQTT: {mqtt}{metrics}"
         )
         console.print("press Ctrl-C to stop everything")
         sup.watch()
