@@ -29,7 +29,6 @@ from dashboard import basemap, status
 from dashboard.data import DashboardData
 from dashboard.status import Wait
 from sensors import geo
-from sensors.model import CONDITIONS, WeatherEffect
 
 BANDS = [  # speed / free-flow ratio → colour
     (0.8, "#1a9850", "flowing"),
@@ -45,8 +44,12 @@ LAT0 = math.cos(math.radians(37.77))
 PST = dt.timezone(dt.timedelta(hours=-8), "PST")
 DISTRICT_OF_STATION = {s.station_id: s.district for s in geo.STATIONS}
 # the ground truth: the speed factor of each regime the simulator applies (sensors.model)
-CONFIGURED = {c: WeatherEffect().speed_factor(CONDITIONS.index(c)) for c in status.REGIMES}
-CONFIGURED_TEXT = ", ".join(f"{c.replace('_', ' ')} {(f - 1) * 100:+.0f} %" for c, f in CONFIGURED.items())
+
+
+def configured_text(configured: dict[str, float]) -> str:
+    return ", ".join(f"{c.replace('_', ' ')} {(f - 1) * 100:+.0f} %" for c, f in configured.items())
+
+
 # the selected segment's background by its station's weather: colour, legend name
 REGIME_STYLE = {
     "fog": ("rgba(120,120,120,0.18)", "fog"),
@@ -357,14 +360,17 @@ def effects_figure(data: DashboardData) -> dict[str, Any]:
     if not rows:
         wait = status.effects(data.facts()) or Wait("no estimates yet")
         fig = message_figure(wait, EFFECTS_HEIGHT, EFFECTS_TITLE)
-        truth_note = Wait("configured in the simulator (the truth to recover)", CONFIGURED_TEXT)
+        truth_note = Wait(
+            "configured in the simulator (the truth to recover)", configured_text(data.configured_effects())
+        )
         fig["layout"]["annotations"].append(
             {**_note(truth_note, y=0.02), "name": "waiting-truth", "bgcolor": None}
         )
         return fig
     est = [_estimate(r) for r in rows]
     names = [r["condition"].replace("_", " ") for r in rows]
-    truth = [CONFIGURED.get(r["condition"]) for r in rows]
+    configured = data.configured_effects()
+    truth = [configured.get(r["condition"]) for r in rows]
     traces: list[dict[str, Any]] = [
         {
             "type": "bar",
@@ -411,9 +417,10 @@ def effects_figure(data: DashboardData) -> dict[str, Any]:
 def effects_table(data: DashboardData) -> Any:
     """How close Spark got: each estimate, its CI, the configured factor, the difference."""
     rows = []
+    configured = data.configured_effects()
     for r in _effect_rows(data):
         v, lo, hi = _estimate(r)
-        truth = CONFIGURED.get(r["condition"])
+        truth = configured.get(r["condition"])
         diff = "-"
         if truth is not None:
             diff = f"{(v - truth) * 100:+.1f} pp" + (" ✓ in CI" if lo <= truth <= hi else "")

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from sensors.layout import STREAM, topic
+from sensors.model import CONDITIONS, WeatherEffect
 
 if TYPE_CHECKING:
     from dashboard.status import Facts
@@ -76,6 +77,11 @@ class Health:
     topics: dict[str, int] = field(default_factory=dict)  # topic -> records (sum of end offsets)
 
 
+DEFAULT_EFFECTS = {
+    c: WeatherEffect().speed_factor(CONDITIONS.index(c)) for c in ("fog", "rain", "heavy_rain")
+}
+
+
 class DashboardData:
     def __init__(
         self,
@@ -115,6 +121,8 @@ class DashboardData:
         self.updated = 0.0
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.ground_truth: dict[str, dict[str, Any]] = {}  # sensors.ground_truth records
+        self._truth_due = 0.0
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> DashboardData:
@@ -242,6 +250,26 @@ class DashboardData:
         if consumer is not None:
             consumer.close()
 
+    def configured_effects(self) -> dict[str, float]:
+        """Each regime's speed factor the simulator runs with: what the running fleet published
+        (``sensors.ground_truth``), else the model's defaults (a fleet started elsewhere)."""
+        published = self.ground_truth.get("weather_effect", {}).get("speed_factor")
+        if isinstance(published, dict) and published:
+            return {str(k): float(v) for k, v in published.items()}
+        return dict(DEFAULT_EFFECTS)
+
+    def _refresh_ground_truth(self, md: Any) -> None:
+        """Read the ground-truth topic when it exists (a compacted topic of a few records)."""
+        from sensors import ground_truth
+
+        if ground_truth.TOPIC not in md.topics or time.monotonic() < self._truth_due:
+            return
+        self._truth_due = time.monotonic() + 60
+        try:
+            self.ground_truth = ground_truth.read(self.bootstrap, timeout=3)
+        except Exception as exc:
+            logging.getLogger("sftraffic.dashboard").debug("ground truth: %s", exc)
+
     def _health_loop(self) -> None:
         from confluent_kafka import Consumer, TopicPartition
         from confluent_kafka.admin import AdminClient
@@ -296,6 +324,7 @@ class DashboardData:
                     c.close()
                 h.store_ok = True
                 h.last_ok = time.time()
+                self._refresh_ground_truth(md)
                 with self.lock:
                     newest = max((r["t"] for r in self.latest_agg.values()), default=None)
                 h.pipeline_lag_s = (

@@ -52,8 +52,21 @@ def test_the_configured_truth_is_the_simulators() -> None:
         "rain": eff.rain_speed_factor,
         "heavy_rain": eff.heavy_rain_speed_factor,
     }
-    assert truth == app.CONFIGURED
-    assert app.CONFIGURED_TEXT == "fog -10 %, rain -15 %, heavy rain -28 %"
+    d = DashboardData("127.0.0.1:1")
+    assert d.configured_effects() == truth  # no fleet has published its settings: the defaults
+    assert app.configured_text(truth) == "fog -10 %, rain -15 %, heavy rain -28 %"
+
+
+def test_the_configured_truth_is_what_the_running_fleet_published() -> None:
+    d = DashboardData("127.0.0.1:1")
+    d.ground_truth = {"weather_effect": {"speed_factor": {"fog": 0.8, "rain": 0.7, "heavy_rain": 0.6}}}
+    assert d.configured_effects() == {"fog": 0.8, "rain": 0.7, "heavy_rain": 0.6}
+    fig = app.effects_figure(data_with())
+    d2 = data_with()
+    d2.ground_truth = d.ground_truth
+    _bars, truth = app.effects_figure(d2)["data"]
+    assert truth["y"] == pytest.approx([-20.0, -30.0, -40.0])
+    assert fig["data"][1]["y"] == pytest.approx([-10.0, -15.0, -28.0])
 
 
 def test_each_estimate_has_the_configured_effect_beside_it() -> None:

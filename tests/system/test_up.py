@@ -99,11 +99,12 @@ def _stop_and_check_nothing_left(proc: ManagedProcess, log: Path, pids: dict[str
 
 
 def _up_cmd(tmp_path: Path, store_port: int, ports: dict[str, int], *extra: str) -> list[str]:
-    """``sftraffic up`` on free ports with a small fleet (300 direct sensors, 30 MQTT devices)."""
+    """``sftraffic up`` on free ports with a small fleet (300 direct sensors, 30 MQTT devices),
+    going live at once (the backfill has its own test: tests/system/test_up_backfill.py)."""
     cmd = sftraffic("up", "--data-dir", str(tmp_path / "up"))
     cmd += ["--port", str(store_port), "--metrics-port", str(ports["metrics"])]
     cmd += ["--mqtt-port", str(ports["mqtt"]), "--dashboard-port", str(ports["dash"])]
-    return [*cmd, "--sensors", "300", "--mqtt-devices", "30", *extra]
+    return [*cmd, "--sensors", "300", "--mqtt-devices", "30", "--backfill", "0", *extra]
 
 
 def _free_block(n: int, raft_offset: int = 10_000) -> int:
