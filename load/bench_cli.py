@@ -13,7 +13,9 @@ What is measured (all on 127.0.0.1, 100-byte values; details in each module's do
 Peers that are not installed are reported in one line each and skipped. The JSON document has
 per system ``produce_msgs_s``, ``produce_acksall_msgs_s``, ``consume_msgs_s``, ``p99_ms`` (at
 the fixed rate) and server CPU, per peer our ratios (ours/peer: produce, consume, p99,
-produce_acksall), the goals, and every module's detailed results under ``details``.
+produce_acksall), the goals, and every module's detailed results under ``details``. Next to the
+JSON, ``FILE`` with ``.png`` is its chart (:mod:`load.harness.chart`: one panel per figure, one bar
+per system, ratios ours/peer; ``python -m load.harness.chart FILE`` redraws it).
 
 Exit code 0 when our system ran (goals are reported, not asserted), 1 when it failed, 2 for a
 bad command line, 130 when interrupted.
@@ -68,7 +70,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "(127.0.0.1 only); prints one comparison table and the goals.",
     )
     p.add_argument("--quick", action="store_true", help="tiny counts, about a minute (CI)")
-    p.add_argument("--json", metavar="FILE", help="write all results as JSON to FILE")
+    p.add_argument(
+        "--json", metavar="FILE", help="write all results as JSON to FILE, and their chart to FILE with .png"
+    )
     p.add_argument(
         "--peers", default=",".join(ALL_PEERS), help="comma-separated peers, or 'none' (default: %(default)s)"
     )
@@ -99,9 +103,14 @@ def run(args: argparse.Namespace) -> int:
     if args.broker_pid is not None and not args.bootstrap:
         print("sftraffic bench: --broker-pid needs --bootstrap", file=sys.stderr)
         return 2
-    return run_main(
+    code = run_main(
         lambda: run_bench(args, peers), render, args.json, lambda doc: doc["ok"], "sftraffic bench"
     )
+    if args.json and code != 130:  # interrupted: no JSON was written
+        from load.harness.chart import write_next_to
+
+        write_next_to(args.json)
+    return code
 
 
 # -- running --------------------------------------------------------------------------------
@@ -191,6 +200,8 @@ ROW = {
     "server_cpu_us_per_msg_consume": "broker_cpu_us_per_msg_consume",
     "client_cores_produce": "client_cores_produce",
     "server_cores_produce": "broker_cores_produce",
+    "rss_mb_idle": "rss_mb_idle",  # Kafka-API brokers, full runs only
+    "rss_mb_1000_partitions": "rss_mb_1000_partitions",
 }
 RATIOS = {"produce": "produce_msgs_s", "consume": "consume_msgs_s", "p99": "p99_ms"}
 RATIOS["produce_acksall"] = "produce_acksall_msgs_s"

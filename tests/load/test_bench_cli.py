@@ -56,6 +56,10 @@ def test_bench_quick_runs_ours_and_the_installed_peers(tmp_path: Path) -> None:
     for name in set(peers) - set(ran):
         assert doc["not_run"][name], name
     assert len(doc["goals"]) == 5
+    # the chart next to the JSON (load.harness.chart)
+    from tests.load.test_chart import png_size
+
+    assert png_size(out.with_suffix(".png")) == (1200, 800), res.stderr[-2000:]
 
 
 def test_unknown_peer_is_a_usage_error() -> None:
