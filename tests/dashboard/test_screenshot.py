@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from dashboard.app import CONFIGURED, create_app
+from dashboard.app import create_app
+from dashboard.data import DEFAULT_EFFECTS
 from dashboard.data import DashboardData
 from deploy.local.process import wait_for
 from pipelines import jobs
@@ -96,7 +97,7 @@ def test_the_weather_story_and_the_readme_screenshot(dash_duo: Any, rainy_hour: 
     bars, truth = plot_data(dash_duo, "effects")
     assert bars["type"] == "bar" and len(bars["error_y"]["array"]) == 3
     assert truth["name"] == "configured in the simulator"
-    assert truth["y"] == pytest.approx([(f - 1) * 100 for f in CONFIGURED.values()])
+    assert truth["y"] == pytest.approx([(f - 1) * 100 for f in DEFAULT_EFFECTS.values()])
     assert bars["x"] == truth["x"] == ["fog", "rain", "heavy rain"]
     dash_duo.wait_for_contains_text("#effects-table", "✓ in CI", timeout=10)
     assert "configured" in dash_duo.find_element("#effects-table").text
