@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 
 from dashboard.app import create_app
-from dashboard.data import DEFAULT_EFFECTS
-from dashboard.data import DashboardData
+from dashboard.data import DEFAULT_EFFECTS, DashboardData
 from deploy.local.process import wait_for
 from pipelines import jobs
 from sensors.layout import ensure_layout
