@@ -11,8 +11,8 @@ node dirs are formatted once and kept (a restart continues them).
 from __future__ import annotations
 
 import argparse
+import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -126,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "resolve":
             return cmd_resolve()
         if args.cmd == "tool":
-            return subprocess.call(tool_cmd(args.name, *args.args))
+            cmd = tool_cmd(args.name, *args.args)
+            os.execv(cmd[0], cmd)  # noqa: S606 (the tool in this process: its signals, its exit code)
     except (MavenError, KeyError) as exc:
         print(exc, file=sys.stderr)
         return 2
