@@ -84,6 +84,7 @@ SFTRAFFIC_ONLY: dict[str, str] = {
     "tests/integration/test_gateway.py::TestGateway::test_full_disk_queue_holds_acks_and_loses_nothing": (
         f"{_OWN}: stops the store so that the gateway's disk queue fills"
     ),
+    "tests/dashboard/test_dashboard.py::test_banner_appears_when_the_store_stops": f"{_OWN}: stops it",
     # the store's own pieces
     "tests/system/test_store_without_extras.py": "installs and runs the sftraffic store alone",
     "tests/system/test_up.py": (
