@@ -41,7 +41,9 @@ def main(argv: list[str]) -> int:
         f"start {cluster.timings['start']:.1f}s); logs: {cluster.log_dir}",
         flush=True,
     )
-    args = argv or SUITES
+    # no test path among the arguments (only options): the broker-facing suites
+    paths = [a for a in argv if not a.startswith("-") and (ROOT / a.split("::")[0]).exists()]
+    args = argv if paths else [*argv, *SUITES]
     env = {**os.environ, "SFTRAFFIC_TEST_BOOTSTRAP": bootstrap}
     try:
         return subprocess.call([sys.executable, "-m", "pytest", *args], cwd=ROOT, env=env)
