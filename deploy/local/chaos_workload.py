@@ -71,20 +71,36 @@ def admin(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, replication: int, min_isr: int) -> None:
-    a = admin(bootstrap)  # kept referenced until the future is done
-    fut = a.create_topics(
-        [
-            NewTopic(
-                topic,
-                num_partitions=partitions,
-                replication_factor=replication,
-                config={"min.insync.replicas": str(min_isr)},
-            )
-        ],
-        request_timeout=30,
-    )
-    fut[topic].result(60)
+def create_topic(
+    bootstrap: str, topic: str, partitions: int, replication: int, min_isr: int, timeout: float = 60
+) -> None:
+    """Create ``topic``, retrying while too few brokers are unfenced for ``replication``.
+
+    A broker that was slow to heartbeat on a loaded machine is briefly fenced, and the
+    controller then answers INVALID_REPLICATION_FACTOR (as Kafka's does) until it is back.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        a = admin(bootstrap)  # kept referenced until the future is done
+        fut = a.create_topics(
+            [
+                NewTopic(
+                    topic,
+                    num_partitions=partitions,
+                    replication_factor=replication,
+                    config={"min.insync.replicas": str(min_isr)},
+                )
+            ],
+            request_timeout=30,
+        )
+        try:
+            fut[topic].result(timeout)
+            return
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.code() != KafkaError.INVALID_REPLICATION_FACTOR or time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
 
 
 def partition_states(bootstrap: str, topics: list[str], timeout: float = 10) -> list[PartitionState]:
