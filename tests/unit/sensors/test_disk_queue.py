@@ -5,7 +5,6 @@ record (power loss during an append) — everything before it, nothing corrupt."
 from __future__ import annotations
 
 import os
-import stat
 import struct
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import pytest
 
 from sensors import disk_queue
 from sensors.disk_queue import DiskQueue, Item, QueueFull
+from tests.unit.durable_os import RecordingOs
 
 T0 = 1_700_000_000_000
 Rec = tuple[str, bytes, bytes, int]
@@ -295,23 +295,10 @@ def test_the_cursor_is_fsynced_and_its_rename_too(qdir: Path, monkeypatch: pytes
     q = DiskQueue(qdir)
     q.append(recs(3))
     items = q.read()
-    calls: list[str] = []
-
-    class Recording:
-        def replace(self, src: Any, dst: Any) -> None:
-            calls.append("replace")
-            os.replace(src, dst)
-
-        def fsync(self, fd: int) -> None:
-            calls.append("fsync dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync file")
-            os.fsync(fd)
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(os, name)
-
-    monkeypatch.setattr(disk_queue, "os", Recording())
+    recording = RecordingOs()
+    monkeypatch.setattr(disk_queue, "os", recording)
     q.commit(items[0].position)
-    assert calls == ["fsync file", "replace", "fsync dir"]
+    assert recording.calls == ["fsync file", "replace", "fsync dir"]
 
 
 def test_a_crash_before_the_cursor_is_written_redelivers(qdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from framework.storage import cleaner
 from framework.storage.cleaner import LogCleaner, clean_log, plan
 from framework.storage.log import Log
 from framework.storage.log_config import LogConfig
+from tests.unit.durable_os import RecordingOs
 
 from .support import NOW, append, cfg, headers_of, log_files, open_log
 
@@ -571,23 +571,10 @@ def test_the_swap_keeps_the_file_age_and_fsyncs_the_directory(
     write(log, kv((b"tail", b"t")))
     seg = log.segments[0]
     os.utime(seg.path, (1_600_000_000, 1_600_000_000))
-    calls: list[str] = []
-
-    class Recording:
-        def replace(self, src: Any, dst: Any) -> None:
-            calls.append("replace")
-            os.replace(src, dst)
-
-        def fsync(self, fd: int) -> None:
-            calls.append("fsync dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync file")
-            os.fsync(fd)
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(os, name)
-
-    monkeypatch.setattr(cleaner, "os", Recording())
+    recording = RecordingOs()
+    monkeypatch.setattr(cleaner, "os", recording)
     clean_log(log, 0, NOW)
-    assert calls == ["fsync file", "replace", "fsync dir"]
+    assert recording.calls == ["fsync file", "replace", "fsync dir"]
     assert seg.path.stat().st_mtime == 1_600_000_000
 
 
