@@ -55,19 +55,30 @@ def lib_dir(version: str = KAFKA_VERSION) -> Path:
     return cache_dir() / f"kafka-{version}" / "lib"
 
 
-def _stamp() -> str:
-    return hashlib.sha256(POM.read_bytes()).hexdigest()
+def _stamp(pom: Path = POM) -> str:
+    return hashlib.sha256(pom.read_bytes()).hexdigest()
 
 
 def resolved(version: str = KAFKA_VERSION) -> bool:
-    stamp = lib_dir(version).parent / ".resolved"
-    return stamp.is_file() and stamp.read_text().strip() == _stamp()
+    return pom_resolved(POM, lib_dir(version))
 
 
 def resolve(quiet: bool = True, timeout: float = 900.0) -> Path:
     """The folder of Kafka's jars (every one its ``java -cp`` needs), resolving it first if needed."""
-    lib = lib_dir()
-    if resolved():
+    return resolve_pom(POM, lib_dir(), quiet=quiet, timeout=timeout)
+
+
+def pom_resolved(pom: Path, lib: Path) -> bool:
+    """Whether ``lib`` holds the complete copy of ``pom``'s dependencies (its stamp matches)."""
+    stamp = lib.parent / ".resolved"
+    return stamp.is_file() and stamp.read_text().strip() == _stamp(pom)
+
+
+def resolve_pom(pom: Path, lib: Path, quiet: bool = True, timeout: float = 900.0) -> Path:
+    """``mvn dependency:copy-dependencies`` of ``pom`` into ``lib`` (Maven's repository in
+    :func:`cache_dir`), once: under the cache's lock, into a temporary folder renamed into place,
+    stamped with the pom's hash. Other poms use it too (``deploy/spark``: Spark's Kafka connector)."""
+    if pom_resolved(pom, lib):
         return lib
     mvn = shutil.which("mvn")
     if mvn is None:
@@ -78,7 +89,7 @@ def resolve(quiet: bool = True, timeout: float = 900.0) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be resolving: wait for it
-        if resolved():
+        if pom_resolved(pom, lib):
             return lib
         tmp = lib.parent.with_name(lib.parent.name + f".tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
@@ -87,7 +98,7 @@ def resolve(quiet: bool = True, timeout: float = 900.0) -> Path:
             "-B",
             *(["-q"] if quiet else []),
             "-f",
-            str(POM),
+            str(pom),
             f"-Dmaven.repo.local={cache / 'repository'}",
             "dependency:copy-dependencies",
             f"-DoutputDirectory={tmp / 'lib'}",
@@ -101,7 +112,7 @@ def resolve(quiet: bool = True, timeout: float = 900.0) -> Path:
         (tmp / "resolve-seconds").write_text(f"{time.monotonic() - t0:.1f}\n")
         shutil.rmtree(lib.parent, ignore_errors=True)
         tmp.rename(lib.parent)
-        (lib.parent / ".resolved").write_text(_stamp() + "\n")
+        (lib.parent / ".resolved").write_text(_stamp(pom) + "\n")
     return lib
 
 
