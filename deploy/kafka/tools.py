@@ -62,6 +62,24 @@ def tool_cmd(
     return java_cmd(main_class(tool), *args, heap=heap, extra_classpath=extra_classpath, jvm_opts=jvm_opts)
 
 
+# bin/kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS (G1 comes with java_cmd's server options)
+# and bin/kafka-producer-perf-test.sh's -Xmx512M; the logging stays a tool's (WARN on stderr)
+PERF_JVM_OPTS = (
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:MaxInlineLevel=15",
+    "-Dsftraffic.kafka.log.level=warn",
+    "-Dsftraffic.kafka.log.target=SYSTEM_ERR",
+)
+
+
+def perf_tool_cmd(tool: str, *args: str, heap: str = "512m", lib: Path | None = None) -> list[str]:
+    """``tool`` as ``bin/<tool>.sh`` runs it: G1 and the full JIT (C2), ``-Xmx512M``, not the
+    C1-only, serial-GC JVM of the short admin tools; for the perf tools, whose figures are the
+    client's rate. Its stdout is still only its answer (the later ``-D`` options win)."""
+    return java_cmd(main_class(tool), *args, heap=heap, daemon=True, jvm_opts=PERF_JVM_OPTS, lib=lib)
+
+
 def run_tool(
     tool: str,
     *args: str,

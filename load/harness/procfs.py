@@ -179,15 +179,18 @@ BUSY_SHARE = 0.10
 class Interference:
     """CPU used by processes other than this one and ``pids`` (those being measured), from
     creation to :meth:`share`, as a share of all cores (None when a pid is unknown or gone).
-    Client and servers share the machine: another job's load changes every figure."""
+    Client and servers share the machine: another job's load changes every figure.
+    ``children``: this process's reaped children are its own too (a client run as a
+    subprocess, e.g. a Java tool, waited for before :meth:`share`)."""
 
-    def __init__(self, pids: Iterable[int | None]) -> None:
-        self.pids = list(pids)
+    def __init__(self, pids: Iterable[int | None], children: bool = False) -> None:
+        self.pids, self.children = list(pids), children
         self.t0, self.busy0, self.own0 = time.monotonic(), machine_busy_seconds(), self._own()
 
     def _own(self) -> float | None:
         cpu = [probe(pid)() for pid in self.pids]
-        return None if None in cpu else own_cpu() + sum(cpu)  # type: ignore[arg-type]
+        mine = own_cpu() + (own_cpu(children=True) if self.children else 0.0)
+        return None if None in cpu else mine + sum(cpu)  # type: ignore[arg-type]
 
     def share(self) -> float | None:
         busy1, own1 = machine_busy_seconds(), self._own()

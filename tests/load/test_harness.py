@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -100,6 +101,14 @@ def test_phase_cpu_and_interference() -> None:
     assert share is not None and 0.0 <= share <= 1.0
     assert procfs.Interference([None]).share() is None
     assert procfs.PhaseCpu(None).settle(10) == (None, None, None)
+
+
+def test_interference_counts_reaped_children_as_own_when_asked() -> None:
+    kids, alone = procfs.Interference([], children=True), procfs.Interference([])
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
+    subprocess.run([sys.executable, "-c", burn], check=True)  # a client run as a child, reaped
+    assert kids._own() - kids.own0 >= 0.25  # type: ignore[operator]
+    assert alone._own() - alone.own0 < 0.25  # type: ignore[operator]
 
 
 # -- runner ---------------------------------------------------------------------------------------

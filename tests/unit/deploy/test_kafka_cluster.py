@@ -9,7 +9,7 @@ import pytest
 
 from deploy.kafka.cluster import KafkaCluster, new_cluster_id
 from deploy.kafka.resolve import KAFKA_VERSION, POM, java_cmd
-from deploy.kafka.tools import TOOLS, main_class
+from deploy.kafka.tools import TOOLS, main_class, perf_tool_cmd
 
 
 def props(text: str) -> dict[str, str]:
@@ -78,3 +78,13 @@ def test_tools_by_script_name_and_their_command_lines(tmp_path: Path) -> None:
         "-Dsftraffic.kafka.log.target=SYSTEM_ERR" in tool
         and tool[tool.index("-cp") + 1] == f"/x:{tmp_path}/*"
     )
+
+
+def test_the_perf_tools_run_as_kafkas_scripts_run_them(tmp_path: Path) -> None:
+    cmd = perf_tool_cmd("kafka-producer-perf-test", "--num-records", "10", lib=tmp_path)
+    assert cmd[1] == "-Xmx512m" and "-XX:+UseG1GC" in cmd and "-XX:MaxInlineLevel=15" in cmd
+    assert not any("TieredStopAtLevel" in c or "SerialGC" in c for c in cmd)  # the full JIT
+    assert cmd[-3:] == ["org.apache.kafka.tools.ProducerPerformance", "--num-records", "10"]
+    # the JVM keeps the last of a repeated -D: the tool logs WARN to stderr, stdout is its answer
+    levels = [c for c in cmd if c.startswith("-Dsftraffic.kafka.log.")]
+    assert levels[-2:] == ["-Dsftraffic.kafka.log.level=warn", "-Dsftraffic.kafka.log.target=SYSTEM_ERR"]
