@@ -26,7 +26,7 @@ import shutil
 import subprocess
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,10 +108,12 @@ class Launcher(ABC):
 
 
 class OursLauncher(Launcher):
-    """Our broker; from another checkout ``src`` (a baseline) when given."""
+    """Our broker; from another checkout ``src`` (a baseline) when given; ``overrides``: broker
+    settings (``-o KEY=VALUE``)."""
 
-    def __init__(self, src: Path | str | None = None) -> None:
+    def __init__(self, src: Path | str | None = None, overrides: Mapping[str, object] | None = None) -> None:
         self.src = Path(src).resolve() if src is not None else None
+        self.overrides = dict(overrides or {})
         label = "sftraffic broker (Python, asyncio/uvloop)"
         if self.src is None:
             super().__init__("ours", label, persists=True)
@@ -126,7 +128,7 @@ class OursLauncher(Launcher):
 
     def start(self, workdir: Path) -> Server:
         workdir.mkdir(parents=True, exist_ok=True)
-        proc = BrokerProcess(workdir, host=LOOPBACK, env=self.env)
+        proc = BrokerProcess(workdir, host=LOOPBACK, env=self.env, overrides=self.overrides)
         proc.cwd = self.src  # -m puts the working directory first on sys.path
         return Server(proc.bootstrap, proc.start(60))
 

@@ -128,15 +128,16 @@ IDLE_WINDOW_S = 1.5
 
 
 def cpu_when_idle(
-    cpu: CpuProbe | None, timeout: float = SETTLE_S, window: float = IDLE_WINDOW_S
+    cpu: CpuProbe | None, timeout: float = SETTLE_S, window: float = IDLE_WINDOW_S, rest: float = 0.0
 ) -> tuple[float | None, float | None]:
-    """(CPU seconds now, CPU seconds once idle: at most 3 % of a core during ``window``)."""
+    """(CPU seconds now, CPU seconds once idle: at most 3 % of a core above ``rest``, the cores
+    it uses when nothing is asked of it (:func:`rest_cores`), during ``window``)."""
     if cpu is None:
         return None, None
     now = last = cpu()
     if now is None or timeout <= 0:
         return now, now
-    idle = max(2 / TICK, 0.03 * window)
+    idle = max(2 / TICK, (0.03 + rest) * window)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         time.sleep(window)
@@ -149,13 +150,27 @@ def cpu_when_idle(
     return now, last
 
 
+def rest_cores(cpu: CpuProbe | None, seconds: float = 3.0) -> float | None:
+    """Cores a server uses when nothing is asked of it (a JVM broker's timers, a Raft quorum's
+    heartbeats): its CPU over ``seconds`` of quiet, per second."""
+    before = cpu() if cpu is not None else None
+    if cpu is None or before is None:
+        return None
+    time.sleep(seconds)
+    after = cpu()
+    return max(0.0, after - before) / seconds if after is not None else None
+
+
 class PhaseCpu:
     """CPU over one measured phase: this process's from creation to :meth:`client_done`, and a
-    server's (any probe) from creation until it is idle again after the phase (:meth:`settle`)."""
+    server's (any probe) from creation until it is idle again after the phase (:meth:`settle`).
+    ``rest``: the server's CPU at rest in cores (:func:`rest_cores`): "idle" is then 3 % of a
+    core above it, and :meth:`above_rest` takes it out of the cost per message."""
 
-    def __init__(self, server: CpuProbe | None = None) -> None:
+    def __init__(self, server: CpuProbe | None = None, rest: float = 0.0) -> None:
         self.server, self.server0 = server, server() if server is not None else None
         self.own0, self.client_s = own_cpu(), 0.0
+        self.rest, self.t0, self.used, self.seconds = rest, time.monotonic(), None, 0.0
 
     def client_done(self) -> float:
         self.client_s = own_cpu() - self.own0
@@ -165,11 +180,19 @@ class PhaseCpu:
         self, messages: int, timeout: float = SETTLE_S, window: float = IDLE_WINDOW_S
     ) -> tuple[float | None, float | None, float | None]:
         """(server CPU s, µs per message, of which s after the phase); None where unknown."""
-        end, idle = cpu_when_idle(self.server, timeout, window)
+        end, idle = cpu_when_idle(self.server, timeout, window, self.rest)
+        self.seconds = time.monotonic() - self.t0
         if self.server0 is None or idle is None or messages <= 0:
             return None, None, None
-        used = idle - self.server0
+        self.used = used = idle - self.server0
         return used, used / messages * 1e6, idle - end if end is not None else None
+
+    def above_rest(self, messages: int) -> float | None:
+        """After :meth:`settle`: µs per message of the server's CPU above its rest, i.e. less
+        ``rest`` × the phase's seconds (from creation to the end of :meth:`settle`)."""
+        if self.used is None or messages <= 0:
+            return None
+        return max(0.0, self.used - self.rest * self.seconds) / messages * 1e6
 
 
 # Above this share of the machine's CPU taken by other processes a figure is flagged as busy.

@@ -111,6 +111,19 @@ def test_interference_counts_reaped_children_as_own_when_asked() -> None:
     assert alone._own() - alone.own0 < 0.25  # type: ignore[operator]
 
 
+def test_cpu_above_a_servers_rest() -> None:
+    rest = procfs.rest_cores(procfs.probe(os.getpid()), 0.2)
+    assert rest is not None and 0.0 <= rest < 0.5  # this test sleeps meanwhile
+    assert procfs.rest_cores(None) is None
+    ticking = iter([10.0, 11.0, 11.0, 11.0])  # a server at 1 s of CPU, then quiet
+    phase = procfs.PhaseCpu(lambda: next(ticking), rest=0.5)
+    used, per_msg, _after = phase.settle(1000, timeout=1.0, window=0.05)
+    assert used == 1.0 and per_msg == pytest.approx(1000.0)
+    above = phase.above_rest(1000)
+    assert above is not None and above == pytest.approx((1.0 - 0.5 * phase.seconds) / 1000 * 1e6)
+    assert procfs.PhaseCpu(None).above_rest(10) is None
+
+
 # -- runner ---------------------------------------------------------------------------------------
 def test_rotation_alternates_the_systems() -> None:
     assert ["".join(rotation("AB", rep)) for rep in (1, 2, 3, 4)] == ["AB", "BA", "AB", "BA"]
