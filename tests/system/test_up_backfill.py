@@ -1,7 +1,7 @@
 """``sftraffic up`` replays the past first (issue 16): within 60 s of "ready" the dashboard's
 data has weather-effect estimates matching the configured effects, the default segment's
-speed history and congestion alerts; live windows follow the backfill's without a gap or a
-repeat; Ctrl-C stops everything."""
+speed history and congestion alerts, and the page in real Chromium draws them; live windows
+follow the backfill's without a gap or a repeat; Ctrl-C stops everything."""
 
 from __future__ import annotations
 
@@ -30,6 +30,30 @@ def _iso_ms(text: str) -> int:
     import datetime as dt
 
     return int(dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def _page_figures(url: str, deadline: float) -> tuple[list[Any], list[Any]]:
+    """Open the dashboard in headless Chromium; the effect chart's and the speed chart's traces
+    once both are drawn with data (or whatever they hold at ``deadline``)."""
+    from selenium import webdriver
+
+    from tests.dashboard.conftest import pytest_setup_options
+
+    options = pytest_setup_options()
+    options.add_argument("--headless=new")  # dash[testing] adds it for its own browser tests
+    driver = webdriver.Chrome(options=options)
+    script = "var g = document.querySelector('#%s .js-plotly-plot'); return g ? g.data : null;"
+    try:
+        driver.get(url)
+        while True:
+            effects = driver.execute_script(script % "effects") or []
+            series = driver.execute_script(script % "series") or []
+            drawn = bool(effects) and effects[0].get("type") == "bar" and any(t.get("y") for t in series)
+            if drawn or time.monotonic() > deadline:
+                return effects, series
+            time.sleep(0.5)  # the page polls the store every 2 s: nothing to await but its redraw
+    finally:
+        driver.quit()
 
 
 def test_up_backfills_the_past_then_goes_on_live(tmp_path: Path) -> None:
@@ -84,6 +108,20 @@ def test_up_backfills_the_past_then_goes_on_live(tmp_path: Path) -> None:
             assert r["ols_factor"] == pytest.approx(factor, abs=TOLERANCE[regime]), (regime, r)
             assert r["ols_ci_low"] < r["ols_factor"] < r["ols_ci_high"], r
         print(f"weather chart, history and alerts on the dashboard {took:.1f}s after ready")
+
+        # and the page draws them: real Chromium, the estimates beside the configured truth
+        effects_fig, series_fig = _page_figures(f"http://127.0.0.1:{ports['dash']}", ready + 60)
+        drawn = time.monotonic() - ready
+        assert effects_fig and effects_fig[0].get("type") == "bar", effects_fig
+        bars = dict(zip(effects_fig[0]["x"], effects_fig[0]["y"], strict=True))
+        assert set(bars) == {r.replace("_", " ") for r in configured}, bars
+        for regime, factor in configured.items():
+            # the chart shows the effect in percent: (factor - 1) * 100
+            shown = bars[regime.replace("_", " ")]
+            assert shown == pytest.approx((factor - 1) * 100, abs=TOLERANCE[regime] * 100), (regime, shown)
+        assert any(len(t.get("y") or []) >= RANGE_MIN // 2 for t in series_fig), series_fig
+        assert drawn <= 60, f"the page drew the weather chart {drawn:.1f}s after ready"
+        print(f"the page (Chromium) drew the weather and speed charts {drawn:.1f}s after ready")
 
         # live windows follow the backfill's: each (segment, window) once, no minute missing
         def windows() -> Counter[tuple[str, int]]:
