@@ -16,6 +16,14 @@ offsets) is skipped by the sink's :class:`BatchLedger`.
 
 Every streaming query has its own checkpoint directory and a processing-time trigger. Records
 that do not parse go to the stream's ``dead_letter`` topic with the reason; the job goes on.
+
+Sources (``--source``): ``sftraffic`` (default), our Python data source
+(:mod:`pipelines.source`), which also decodes the JSON values in the Python workers; ``kafka``,
+Spark's own Kafka connector (the JVM ``spark-sql-kafka-0-10`` jars of :mod:`deploy.spark`, on
+``spark.jars``), whose values are parsed by ``from_json`` in the JVM. Both read the same
+options (offsets, timestamps, ``maxOffsetsPerTrigger``) and give the same results. Dead letters
+are written through the chosen source's writer; the (small) window results and weather
+effects are produced from the driver either way (:class:`ResultProducer`).
 ``--batch`` runs the same transforms once over what the topics hold (history, benchmarks).
 
 A backfill (``--backfill FROM,UNTIL``, what ``sftraffic up`` runs after replaying a simulated
@@ -52,7 +60,7 @@ WEATHER_FIELDS = ("precipitation_mm_h", "visibility_m")
 
 def t(name: str) -> str:
     """A topic of the application's stream (``sensors.layout.topic``)."""
-    return topic(name)
+    return str(topic(name))
 
 
 @dataclass
@@ -71,6 +79,19 @@ class JobConfig:
     # start also places the read: the first offset stamped event_from_ms or later
     event_from_ms: int | None = None
     event_until_ms: int | None = None
+    # "sftraffic": our Python data source; "kafka": Spark's JVM Kafka connector (deploy/spark)
+    source: str = "sftraffic"
+
+
+SOURCES = ("sftraffic", "kafka")
+# records per Spark input partition (both sources split a partition's range into such pieces)
+MAX_RECORDS_PER_PARTITION = 2_000_000
+# the connector's consumers fetch as much per request as the Python source's (librdkafka there);
+# the Java client's default of 1 MB per partition makes several round trips per 10 MB
+KAFKA_CONNECTOR_CONSUMER = {
+    "kafka.max.partition.fetch.bytes": "10485760",
+    "kafka.fetch.max.bytes": "52428800",
+}
 
 
 def _read(
@@ -81,16 +102,28 @@ def _read(
     value_schema: Any = None,
     required: tuple[str, ...] = (),
 ) -> Any:
-    """The topic through the ``sftraffic`` data source; with ``value_schema`` (a StructType)
-    the executors decode the JSON values into a ``json`` column."""
+    """The topic through ``cfg.source``: the ``sftraffic`` data source, where ``value_schema`` (a
+    StructType) has the executors decode the JSON values into a ``json`` column, or Spark's
+    ``kafka`` connector (raw ``value``, which :func:`~pipelines.transforms.tag_json` parses)."""
+    if cfg.source not in SOURCES:
+        raise ValueError(f"source {cfg.source!r}: one of {', '.join(SOURCES)}")
     r = spark.read if batch else spark.readStream
-    r = r.format("sftraffic").option("bootstrap", cfg.bootstrap).option("subscribe", topic)
-    r = r.option("startingOffsets", cfg.starting_offsets)
+    r = r.format(cfg.source).option("kafka.bootstrap.servers", cfg.bootstrap).option("subscribe", topic)
+    starting = cfg.starting_offsets
+    if batch and starting == "latest":  # a batch starts at the beginning (what ours does)
+        starting = "earliest"
+    r = r.option("startingOffsets", starting).option("maxRecordsPerPartition", MAX_RECORDS_PER_PARTITION)
     if cfg.event_from_ms is not None:  # record timestamps are event times (CreateTime)
         r = r.option("startingTimestamp", cfg.event_from_ms)
     if not batch and cfg.max_offsets_per_trigger:
         r = r.option("maxOffsetsPerTrigger", cfg.max_offsets_per_trigger)
-    if value_schema is not None:
+    if cfg.source == "kafka":
+        # a partition with no record at or after startingTimestamp starts at its end, as ours
+        # does (the connector's default fails the query)
+        r = r.option("startingOffsetsByTimestampStrategy", "latest")
+        for k, v in KAFKA_CONNECTOR_CONSUMER.items():
+            r = r.option(k, v)
+    elif value_schema is not None:
         r = r.option("valueFormat", "json").option("valueSchema", value_schema.json())
         r = r.option("valueRequired", ",".join(required))
     return r.load()
@@ -185,9 +218,10 @@ def _dead_letters(bad: Any, cfg: JobConfig) -> None:
             "headers"
         ),
     )
-    out.write.format("sftraffic").option("bootstrap", cfg.bootstrap).option("topic", t("dead_letter")).mode(
-        "append"
-    ).save()
+    # through the source's own writer: ours (an idempotent confluent-kafka producer per task) or
+    # the connector's (the Java producer); both take kafka.bootstrap.servers and topic
+    w = out.write.format(cfg.source).option("kafka.bootstrap.servers", cfg.bootstrap)
+    w.option("topic", t("dead_letter")).mode("append").save()
 
 
 def _parquet(df: Any, cfg: JobConfig, name: str) -> None:
@@ -262,7 +296,7 @@ def start_aggregates(spark: Any, cfg: JobConfig, with_alerts: bool = False) -> A
 # -- correlation ------------------------------------------------------------------------------
 def publish_effects(spark: Any, cfg: JobConfig) -> Any:
     """Recompute the weather-effect estimates over all joined history; publish them."""
-    import pandas as pd
+    import pandas as pd  # type: ignore[import-untyped]
 
     from pipelines import transforms
 
@@ -273,7 +307,7 @@ def publish_effects(spark: Any, cfg: JobConfig) -> Any:
     if "://" in cfg.output_dir:  # a cluster file system (s3a://, hdfs://): read it with Spark
         pdf = spark.read.parquet(str(path)).select(*cols).toPandas()
     else:  # local: pyarrow in the driver, ~50 ms instead of a Spark job's ~5 s on 2 cores
-        import pyarrow.dataset as ds
+        import pyarrow.dataset as ds  # type: ignore[import-untyped]
 
         pdf = ds.dataset(str(path), format="parquet").to_table(columns=cols).to_pandas()
     effects = transforms.estimate_weather_effects(pdf)
@@ -603,6 +637,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "the streaming jobs' (once), then streaming with --since UNTIL",
     )
     p.add_argument("--wait-for", metavar="FILE", help="start the backfill once FILE exists")
+    p.add_argument(
+        "--source",
+        choices=SOURCES,
+        default="sftraffic",
+        help="how Spark reads the topics: sftraffic, our Python data source (default), or kafka, Spark's "
+        "own Kafka connector (JVM jars, resolved with Maven into .cache/maven on first use)",
+    )
     p.set_defaults(func=run)
 
 
@@ -631,6 +672,7 @@ def run(args: argparse.Namespace) -> int:
         watermark=args.watermark,
         max_offsets_per_trigger=args.max_offsets_per_trigger,
         master=args.master,
+        source=args.source,
     )
     backfill: tuple[int, int] | None = None
     if args.backfill:
@@ -646,7 +688,7 @@ def run(args: argparse.Namespace) -> int:
     stop = [False]
     signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
     print("starting Spark ...", file=sys.stderr, flush=True)
-    spark = session("sftraffic-" + args.job, master=cfg.master)
+    spark = session("sftraffic-" + args.job, master=cfg.master, kafka_connector=cfg.source == "kafka")
     if backfill is not None:
         if args.wait_for:
             print(f"Spark ready, waiting for the backfill ({args.wait_for})", file=sys.stderr, flush=True)

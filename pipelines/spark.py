@@ -2,7 +2,8 @@
 
 ``SFTRAFFIC_SPARK_MASTER`` (or ``--master``) picks the master (``local[2]``,
 ``spark://host:7077``, ``k8s://...``); ``SFTRAFFIC_SPARK_CONF`` adds settings as
-``key=value,key=value``. Workers run this interpreter (``PYSPARK_PYTHON``), so the project
+``key=value,key=value``; ``kafka_connector=True`` adds Spark's own Kafka connector
+(``deploy/spark``) to ``spark.jars``. Workers run this interpreter (``PYSPARK_PYTHON``), so the project
 must be installed where the executors run (``pip install sftraffic`` in the image).
 """
 
@@ -24,7 +25,16 @@ def _local_cores(master: str) -> int | None:
     return max(1, os.cpu_count() or 1) if n in (None, "*") and "[" in master else int(n) if n else 1
 
 
-def session(app: str = "sftraffic", master: str | None = None, conf: dict[str, str] | None = None) -> Any:
+def session(
+    app: str = "sftraffic",
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+    kafka_connector: bool = False,
+) -> Any:
+    """The session (``getOrCreate``: an existing one is returned as it is). ``kafka_connector``:
+    Spark's own Kafka source and sink (format ``kafka``) are loaded from the jars of
+    :mod:`deploy.spark` (resolved with Maven first if needed; ``ConnectorMissing`` with what to
+    run otherwise), added to ``spark.jars`` as local files."""
     from pyspark.sql import SparkSession
 
     from pipelines.source import register
@@ -49,6 +59,11 @@ def session(app: str = "sftraffic", master: str | None = None, conf: dict[str, s
         k, _, v = item.partition("=")
         settings[k.strip()] = v.strip()
     settings.update(conf or {})
+    if kafka_connector:
+        from deploy.spark.connector import spark_conf
+
+        jars = spark_conf()["spark.jars"]
+        settings["spark.jars"] = ",".join(filter(None, [settings.get("spark.jars", ""), jars]))
     for k, v in settings.items():
         b = b.config(k, v)
     spark = b.getOrCreate()
