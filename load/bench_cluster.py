@@ -1,45 +1,115 @@
-"""Replication benchmark: a 3-broker cluster of ours on 127.0.0.1 (``ClusterProcesses``).
+"""Replication benchmark: a 3-broker cluster of ours and Apache Kafka's 3-node KRaft cluster, side
+by side on 127.0.0.1 (ours: ``ClusterProcesses``; Kafka: ``deploy.kafka.KafkaCluster(nodes=3)``,
+every node broker and controller, ``-Xmx1g`` each: 3 GiB of this 2-core, 24 GiB machine).
 
-**(a) Throughput.** A 6-partition topic with replication factor 3 and min.insync.replicas 2;
-one confluent-kafka producer writes N 100-byte values (200k; 50k with ``--quick``) with
-acks=1, then N with acks=all and idempotence (linger 5 ms, 1 MB batches), timed from the
-first produce call to the last acknowledgement; the same on a single broker for reference.
-Every broker, the follower fetchers and the client share the machine's cores.
+**(a) Throughput.** Both clusters run at once. On each, a 6-partition topic with replication
+factor 3 and min.insync.replicas 2; one confluent-kafka producer writes N 100-byte values (200k;
+50k with ``--quick``; ``--count``) with acks=1, then N with acks=all and idempotence (linger
+5 ms, 1 MB batches), timed from the first produce call to the last acknowledgement. Each
+repetition (3; 2 with ``--quick``; ``--reps``) runs each figure on one system, then on the
+other, the order alternating by repetition (A B, B A, A B: ``load.harness.runner.rotation``).
+Per run also: the three brokers' CPU per message above what they use at rest (measured for 2 s
+before each repetition; Kafka's three JVMs use ~0.1 core doing nothing) and the share of the
+machine other processes used (the idle other cluster counts as "other"). Per system the median
+with min and max; ratios ours/kafka of the medians; goal (issue 17): RF3 acks=all >= 1.0x
+Kafka's 3-node cluster. Then the same on a single broker of ours, for reference. Every broker,
+the follower fetchers and the client share the machine's two cores.
 
 **(b) Failover.** A producer writes at a fixed rate (2,000 msgs/s, acks=all, idempotent) to a
 3-partition topic; the broker leading partition 0 is SIGKILLed (a crash) or SIGTERMed (a stop:
 controlled shutdown hands its leaderships over). Figures: the longest gap between two
 consecutive acknowledgements of partition 0 (the unavailability a producer sees: for a crash,
 fencing after ``broker.session.timeout.ms`` + a new leader + the client's metadata refresh),
-and an audit: every acknowledged message is then read back exactly once (lost and duplicated
-counts, both must be 0). Crashes with the default session timeout (3 s) and Kafka's (9 s); a
-stop with the default.
+and an audit: every acknowledged message is then read back (lost and duplicated counts, both
+must be 0). Runs: a crash with our default session timeout (3 s), ours only (Kafka's crash is
+measured with its own defaults, the next run: "n/a" in the JSON); a crash with Kafka's default
+(9 s), both; a stop with each one's defaults, both.
 
 **(c) Stopping under load.** While a producer writes (acks=all, idempotent), each broker in
-turn is sent SIGTERM and restarted, 20 times (5 with ``--quick``): the time from the signal to
-the process's exit (goal: at most 5 s each), its exit code and its "stopped cleanly" line.
+turn is sent SIGTERM and restarted, 20 times (5 with ``--quick``; ``--stops``), on both: the time
+from the signal to the process's exit (ours' goal: at most 5 s each; Kafka's is reported beside
+it), and whether it stopped cleanly (ours: exit code 0 and its "stopped cleanly" line; Kafka:
+143, the JVM's after its shutdown hook, and "[BrokerServer id=N] shut down completed").
+
+``--profile``: when ours misses the RF3 acks=all goal, one more acks=all run of ours (not
+measured) with py-spy on broker 1 (it leads 2 of the 6 partitions and follows the others); the
+JSON says where its time went. ``--phases`` picks phases, ``--no-kafka`` runs ours alone.
 
 Usage::
 
-    python -m load.bench_cluster [--quick] [--json FILE]
+    python -m load.bench_cluster [--quick] [--count N] [--reps N] [--stops N] [--profile]
+        [--phases throughput,failover,stopping] [--no-kafka] [--json FILE]
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import signal
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
+from deploy.kafka import KafkaCluster
 from deploy.local.process import BrokerProcess, ClusterProcesses, wait_for
 from load.harness.kafka import admin, create_topic, quiet_logger
-from load.harness.report import machine_info, parser
-from load.harness.runner import run_main
+from load.harness.procfs import Interference, PhaseCpu, probe, rest_cores
+from load.harness.profiler import Profiler
+from load.harness.report import document, goal, log, parser, print_footer, print_goals, sized, table
+from load.harness.runner import rotation, run_main
+from load.harness.stats import spread
+from load.peers import KafkaLauncher
+
+SYSTEMS = ("ours", "kafka")
+PHASES = ("throughput", "failover", "stopping")
+KAFKA_HEAP = "1g"  # as load.peers' kafka peer
+OURS_SESSION_MS, KAFKA_SESSION_MS = 3000, 9000  # the default broker.session.timeout.ms of each
+
+
+@dataclass
+class Cluster:
+    """A running 3-node cluster of either system, as the phases see it: ``nodes`` are
+    ``ManagedProcess`` es with a ``node_id`` (``BrokerProcess`` or ``KafkaNode``)."""
+
+    system: str
+    bootstrap: str
+    nodes: list[Any]
+    wait_registered: Callable[[int, float], None]
+    clean_code: int  # exit code of a clean stop after SIGTERM
+    clean_line: str  # ... and the line it logs ("{id}": the node id)
+
+    def node(self, node_id: int) -> Any:
+        return next(n for n in self.nodes if n.node_id == node_id)
+
+    def cpu(self) -> float | None:
+        """CPU seconds of all its nodes (None when one is not running)."""
+        cpu = [probe(n.pid if n.alive() else None)() for n in self.nodes]
+        return None if None in cpu else sum(c for c in cpu if c is not None)
+
+    def stopped_cleanly(self, node: Any, code: int) -> bool:
+        return code == self.clean_code and self.clean_line.format(id=node.node_id) in node.logs()
+
+
+@contextlib.contextmanager
+def running(system: str, root: Path, overrides: Mapping[str, object] | None = None) -> Iterator[Cluster]:
+    """A 3-node cluster of ``system`` in ``root``, stopped at the end of the block."""
+    if system == "ours":
+        with ClusterProcesses(root, 3, overrides) as c:
+            yield Cluster(system, c.bootstrap, list(c.brokers), c.wait_registered, 0, "stopped cleanly")
+        return
+    k = KafkaCluster(3, root, heap=KAFKA_HEAP, overrides=overrides)
+    k.start(timeout=180)
+    try:
+        line = "[BrokerServer id={id}] shut down completed"
+        yield Cluster(system, k.bootstrap, list(k.nodes), k.wait_registered, 143, line)
+    finally:
+        k.stop()
 
 
 def _produce(bootstrap: str, topic: str, n: int, acks: str) -> float:
@@ -71,29 +141,115 @@ def _produce(bootstrap: str, topic: str, n: int, acks: str) -> float:
     return n / dt
 
 
-def throughput(root: Path, n: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"messages": n, "value_bytes": 100}
-    with ClusterProcesses(root / "tp", 3) as c:
-        create_topic(c.bootstrap, "tp", 6, 3, {"min.insync.replicas": "2"}, 30)
-        _produce(c.bootstrap, "tp", 20_000, "1")  # warm up connections and metadata
-        out["cluster_rf3_acks1_msgs_s"] = round(_produce(c.bootstrap, "tp", n, "1"))
-        out["cluster_rf3_acks_all_msgs_s"] = round(_produce(c.bootstrap, "tp", n, "all"))
-    with BrokerProcess(root / "single") as b:
-        create_topic(b.bootstrap, "tp", 6, 1, timeout=30)
-        _produce(b.bootstrap, "tp", 20_000, "1")
-        out["single_acks1_msgs_s"] = round(_produce(b.bootstrap, "tp", n, "1"))
-        out["single_acks_all_msgs_s"] = round(_produce(b.bootstrap, "tp", n, "all"))
+def _measured(c: Cluster, n: int, acks: str, rest: float | None) -> dict[str, Any]:
+    """One produce run on ``c``'s topic "tp": msgs/s, the cluster's CPU per message, interference."""
+    cpu, load = PhaseCpu(c.cpu, rest or 0.0), Interference([n.pid for n in c.nodes])
+    rate = _produce(c.bootstrap, "tp", n, acks)
+    share = load.share()
+    _used, per_msg, _after = cpu.settle(n, timeout=3.0, window=0.5)  # followers catching up (acks=1)
+    above = cpu.above_rest(n)
+    return {
+        "msgs_s": round(rate),
+        "cluster_cpu_us_per_msg": round(per_msg, 3) if per_msg is not None else None,
+        "cluster_cpu_us_per_msg_above_rest": round(above, 3) if above is not None else None,
+        "rest_cores": round(rest, 3) if rest is not None else None,
+        "other_cpu_share": round(share, 3) if share is not None else None,
+    }
+
+
+FIGURES = {"1": "rf3_acks1", "all": "rf3_acks_all"}
+
+
+def _profile(c: Cluster, root: Path, n: int) -> dict[str, Any]:
+    """One acks=all run of ours with py-spy on broker 1; where its samples fell."""
+    broker = c.node(1)
+    spy = Profiler(broker.pid, root / "py-spy-broker-1.txt", None, 100, focus=("framework/",))
+    try:
+        rate = _produce(c.bootstrap, "tp", n, "all")
+    finally:
+        prof = spy.summary()
+    prof.pop("file", None)
+    return {"broker": 1, "msgs_s": round(rate), "py_spy": prof}
+
+
+def throughput(root: Path, n: int, reps: int, systems: list[str], profile: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"messages": n, "value_bytes": 100, "repetitions": reps, "systems": systems}
+    runs: list[dict[str, Any]] = []
+    order: list[list[str]] = []
+    with contextlib.ExitStack() as stack:
+        clusters = {s: stack.enter_context(running(s, root / f"tp-{s}")) for s in systems}
+        for c in clusters.values():
+            create_topic(c.bootstrap, "tp", 6, 3, {"min.insync.replicas": "2"}, 60)
+            _produce(c.bootstrap, "tp", max(20_000, n // 4), "1")  # connections, metadata, JIT
+        for rep in range(1, reps + 1):
+            seq = rotation(systems, rep)
+            order.append(seq)
+            rest = {s: rest_cores(clusters[s].cpu, 2.0) for s in seq}
+            for acks, s in itertools.product(("1", "all"), seq):
+                row = {"rep": rep, "system": s, "acks": acks} | _measured(clusters[s], n, acks, rest[s])
+                runs.append(row)
+                log(
+                    f"rep {rep} {s} RF3 acks={acks}: {row['msgs_s']:,} msgs/s, "
+                    f"{row['cluster_cpu_us_per_msg_above_rest']} µs/msg of the brokers above rest, "
+                    f"others {row['other_cpu_share']}"
+                )
+        summary = {
+            s: {
+                f"{FIGURES[acks]}_{key}": spread(
+                    r[key] for r in runs if r["system"] == s and r["acks"] == acks
+                )
+                for acks in FIGURES
+                for key in ("msgs_s", "cluster_cpu_us_per_msg_above_rest", "other_cpu_share")
+            }
+            for s in systems
+        }
+        r = ratios(summary)
+        if profile and "ours" in clusters and (x := r.get("rf3_acks_all")) is not None and x < 1.0:
+            out["profile"] = _profile(clusters["ours"], root, n)
+            log(f"py-spy, our broker 1 during RF3 acks=all: {out['profile']['py_spy'].get('self', '')}")
+    out |= {"order": order, "runs": runs, "summary": summary, "ratios": {"ours/kafka": r}}
+    if "ours" in summary:  # the figures under their names of 2026-11-23: ours' medians
+        for name in FIGURES.values():
+            med = summary["ours"][f"{name}_msgs_s"]
+            out[f"cluster_{name}_msgs_s"] = med["median"] if med else None
+        with BrokerProcess(root / "single") as b:
+            create_topic(b.bootstrap, "tp", 6, 1, timeout=30)
+            _produce(b.bootstrap, "tp", 20_000, "1")
+            out["single_acks1_msgs_s"] = round(_produce(b.bootstrap, "tp", n, "1"))
+            out["single_acks_all_msgs_s"] = round(_produce(b.bootstrap, "tp", n, "all"))
+    return out
+
+
+def ratios(summary: dict[str, Any]) -> dict[str, float | None]:
+    """ours/kafka of the medians: msgs/s (higher is better), CPU per message (lower is)."""
+
+    def med(s: str, key: str) -> float | None:
+        sp = summary.get(s, {}).get(key)
+        return sp["median"] if sp else None
+
+    out: dict[str, float | None] = {}
+    for name in FIGURES.values():
+        for key, label in (("msgs_s", name), ("cluster_cpu_us_per_msg_above_rest", f"{name}_cpu_per_msg")):
+            a, b = med("ours", f"{name}_{key}"), med("kafka", f"{name}_{key}")
+            out[label] = round(a / b, 3) if a is not None and b else None
     return out
 
 
 def failover(
-    root: Path, session_ms: int, how: str = "kill", rate: int = 2000, seconds: float = 12.0
+    root: Path,
+    system: str,
+    session_ms: int | None,
+    how: str = "kill",
+    rate: int = 2000,
+    seconds: float = 12.0,
 ) -> dict[str, Any]:
+    """``session_ms``: the broker.session.timeout.ms to set, None for the system's default."""
     from confluent_kafka import Consumer, Producer
 
-    overrides = {"broker.session.timeout.ms": session_ms}
-    with ClusterProcesses(root / f"fo-{how}-{session_ms}", 3, overrides) as c:
-        create_topic(c.bootstrap, "fo", 3, 3, {"min.insync.replicas": "2"}, 30)
+    session = session_ms or (OURS_SESSION_MS if system == "ours" else KAFKA_SESSION_MS)
+    overrides = {"broker.session.timeout.ms": session_ms} if session_ms else None
+    with running(system, root / f"fo-{system}-{how}-{session}", overrides) as c:
+        create_topic(c.bootstrap, "fo", 3, 3, {"min.insync.replicas": "2"}, 60)
         client = admin(c.bootstrap)
         leader = client.list_topics("fo", timeout=10).topics["fo"].partitions[0].leader
         conf = {"acks": "all", "enable.idempotence": True, "linger.ms": 1, "message.timeout.ms": 120_000}
@@ -110,12 +266,11 @@ def failover(
 
         t0, killed_t, i = time.monotonic(), 0.0, 0
         while time.monotonic() - t0 < seconds or (
-            killed_t and time.monotonic() - killed_t < session_ms / 1000 + 6
+            killed_t and time.monotonic() - killed_t < session / 1000 + 6
         ):
             now = time.monotonic()
             if not killed_t and now >= t0 + seconds / 3:
-                victim = next(b for b in c.brokers if b.node_id == leader)
-                victim.signal(signal.SIGTERM if how == "term" else signal.SIGKILL)
+                c.node(leader).signal(signal.SIGTERM if how == "term" else signal.SIGKILL)
                 killed_t = now
             while i < (now - t0) * rate:
                 p.produce("fo", key=str(i).encode(), value=b"v" * 100, partition=i % 3, on_delivery=cb)
@@ -128,7 +283,7 @@ def failover(
         gap = max((b - a for a, b in itertools.pairwise(acks_p0)), default=float("nan"))
         new_leader = client.list_topics("fo", timeout=10).topics["fo"].partitions[0].leader
         conf = {
-            "group.id": f"audit-{how}-{session_ms}",
+            "group.id": f"audit-{how}-{session}",
             "auto.offset.reset": "earliest",
             "logger": quiet_logger(),
         }
@@ -140,16 +295,18 @@ def failover(
         def all_seen() -> bool:
             nonlocal dup
             for m in consumer.consume(5000, 0.5):
-                if m.error() is None:
-                    dup += m.key() in seen
-                    seen.add(m.key())
+                if m.error() is None and (key := m.key()) is not None:
+                    dup += key in seen
+                    seen.add(key)
             return all(k in seen for k in acked)
 
-        wait_for(all_seen, 60, 0, "every acknowledged message to be read back")
+        wait_for(all_seen, 90, 0, "every acknowledged message to be read back")
         consumer.close()
         return {
+            "system": system,
             "signal": "SIGTERM" if how == "term" else "SIGKILL",
-            "broker_session_timeout_ms": session_ms,
+            "broker_session_timeout_ms": session,
+            "session_timeout_is_default": session_ms is None,
             "rate_msgs_s": rate,
             "produced": i,
             "acknowledged": len(acked),
@@ -162,23 +319,61 @@ def failover(
         }
 
 
-def stopping(root: Path, times: int) -> dict[str, Any]:
+# (signal, ours' broker.session.timeout.ms, Kafka's): None is the system's default, "n/a" not run
+FAILOVERS: list[tuple[str, int | None, int | str | None]] = [
+    (
+        "kill",
+        None,
+        "n/a: Kafka's crash failover is measured with its defaults (broker.session.timeout.ms 9 s, "
+        "the next run); 3 s is ours' default",
+    ),
+    ("kill", KAFKA_SESSION_MS, None),
+    ("term", None, None),
+]
+
+
+def failovers(root: Path, systems: list[str], errors: list[str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for i, (how, ours, kafka) in enumerate(FAILOVERS, 1):
+        for s in rotation(systems, i):
+            session = ours if s == "ours" else kafka
+            head = {"system": s, "signal": "SIGTERM" if how == "term" else "SIGKILL"}
+            if isinstance(session, str):
+                out.append(head | {"broker_session_timeout_ms": OURS_SESSION_MS, "n/a": session})
+                continue
+            try:
+                res = failover(root, s, session, how)
+            except Exception as exc:
+                errors.append(f"failover {s} {how} {session}: {type(exc).__name__}: {exc}")
+                out.append(head | {"error": errors[-1]})
+                continue
+            out.append(res)
+            log(
+                f"{s} {res['signal']} (session {res['broker_session_timeout_ms']} ms): partition 0 silent "
+                f"{res['partition0_unavailable_s']} s, lost {res['lost']}, duplicates {res['duplicates']}"
+            )
+    return out
+
+
+def stopping(root: Path, system: str, times: int) -> dict[str, Any]:
     """SIGTERM each broker in turn under acks=all traffic; seconds from the signal to the exit."""
     from confluent_kafka import Producer
 
-    with ClusterProcesses(root / "stop", 3) as c:
-        create_topic(c.bootstrap, "st", 6, 3, {"min.insync.replicas": "2"}, 30)
+    with running(system, root / f"stop-{system}") as c:
+        create_topic(c.bootstrap, "st", 6, 3, {"min.insync.replicas": "2"}, 60)
         conf = {"acks": "all", "enable.idempotence": True, "linger.ms": 5, "logger": quiet_logger()}
         p = Producer({"bootstrap.servers": c.bootstrap, **conf})
         stop = threading.Event()
         failures: list[str] = []
 
+        def on_delivery(err: Any, _msg: Any) -> None:
+            if err is not None:
+                failures.append(str(err))
+
         def write() -> None:
             while not stop.is_set():
                 try:
-                    p.produce(
-                        "st", b"v" * 100, on_delivery=lambda e, _m: e is None or failures.append(str(e))
-                    )
+                    p.produce("st", b"v" * 100, on_delivery=on_delivery)
                 except BufferError:
                     pass
                 p.poll(0.001)
@@ -189,20 +384,21 @@ def stopping(root: Path, times: int) -> dict[str, Any]:
         clean = 0
         try:
             for n in range(times):
-                b = c.brokers[n % len(c.brokers)]
+                b = c.nodes[n % len(c.nodes)]
                 t0 = time.monotonic()
                 b.signal(signal.SIGTERM)
                 assert b.proc is not None
-                code = b.proc.wait(30)
+                code = b.proc.wait(60)
                 exits.append(time.monotonic() - t0)
-                clean += code == 0 and "stopped cleanly" in b.tail(5)
-                b.start(60)
-                c.wait_registered(len(c.brokers))
+                clean += c.stopped_cleanly(b, code)
+                b.start(180)
+                c.wait_registered(len(c.nodes), 120)
         finally:
             stop.set()
             writer.join(10)
             p.flush(60)
         return {
+            "system": system,
             "stops": times,
             "sigterm_to_exit_max_s": round(max(exits), 2),
             "sigterm_to_exit_median_s": round(sorted(exits)[len(exits) // 2], 2),
@@ -211,28 +407,121 @@ def stopping(root: Path, times: int) -> dict[str, Any]:
         }
 
 
+def run(args: Any) -> dict[str, Any]:
+    cfg = sized(args, {"count": (200_000, 50_000, None), "reps": (3, 2, None), "stops": (20, 5, None)})
+    phases = [p.strip() for p in args.phases.split(",") if p.strip()]
+    if unknown := set(phases) - set(PHASES):
+        raise SystemExit(f"--phases: unknown {', '.join(sorted(unknown))}; known: {', '.join(PHASES)}")
+    doc: dict[str, Any] = document("cluster", args, cfg | {"phases": phases, "kafka_heap": KAFKA_HEAP})
+    doc["command"] = doc["machine"]["command"]
+    systems, not_run = ["ours"], {}
+    reason = "--no-kafka" if args.no_kafka else KafkaLauncher().unavailable()
+    if reason is None:
+        systems.append("kafka")
+    else:
+        not_run["kafka"] = f"n/a: {reason}"
+    doc |= {"systems": systems, "not_run": not_run, "goals": []}
+    errors: list[str] = doc["errors"]
+    with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
+        root = Path(tmp)
+        if "throughput" in phases:
+            try:
+                tp = doc["throughput"] = throughput(root, cfg["count"], cfg["reps"], systems, args.profile)
+                ratio = tp["ratios"]["ours/kafka"]["rf3_acks_all"]
+                doc["goals"].append(goal("RF3 acks=all produce ours/kafka", ratio, 1.0, "x", True))
+            except Exception as exc:
+                errors.append(f"throughput: {type(exc).__name__}: {exc}")
+        if "failover" in phases:
+            doc["failover"] = failovers(root, systems, errors)
+        if "stopping" in phases:
+            doc["stopping"] = {}
+            for s in systems:
+                try:
+                    doc["stopping"][s] = st = stopping(root, s, cfg["stops"])
+                except Exception as exc:
+                    errors.append(f"stopping {s}: {type(exc).__name__}: {exc}")
+                    continue
+                if s == "ours":  # our broker's goal; Kafka's figure is reported beside it
+                    worst = st["sigterm_to_exit_max_s"]
+                    doc["goals"].append(goal("ours: SIGTERM to exit, max", worst, 5.0, "s", False))
+                log(f"{s}: {st['stops']} stops, SIGTERM to exit max {st['sigterm_to_exit_max_s']} s")
+    return doc
+
+
+def render(doc: dict[str, Any], console: Console) -> None:
+    if tp := doc.get("throughput"):
+        r = tp["ratios"]["ours/kafka"]
+
+        def cell(s: str, key: str, fmt: str = "{:,.0f}") -> str:
+            sp = tp["summary"].get(s, {}).get(key)
+            if not sp:
+                return "-"
+            return f"{fmt.format(sp['median'])} ({fmt.format(sp['min'])}-{fmt.format(sp['max'])})"
+
+        rows: list[tuple[Any, ...]] = [
+            (
+                f"RF3 acks={acks}",
+                s,
+                cell(s, f"{name}_msgs_s"),
+                cell(s, f"{name}_cluster_cpu_us_per_msg_above_rest", "{:.2f}"),
+                "" if s == "ours" else f"{r[name]}x" if r[name] is not None else "n/a",
+            )
+            for acks, name in FIGURES.items()
+            for s in tp["systems"]
+        ]
+        title = f"3-node clusters: {tp['messages']:,} x 100 B, {tp['repetitions']} reps alternating"
+        title += "; median (min-max)"
+        console.print(table(title, "figure|system|>msgs/s|>brokers µs/msg above rest|>ours/kafka", *rows))
+        if "single_acks1_msgs_s" in tp:
+            console.print(
+                f"ours, single broker: acks=1 {tp['single_acks1_msgs_s']:,} msgs/s, "
+                f"acks=all {tp['single_acks_all_msgs_s']:,} msgs/s"
+            )
+    if fo := doc.get("failover"):
+        rows = [
+            (
+                f["system"],
+                f["signal"],
+                "-" if "n/a" in f else f.get("broker_session_timeout_ms", ""),
+                "n/a" if "n/a" in f else "error" if "error" in f else f["partition0_unavailable_s"],
+                f.get("lost", ""),
+                f.get("duplicates", ""),
+            )
+            for f in fo
+        ]
+        console.print(table("failover", "system|signal|>session ms|>partition 0 silent s|>lost|>dup", *rows))
+        for f in fo:
+            if "n/a" in f:
+                console.print(f"{f['system']} {f['signal']}: {f['n/a']}")
+    for s, st in doc.get("stopping", {}).items():
+        console.print(
+            f"{s}: {st['stops']} SIGTERMs under load: exit after median {st['sigterm_to_exit_median_s']} s, "
+            f"max {st['sigterm_to_exit_max_s']} s; {st['stopped_cleanly']} stopped cleanly; "
+            f"{st['delivery_failures']} delivery failures"
+        )
+    for name, why in doc["not_run"].items():
+        console.print(f"[yellow]{name}: {why}[/yellow]")
+    for e in doc["errors"]:
+        console.print(f"[red]{e}[/red]")
+    print_goals(console, doc["goals"])
+    print_footer(console, doc)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser("cluster", __doc__, "50k messages instead of 200k", None).parse_args(argv)
-
-    def run() -> dict[str, Any]:
-        with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
-            machine = machine_info("load.bench_cluster")
-            return {
-                "machine": machine,
-                "command": machine["command"],
-                "throughput": throughput(Path(tmp), 50_000 if args.quick else 200_000),
-                "failover": [
-                    failover(Path(tmp), 3000),
-                    failover(Path(tmp), 9000),
-                    failover(Path(tmp), 3000, how="term"),
-                ],
-                "stopping": stopping(Path(tmp), 5 if args.quick else 20),
-            }
-
-    def render(doc: dict[str, Any], console: Console) -> None:
-        console.print_json(data={k: v for k, v in doc.items() if k != "machine"})
-
-    return run_main(run, render, args.json, lambda _doc: True, "bench_cluster")
+    args = parser(
+        "cluster",
+        __doc__,
+        "50k messages, 2 repetitions, 5 stops (instead of 200k, 3, 20)",
+        None,
+        ("--count", int, "messages per throughput run"),
+        ("--reps", int, "throughput repetitions (the order of the systems alternates)"),
+        ("--stops", int, "SIGTERMs per system in the stopping phase"),
+        ("--phases", ",".join(PHASES), "phases to run"),
+        ("--no-kafka", bool, "ours alone (Apache Kafka's columns n/a)"),
+        ("--profile", bool, "py-spy on our broker 1 in one more RF3 acks=all run when ours misses the goal"),
+    ).parse_args(argv)
+    code: int = run_main(lambda: run(args), render, args.json, name="bench_cluster")
+    return code
 
 
 if __name__ == "__main__":

@@ -70,3 +70,20 @@ def test_bench_java_perf_quick(tmp_path: Path, kafka_available: None) -> None:
             assert figures["server_cpu_us_per_msg"]["median"] > 0
     for phase in HEADLINE:
         assert doc["ratios"]["ours/kafka"][phase] > 0
+
+
+def test_bench_cluster_throughput_quick(tmp_path: Path, kafka_available: None) -> None:
+    args = ("--quick", "--phases", "throughput", "--count", "20000", "--reps", "2")
+    doc = run_bench("load.bench_cluster", tmp_path, *args, timeout=280)
+    assert doc["systems"] == ["ours", "kafka"] and doc["not_run"] == {}
+    tp = doc["throughput"]
+    assert tp["order"] == [["ours", "kafka"], ["kafka", "ours"]]
+    assert len(tp["runs"]) == 2 * 2 * 2  # reps x acks x systems
+    for system in ("ours", "kafka"):
+        for figure in ("rf3_acks1", "rf3_acks_all"):
+            rate = tp["summary"][system][f"{figure}_msgs_s"]
+            assert rate["median"] > 0 and rate["min"] > 0 and rate["n"] == 2, (system, figure)
+            assert tp["summary"][system][f"{figure}_cluster_cpu_us_per_msg_above_rest"]["median"] > 0
+    assert tp["ratios"]["ours/kafka"]["rf3_acks_all"] > 0
+    assert tp["single_acks_all_msgs_s"] > 0
+    assert [g["name"] for g in doc["goals"]] == ["RF3 acks=all produce ours/kafka"]
