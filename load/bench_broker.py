@@ -6,7 +6,9 @@ interleaved across systems and those disturbed by other processes on the machine
 see :class:`load.harness.procfs.Interference`):
 
 * produce throughput with acks=1 and acks=all (-1): msgs/s and MB/s of values (10^6 bytes);
-* consume throughput from offset 0 with ``assign()`` (no group), assign() to last message;
+* consume throughput from offset 0 with ``assign()`` (no group), assign() to last message, with
+  the client's default fetch settings (``consume``, what a new user gets) and with the tuned
+  settings of the reference harness (``consume_tuned``), each on the topic of produce acks=1;
 * produce latency at a fixed rate (10k msgs/s): p50/p99 of librdkafka's ``msg.latency()``
   (produce() call to delivery report), with acks=1 and acks=all;
 * broker CPU time per message (user+system from /proc/PID/stat) over each throughput phase and
@@ -78,7 +80,15 @@ PRODUCER_SETTINGS: dict[str, Any] = {
 # never batches the backlog: on 2 shared cores Tansu and ours both saturate on per-request cost and
 # the queue grows for the whole phase (p50 ~1 s), a request-rate test rather than a latency one.
 LATENCY_LINGER_MS = 1
+# The consume phase: librdkafka's defaults for everything that shapes fetching (a new user's
+# consumer). Only offset commits are off: nothing is committed and no group is joined.
 CONSUMER_SETTINGS: dict[str, Any] = {
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+}
+# The consume_tuned phase: the reference harness's settings (kept, so that its figures stay
+# comparable with earlier peer measurements).
+CONSUMER_TUNED_SETTINGS: dict[str, Any] = {
     "fetch.max.bytes": 52_428_800,
     "max.partition.fetch.bytes": 10_485_760,
     "queued.min.messages": 1_000_000,
@@ -238,13 +248,19 @@ def measure_produce(
 
 
 def measure_consume(
-    bootstrap: str, topic: str, cfg: BenchConfig, cpu: CpuProbe | None = None, partition: int = 0
+    bootstrap: str,
+    topic: str,
+    cfg: BenchConfig,
+    cpu: CpuProbe | None = None,
+    partition: int = 0,
+    tuned: bool = False,
 ) -> Throughput:
     """Read ``cfg.count`` messages from offset 0 with assign(); the rate runs from assign() to the
-    last message (bootstrap connection and metadata are done before, outside the timing)."""
+    last message (bootstrap connection and metadata are done before, outside the timing).
+    Client settings: ``CONSUMER_SETTINGS`` (the defaults), or ``CONSUMER_TUNED_SETTINGS``."""
     # librdkafka insists on a group.id; nothing is committed and no group is joined.
     conf = {"bootstrap.servers": bootstrap, "group.id": f"sftraffic-bench-{topic}", "logger": quiet_logger()}
-    c = Consumer({**conf, **CONSUMER_SETTINGS})
+    c = Consumer({**conf, **(CONSUMER_TUNED_SETTINGS if tuned else CONSUMER_SETTINGS)})
     count, got, errors, first_batch, last_offset = cfg.count, 0, 0, 0, -1
     detail = ""
     t_first: float | None = None
@@ -291,7 +307,7 @@ def measure_consume(
         after_first = (got - first_batch) / (t_end - t_first)
     first_s = t_first - t_assign if t_first is not None else None
     extra = {"first_batch_s": first_s, "after_first_batch_msgs_s": after_first, "detail": detail}
-    res = throughput("consume", got, t_end - t_assign, 0, phase, cfg, **extra)
+    res = throughput("consume_tuned" if tuned else "consume", got, t_end - t_assign, 0, phase, cfg, **extra)
     res.errors = errors + (count - got)  # the rate counts every message read
     return res
 
@@ -402,6 +418,7 @@ FIGURES: dict[str, tuple[str, str, bool | None]] = {
     "produce_acksall_mb_s": ("produce acks=all", "MB/s", True),
     "consume_msgs_s": ("consume", "msgs/s", True),
     "consume_mb_s": ("consume", "MB/s", True),
+    "consume_tuned_msgs_s": ("consume, tuned fetch settings", "msgs/s", True),
     "p50_ms_10k": ("latency p50 @10k/s acks=1", "ms", False),
     "p99_ms_10k": ("latency p99 @10k/s acks=1", "ms", False),
     "p50_ms_10k_acksall": ("latency p50 @10k/s acks=all", "ms", False),
@@ -409,6 +426,7 @@ FIGURES: dict[str, tuple[str, str, bool | None]] = {
     "broker_cpu_us_per_msg_produce": ("broker CPU produce acks=1", "µs/msg", False),
     "broker_cpu_us_per_msg_produce_acksall": ("broker CPU produce acks=all", "µs/msg", False),
     "broker_cpu_us_per_msg_consume": ("broker CPU consume", "µs/msg", False),
+    "broker_cpu_us_per_msg_consume_tuned": ("broker CPU consume, tuned", "µs/msg", False),
     "broker_cpu_us_per_msg_10k": ("broker CPU @10k/s acks=1", "µs/msg", False),
     "client_cores_produce": ("client CPU during produce acks=1", "cores", None),
     "broker_cores_produce": ("broker CPU during produce acks=1", "cores", None),
@@ -417,7 +435,8 @@ FIGURES: dict[str, tuple[str, str, bool | None]] = {
     "create_1000_partitions_s": ("create 1,000-partition topic", "s", False),
     "stop_1000_partitions_s": ("clean stop with 1,000 partitions", "s", False),
 }
-PHASES = ("produce_acks1", "consume", "produce_acksall")
+PHASES = ("produce_acks1", "consume", "consume_tuned", "produce_acksall")
+CONSUME_PHASES = ("consume", "consume_tuned")  # read produce_acks1's topic
 T = TypeVar("T")
 
 
@@ -460,13 +479,18 @@ class Session:
         self.topics = {"acks1": self.topic("acks1"), "acksall": self.topic("acksall")}
 
     def rep_phase(self, phase: str, cfg: BenchConfig) -> None:
-        """``phase``: produce_acks1, consume (reads produce_acks1's topic) or produce_acksall."""
+        """``phase``: one of :data:`PHASES` (the consume phases read produce_acks1's topic)."""
         topic = self.topics["acksall" if phase == "produce_acksall" else "acks1"]
         if topic is None or not self.server.alive():
             self.row[phase] = None
             return
         acks = -1 if phase == "produce_acksall" else 1
-        measure = functools.partial(measure_produce, acks=acks) if phase != "consume" else measure_consume
+        if phase in CONSUME_PHASES:
+            measure: Callable[..., Throughput] = functools.partial(
+                measure_consume, tuned=phase == "consume_tuned"
+            )
+        else:
+            measure = functools.partial(measure_produce, acks=acks)
         self.row[phase] = self.measured(
             f"rep {self.row['rep']} {phase}", functools.partial(measure, self.bs, topic, cfg, self.cpu)
         )
@@ -640,9 +664,11 @@ def summarise(report: SystemReport, rss: bool = True) -> None:
     for phase in ("produce_acks1", "produce_acksall", "consume"):
         med(f"{phase}_msgs_s", phase, "msgs_s")
         med(f"{phase}_mb_s", phase, "mb_s")
+    med("consume_tuned_msgs_s", "consume_tuned", "msgs_s")
     med("broker_cpu_us_per_msg_produce", "produce_acks1", "broker_cpu_us_per_msg")
     med("broker_cpu_us_per_msg_produce_acksall", "produce_acksall", "broker_cpu_us_per_msg")
     med("broker_cpu_us_per_msg_consume", "consume", "broker_cpu_us_per_msg")
+    med("broker_cpu_us_per_msg_consume_tuned", "consume_tuned", "broker_cpu_us_per_msg")
     # Who set the pace: cores busy in the client process and in the broker during the phase.
     prod = [r["produce_acks1"] for r in reps if r.get("produce_acks1")]
     f["client_cores_produce"] = median(
@@ -687,18 +713,23 @@ def ratios(primary: SystemReport, peer: SystemReport) -> dict[str, float | None]
     return out
 
 
-GOALS = (  # (goal, figure, target, higher is better, against Tansu)
-    ("produce acks=1 throughput / Tansu >= 1.0x", "produce_acks1_msgs_s", 1.0, True, True),
-    ("produce acks=all throughput / Tansu >= 1.0x", "produce_acksall_msgs_s", 1.0, True, True),
-    ("consume throughput / Tansu >= 1.0x", "consume_msgs_s", 1.0, True, True),
-    ("broker CPU per produced message (acks=1) <= 1.0 µs", "broker_cpu_us_per_msg_produce", 1, False, False),
+# (goal, figure, target, higher is better, the peer the ratio is taken against or None for the
+# figure itself). A goal against a peer that did not run is left out.
+GOALS: tuple[tuple[str, str, float, bool, str | None], ...] = (
+    ("produce acks=1 throughput / Tansu >= 1.0x", "produce_acks1_msgs_s", 1.0, True, "tansu"),
+    ("produce acks=all throughput / Tansu >= 1.0x", "produce_acksall_msgs_s", 1.0, True, "tansu"),
+    ("consume throughput (default settings) / Tansu >= 1.0x", "consume_msgs_s", 1.0, True, "tansu"),
+    ("produce acks=1 throughput / Apache Kafka >= 1.0x", "produce_acks1_msgs_s", 1.0, True, "kafka"),
+    ("produce acks=all throughput / Apache Kafka >= 1.0x", "produce_acksall_msgs_s", 1.0, True, "kafka"),
+    ("consume throughput (default settings) / Apache Kafka >= 1.0x", "consume_msgs_s", 1.0, True, "kafka"),
+    ("broker CPU per produced message (acks=1) <= 1.0 µs", "broker_cpu_us_per_msg_produce", 1, False, None),
     (
         "broker CPU per produced message (acks=all) <= 1.0 µs",
-        *("broker_cpu_us_per_msg_produce_acksall", 1, False, False),
+        *("broker_cpu_us_per_msg_produce_acksall", 1, False, None),
     ),
-    ("p99 produce latency at 10k msgs/s (acks=1) <= 5 ms", "p99_ms_10k", 5.0, False, False),
-    ("p99 produce latency at 10k msgs/s (acks=all) <= 5 ms", "p99_ms_10k_acksall", 5.0, False, False),
-    ("broker RSS with 1,000 partitions <= 300 MB", "rss_mb_1000_partitions", 300.0, False, False),
+    ("p99 produce latency at 10k msgs/s (acks=1) <= 5 ms", "p99_ms_10k", 5.0, False, None),
+    ("p99 produce latency at 10k msgs/s (acks=all) <= 5 ms", "p99_ms_10k_acksall", 5.0, False, None),
+    ("broker RSS with 1,000 partitions <= 300 MB", "rss_mb_1000_partitions", 300.0, False, None),
 )
 
 
@@ -709,23 +740,24 @@ def run(primary: Launcher, peers: list[Launcher], cfg: BenchConfig) -> dict[str,
     with tempfile.TemporaryDirectory(prefix="sftraffic-bench-") as tmp:
         reports = run_systems([primary, *peers], cfg, Path(tmp))
     main = reports[primary.name]
-    tansu = reports.get("tansu")
-    vs_tansu = ratios(main, tansu) if tansu is not None and tansu.available else {}
+    # ratios of the medians, ours/peer, for every peer that ran
+    vs = {n: ratios(main, r) for n, r in reports.items() if n != primary.name and r.available}
     client_settings = {
         "producer": PRODUCER_SETTINGS,
         "latency_producer_overrides": {"linger.ms": cfg.latency_linger_ms},
     }
-    peers_run = {n: r for n, r in reports.items() if n != primary.name and r.available}
     return {
         "machine": info,
         "config": asdict(cfg),
-        "client_settings": client_settings | {"consumer": CONSUMER_SETTINGS},
+        "client_settings": client_settings
+        | {"consumer": CONSUMER_SETTINGS, "consumer_tuned": CONSUMER_TUNED_SETTINGS},
         "primary": primary.name,
         "systems": {name: asdict(r) for name, r in reports.items()},
-        "ratios": {f"{primary.name}/{n}": ratios(main, r) for n, r in peers_run.items()},
+        "ratios": {f"{primary.name}/{n}": r for n, r in vs.items()},
         "goals": [
-            verdict(name, vs_tansu.get(key) if tansu_ else main.figures.get(key), target, higher)
-            for name, key, target, higher, tansu_ in GOALS
+            verdict(name, vs.get(peer, {}).get(key) if peer else main.figures.get(key), target, higher)
+            for name, key, target, higher, peer in GOALS
+            if peer in (None, "tansu") or peer in vs  # against Tansu: n/a when it did not run
         ],
         "notes": notes(reports, cfg),
         "elapsed_s": time.perf_counter() - t0,
@@ -737,7 +769,13 @@ def notes(reports: dict[str, SystemReport], cfg: BenchConfig) -> list[str]:
         "All systems run on this machine with the client, sharing its cores; the Python client "
         "usually saturates first, so throughput partly measures the client and broker CPU/msg is "
         "the fair efficiency figure.",
-        "MB/s counts value bytes (10^6 bytes). Consume: from assign() to the last message.",
+        "MB/s counts value bytes (10^6 bytes). Consume: from assign() to the last message; "
+        "'consume' with librdkafka's default fetch settings, 'consume, tuned' with "
+        + ", ".join(
+            f"{k}={v}" for k, v in CONSUMER_TUNED_SETTINGS.items() if k.startswith(("fetch", "max", "queued"))
+        )
+        + ". Rates show the median over the repetitions and their range (min-max); ratios are "
+        "ratios of the medians.",
         f"Repetitions are interleaved across systems; medians skip repetitions during which "
         f"other processes used more than {BUSY_SHARE:.0%} of the CPU (unless all did), and such a "
         f"latency phase is run again (at most {cfg.latency_attempts} runs in all, the quietest kept).",
@@ -769,10 +807,25 @@ def _fmt(key: str, v: float | None) -> str:
     return f"{v:.3f}" if v < 10 else f"{v:,.1f}"
 
 
+def _short(v: float) -> str:
+    """A rate in few characters: 854k, 1.10M."""
+    return f"{v / 1e6:.2f}M" if v >= 1e6 else f"{v / 1e3:.0f}k" if v >= 1e3 else f"{v:.0f}"
+
+
+def _cell(key: str, system: dict[str, Any]) -> str:
+    """The median, and for rates measured more than once their range: 603,114 (552k-611k)."""
+    text = _fmt(key, system["figures"].get(key))
+    sp = system.get("spread", {}).get(key)
+    if sp and sp["n"] > 1 and FIGURES[key][1] == "msgs/s":
+        text += f" ({_short(sp['min'])}-{_short(sp['max'])})"
+    return text
+
+
 BEFORE_AFTER = {
     "produce_acks1_msgs_s": "produce acks=1",
     "produce_acksall_msgs_s": "acks=all",
     "consume_msgs_s": "consume",
+    "consume_tuned_msgs_s": "consume tuned",
     "broker_cpu_us_per_msg_produce": "broker CPU µs/msg acks=1",
     "broker_cpu_us_per_msg_produce_acksall": "acks=all",
     "p99_ms_10k": "p99 @10k/s",
@@ -790,7 +843,7 @@ def render(doc: dict[str, Any], console: Console) -> None:
     title = f"{cfg['count']:,} msgs/phase, {cfg['reps']} rep(s), {cfg['value_size']}-byte values"
     rows = [
         [label.replace("1,000", f"{cfg['partitions']:,}"), unit + {True: " ↑", False: " ↓", None: ""}[higher]]
-        + [_fmt(key, systems[n]["figures"].get(key)) for n in avail]
+        + [_cell(key, systems[n]) for n in avail]
         + [_ratio(r.get(key)) for r in doc["ratios"].values()]
         for key, (label, unit, higher) in FIGURES.items()
     ]
@@ -821,7 +874,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "Benchmark our broker against Kafka-API peers (Tansu, noida-db) on 127.0.0.1.",
         "small counts for CI (under a minute)",
         None,
-        ("--peers", "tansu,noida", "comma-separated: tansu, noida, ours@DIR (see --baseline-src), or 'none'"),
+        (
+            "--peers",
+            "tansu,noida",
+            "comma-separated: tansu, noida, kafka, ours@DIR (see --baseline-src), or 'none'",
+        ),
         ("--baseline-src", str, "also run our broker from the checkout DIR as ours-baseline (before/after)"),
         ("--count", int, "messages per produce phase (default 1,000,000; quick 50,000)"),
         ("--reps", int, "repetitions of the throughput phases (default 3; quick 1)"),
