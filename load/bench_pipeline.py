@@ -134,6 +134,7 @@ class PipelineBenchConfig:
     py_spy: bool = False
     jfr: bool = False
     seed: int = 42
+    source: str = "sftraffic"  # how the jobs read the topics (jobs.SOURCES; load.bench_spark_source)
 
 
 # the sizes of --quick and --smoke (the full run: the defaults above)
@@ -177,6 +178,8 @@ def _kind(pid: int, cmd: str, fleet_pids: set[int]) -> str:
         return "driver_python"
     if pid in fleet_pids:
         return "fleet"
+    if " kafka.Kafka " in cmd:  # Apache Kafka as the store (load.bench_spark_source --store kafka)
+        return "broker"
     if "java" in cmd.split(" ", 1)[0]:
         return "spark_jvm"
     marks = {"pyspark": "python_workers", "framework.cli.main broker": "broker", "py-spy": "profiler"}
@@ -497,7 +500,7 @@ def _job_config(bootstrap: str, base: Path, cfg: PipelineBenchConfig, start: str
     """The settings ``sftraffic pipeline`` would use, checkpoints and Parquet under ``base``."""
     from pipelines import jobs
 
-    kw |= {"trigger": cfg.trigger, "starting_offsets": start, "master": cfg.master}
+    kw |= {"trigger": cfg.trigger, "starting_offsets": start, "master": cfg.master, "source": cfg.source}
     return jobs.JobConfig(
         bootstrap=bootstrap, checkpoint_dir=f"{base}-checkpoints", output_dir=f"{base}-parquet", **kw
     )
@@ -666,7 +669,7 @@ class ResultCollector(threading.Thread):
                 if m.error() is not None:
                     continue
                 try:
-                    v = json.loads(m.value())
+                    v = json.loads(m.value() or b"")
                     rec = {"visible_ms": seen, "produced_ms": m.timestamp()[1]}
                     self.records.append(
                         rec | {f"{k}_ms": _epoch_ms(v[k]) for k in ("window_start", "window_end")}
@@ -856,7 +859,7 @@ def _layout(bootstrap: str, cfg: PipelineBenchConfig) -> None:
     from pipelines.jobs import RESULT_TOPICS, t
     from sensors.layout import ensure_layout
 
-    extra = {t(n): {} for n in RESULT_TOPICS if n != "dead_letter"}
+    extra: dict[str, dict[str, str]] = {t(n): {} for n in RESULT_TOPICS if n != "dead_letter"}
     ensure_layout(bootstrap, partitions=cfg.partitions, extra_topics=extra)
 
 
@@ -959,7 +962,7 @@ def render(doc: dict[str, Any], console: Console) -> None:
 
 
 # options that set the config field of the same name
-OVERRIDES = (
+OVERRIDES: tuple[str, ...] = (
     "batch_events",
     "max_offsets_per_trigger",
     "master",
@@ -1018,7 +1021,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[PipelineBenchConfig, argp
 
 def main(argv: list[str] | None = None) -> int:
     cfg, args = parse_args(argv)
-    return run_main(lambda: run(cfg), render, args.json, name="bench_pipeline")
+    code: int = run_main(lambda: run(cfg), render, args.json, name="bench_pipeline")
+    return code
 
 
 if __name__ == "__main__":

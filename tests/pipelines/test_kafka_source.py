@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -61,7 +61,8 @@ def dead_letters(bootstrap: str) -> list[tuple[str, str, dict[str, bytes]]]:
         while len(out) < total and time.monotonic() < deadline:
             for m in c.consume(1000, timeout=0.3):
                 if m.error() is None:
-                    out.append((m.key().decode(), m.value().decode(), dict(m.headers() or [])))
+                    headers = dict(cast(list[tuple[str, bytes]], m.headers() or []))
+                    out.append(((m.key() or b"").decode(), (m.value() or b"").decode(), headers))
         return out
     finally:
         c.close()

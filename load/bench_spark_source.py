@@ -1,0 +1,312 @@
+"""Spark's source for the correlation job: our Python data source against Spark's own Kafka
+connector (JVM), on the same backlog, alternating, in one run.
+
+1. **One backlog.** A fresh store gets the layout of ``sftraffic up`` and ``--events`` traffic
+   events (12M by default) with their weather readings: the sensor fleet (10,000 sensors,
+   ``KafkaSink``) replays a weekday morning at full speed, as ``load.bench_pipeline``'s stream
+   phase does. The store is ours (``BrokerProcess``) or, with ``--store kafka``, Apache Kafka
+   (``deploy.kafka.KafkaCluster``, one KRaft node, ``-Xmx1g``).
+2. **The same job over it, source by source, alternating.** One SparkSession
+   (``pipelines.spark.session`` with the connector's jars on ``spark.jars``, ``local[2]``), first
+   a warm-up run of the job through each source (two micro-batches of 5,000 offsets, not
+   measured: Python workers, connector classes, the join's generated code), then
+   ``--reps`` repetitions of: the streaming correlation job (``jobs.start_correlation``, what
+   ``sftraffic pipeline correlation --source S`` runs; 1M offsets per trigger, 1 s trigger)
+   from ``earliest`` over the whole backlog with ``--source sftraffic`` (python), then the same
+   with ``--source kafka`` (jvm): A B A B. Every run has fresh checkpoints and Parquet folders.
+3. **Figures.** Per run, ``load.bench_pipeline``'s stream figures: **sustained events/s** =
+   input rows of the data micro-batches after the first (the warm-up) / wall time from the
+   start of the second to the end of the last; overall events/s, the first batch's seconds,
+   the trigger's duration shares, CPU seconds per process kind (Spark JVM, Python workers,
+   broker, ...). Per source the median with min, max and n (``stats.spread``); the ratio
+   python/jvm of the medians and of each repetition's pair. Goal: the Python data source's
+   sustained events/s ≥ 1.0× the JVM connector's. ``--py-spy`` profiles the Python workers
+   during the Python-source runs (where their time goes).
+
+Usage::
+
+    python -m load.bench_spark_source --json load/results/spark-source-ours.json    # 12M, 2 reps
+    python -m load.bench_spark_source --store kafka --events 6000000 --json out.json
+    python -m load.bench_spark_source --quick --json out.json      # a smoke run (about 2 minutes)
+
+Sizes: full = 12M events, 2 repetitions (about 10-12 minutes on an idle 2-core machine);
+quick = 40k events, 10k offsets per trigger, 2 repetitions. Results are written to the store's
+result topics and to Parquet under a temporary folder; everything is stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from load.bench_pipeline import (
+    PipelineBenchConfig,
+    ProgressLog,
+    _job_config,
+    _layout,
+    replay,
+    stream_phase,
+)
+from load.harness import report
+from load.harness.report import log, verdict
+from load.harness.runner import run_main
+from load.harness.stats import spread
+
+GOAL_RATIO = 1.0  # python / jvm, sustained events/s (issue 17)
+LABELS = {"python": "sftraffic", "jvm": "kafka"}  # label -> pipelines.jobs source
+STORES = ("ours", "kafka")
+KAFKA_HEAP = "1g"
+WARM_OFFSETS, WARM_BATCHES = 5_000, 2  # the warm-up run of each source (not measured)
+
+
+@dataclasses.dataclass
+class SourceBenchConfig:
+    mode: str = "full"
+    store: str = "ours"
+    events: int = 12_000_000
+    reps: int = 2
+    max_offsets_per_trigger: int = 1_000_000  # the job's default (sftraffic pipeline)
+    partitions: int = 6
+    sensors: int = 10_000
+    replay_workers: int = 2
+    master: str = "local[2]"
+    py_spy: bool = False
+    seed: int = 42
+
+    def pipeline(self, source: str, py_spy: bool = False) -> PipelineBenchConfig:
+        """The ``load.bench_pipeline`` settings of one run (its replay and stream phase)."""
+        return PipelineBenchConfig(
+            mode=self.mode,
+            stream_events=self.events,
+            max_offsets_per_trigger=self.max_offsets_per_trigger,
+            sensors=self.sensors,
+            partitions=self.partitions,
+            replay_workers=self.replay_workers,
+            master=self.master,
+            phases=("stream",),
+            py_spy=py_spy,
+            seed=self.seed,
+            source=source,
+        )
+
+
+MODES: dict[str, dict[str, Any]] = {
+    "full": {},
+    "quick": {"events": 40_000, "max_offsets_per_trigger": 10_000, "replay_workers": 1},
+}
+
+
+@contextmanager
+def store(kind: str, work: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """A fresh store: (bootstrap, what it is)."""
+    if kind == "kafka":
+        from deploy.kafka import KAFKA_VERSION, KafkaCluster
+
+        cluster = KafkaCluster(1, work / "kafka", heap=KAFKA_HEAP)
+        t0 = time.monotonic()
+        cluster.start(timeout=180)
+        about = {"store": f"Apache Kafka {KAFKA_VERSION} (KRaft single node, -Xmx{KAFKA_HEAP})"}
+        try:
+            yield cluster.bootstrap, about | {"start_s": round(time.monotonic() - t0, 1)}
+        finally:
+            cluster.stop()
+    else:
+        from load.harness import services
+
+        # retention checks rarely: the replayed history is days old in event time
+        with services.broker(work, **{"log.retention.check.interval.ms": 300_000}) as b:
+            yield b.bootstrap, {"store": "sftraffic (ours)"}
+
+
+def warm_up(spark: Any, bootstrap: str, cfg: SourceBenchConfig, work: Path, label: str) -> float:
+    """The correlation job through one source for its first micro-batches of ``WARM_OFFSETS``
+    offsets (not measured): Python workers, the connector's classes and the streaming join's
+    generated code are ready before the first measured run, whichever source it uses."""
+    from pipelines import jobs
+
+    pcfg = cfg.pipeline(LABELS[label])
+    jcfg = _job_config(
+        bootstrap, work / f"warm-{label}", pcfg, "earliest", max_offsets_per_trigger=WARM_OFFSETS
+    )
+    t0 = time.perf_counter()
+    queries = jobs.start_correlation(spark, jcfg)
+    progress = ProgressLog(queries[0])
+    try:
+        while time.perf_counter() - t0 < 180 and queries[0].isActive:
+            progress.poll()
+            if sum(1 for p in progress.ordered() if p.get("numInputRows")) >= WARM_BATCHES:
+                break
+            time.sleep(0.25)
+    finally:
+        jobs.stop_gracefully(queries)
+    return round(time.perf_counter() - t0, 1)
+
+
+def _run_figures(res: dict[str, Any]) -> dict[str, Any]:
+    keep = ("sustained_events_per_s", "overall_events_per_s", "first_batch_s", "query_wall_s")
+    out = {k: res.get(k) for k in keep}
+    out["sustained_basis"] = res.get("sustained_basis")
+    out["micro_batches"] = len(res.get("batches") or [])
+    out["durations_share"] = (res.get("durations") or {}).get("share_of_trigger")
+    out["cpu"] = res.get("cpu")
+    for k in ("error", "py_spy"):
+        if k in res:
+            out[k] = res[k]
+    return out
+
+
+def run(cfg: SourceBenchConfig) -> dict[str, Any]:
+    from deploy.spark.connector import SPARK_VERSION
+    from pipelines.spark import session
+
+    doc: dict[str, Any] = {"benchmark": "spark_source", "mode": cfg.mode}
+    doc["machine"] = report.machine_info("load.bench_spark_source")
+    doc["config"] = dataclasses.asdict(cfg)
+    doc["errors"] = []
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="sftraffic-bench-spark-source-") as tmp:
+        work = Path(tmp)
+        with store(cfg.store, work) as (bootstrap, about):
+            doc["store"] = about
+            _layout(bootstrap, cfg.pipeline("sftraffic"))
+            log(f"{about['store']}: replaying a backlog of {cfg.events:,} traffic events")
+            wait = replay(bootstrap, cfg.events, cfg.pipeline("sftraffic"))
+            log(f"starting Spark ({cfg.master}) with Spark's Kafka connector {SPARK_VERSION}")
+            t0 = time.perf_counter()
+            spark = session("sftraffic-bench-spark-source", master=cfg.master, kafka_connector=True)
+            doc["spark_start_s"] = round(time.perf_counter() - t0, 1)
+            doc["spark_version"] = spark.version
+            try:
+                backlog = wait()
+                doc["backlog"] = backlog
+                for label in LABELS:  # Python workers, connector classes, generated code
+                    doc.setdefault("warm_up_s", {})[label] = warm_up(spark, bootstrap, cfg, work, label)
+                for rep in range(1, cfg.reps + 1):
+                    for label, source in LABELS.items():  # A B, A B, ...
+                        pcfg = cfg.pipeline(source, py_spy=cfg.py_spy and label == "python")
+                        log(f"rep {rep}: correlation through the {label} source ({source})")
+                        try:
+                            res = stream_phase(spark, bootstrap, pcfg, work / f"{label}-{rep}", backlog)
+                        except Exception as exc:
+                            res = {"error": f"{type(exc).__name__}: {str(exc)[:500]}"}
+                        runs.append({"rep": rep, "source": label, **_run_figures(res)})
+                        if "error" in res:
+                            doc["errors"].append(f"rep {rep} {label}: {res['error']}")
+                        shutil.rmtree(work / f"{label}-{rep}-checkpoints", ignore_errors=True)
+                        shutil.rmtree(work / f"{label}-{rep}-parquet", ignore_errors=True)
+            finally:
+                spark.stop()
+    doc["runs"] = runs
+    doc["sources"] = {
+        label: {
+            "source": f"--source {source}",
+            "sustained_events_per_s": spread(
+                r["sustained_events_per_s"] for r in runs if r["source"] == label and "error" not in r
+            ),
+            "overall_events_per_s": spread(
+                r["overall_events_per_s"] for r in runs if r["source"] == label and "error" not in r
+            ),
+        }
+        for label, source in LABELS.items()
+    }
+    med = {k: (v["sustained_events_per_s"] or {}).get("median") for k, v in doc["sources"].items()}
+    ratio = round(med["python"] / med["jvm"], 3) if med["python"] and med["jvm"] else None
+    doc["ratio_python_over_jvm"] = ratio
+    pairs: list[float | None] = []
+    for rep in range(1, cfg.reps + 1):
+        by: dict[str, Any] = {r["source"]: r.get("sustained_events_per_s") for r in runs if r["rep"] == rep}
+        py, jvm = by.get("python"), by.get("jvm")
+        pairs.append(round(py / jvm, 3) if py and jvm else None)
+    doc["ratio_by_rep"] = pairs
+    on = "Apache Kafka" if cfg.store == "kafka" else "our store"
+    doc["goals"] = [
+        verdict(
+            f"Python data source sustained events/s >= 1.0x the JVM connector's (correlation, {on}, medians)",
+            ratio,
+            GOAL_RATIO,
+            True,
+        )
+    ]
+    doc["loadavg_at_end"] = os.getloadavg()
+    return doc
+
+
+def render(doc: dict[str, Any], console: Console) -> None:
+    rows: list[tuple[Any, ...]] = []
+    for r in doc.get("runs", []):
+        rows.append(
+            (
+                r["rep"],
+                r["source"],
+                f"{r.get('sustained_events_per_s') or 0:,}",
+                f"{r.get('overall_events_per_s') or 0:,}",
+                r.get("first_batch_s"),
+                r.get("micro_batches"),
+                (r.get("cpu") or {}).get("cores_busy"),
+            )
+        )
+    store_name = (doc.get("store") or {}).get("store", doc["config"]["store"])
+    title = f"Spark source, correlation job over {doc['config']['events']:,} events on {store_name}"
+    console.print(
+        report.table(
+            title, "rep|source|>sustained ev/s|>overall ev/s|>first batch s|>batches|>cores busy", *rows
+        )
+    )
+    for label, s in (doc.get("sources") or {}).items():
+        sp = s["sustained_events_per_s"] or {}
+        console.print(
+            f"{label} ({s['source']}): sustained median {sp.get('median')} "
+            f"(min {sp.get('min')}, max {sp.get('max')}, n {sp.get('n')})"
+        )
+    console.print(
+        f"ratio python/jvm: {doc.get('ratio_python_over_jvm')} (by repetition {doc.get('ratio_by_rep')})"
+    )
+    report.print_goals(console, doc["goals"])
+    for e in doc["errors"]:
+        console.print(f"[red]error: {e}[/red]")
+    report.print_footer(console, doc)
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[SourceBenchConfig, argparse.Namespace]:
+    p = report.parser(
+        "spark_source",
+        __doc__,
+        "a smoke run: 40k events, 2 repetitions (about 2 minutes)",
+        None,
+        ("--events", int, "traffic events of the backlog (full 12,000,000)"),
+        ("--reps", int, "repetitions, each the Python source then the JVM connector (full 2)"),
+        ("--max-offsets-per-trigger", int, "offsets per source and micro-batch (full 1,000,000)"),
+        ("--master", str, "Spark master (default local[2])"),
+        ("--py-spy", bool, "profile the Python workers during the Python-source runs"),
+    )
+    p.add_argument(
+        "--store", choices=STORES, default="ours", help="ours, or Apache Kafka (deploy.kafka, single node)"
+    )
+    a = p.parse_args(argv)
+    mode = report.mode(a)
+    given = {k: getattr(a, k) for k in ("events", "reps", "max_offsets_per_trigger", "master")}
+    kw = MODES[mode] | {k: v for k, v in given.items() if v is not None}
+    cfg = SourceBenchConfig(mode=mode, store=a.store, py_spy=a.py_spy, **kw)
+    if cfg.reps < 1 or cfg.events < 1:
+        p.error("--reps and --events must be positive")
+    return cfg, a
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg, args = parse_args(argv)
+    code: int = run_main(lambda: run(cfg), render, args.json, name="bench_spark_source")
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
