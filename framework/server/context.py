@@ -28,6 +28,7 @@ from framework.metadata.store import StreamInfo, TopicInfo
 from framework.protocol.errors import ErrorCode
 from framework.protocol.frames import RequestHeader
 from framework.replication.partition import Partition
+from framework.security.principal import ANONYMOUS, KafkaPrincipal
 
 
 class PartitionLookup(Protocol):
@@ -138,6 +139,9 @@ class RequestContext:
     services: BrokerServices
     header: RequestHeader
     peer: str
+    # who the connection authenticated as, and on which named listener (issue 18)
+    principal: KafkaPrincipal = ANONYMOUS
+    listener: str = "PLAINTEXT"
 
     @property
     def version(self) -> int:
