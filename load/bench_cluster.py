@@ -83,6 +83,7 @@ class Cluster:
     wait_registered: Callable[[int, float], None]
     clean_code: int  # exit code of a clean stop after SIGTERM
     clean_line: str  # ... and the line it logs ("{id}": the node id)
+    controller_line: str  # what a node logs when it becomes the controller ("{id}")
 
     def node(self, node_id: int) -> Any:
         return next(n for n in self.nodes if n.node_id == node_id)
@@ -95,19 +96,33 @@ class Cluster:
     def stopped_cleanly(self, node: Any, code: int) -> bool:
         return code == self.clean_code and self.clean_line.format(id=node.node_id) in node.logs()
 
+    def controller(self) -> int | None:
+        """The node that logged becoming the controller last (both systems' log lines start with
+        a sortable date and time; a Kafka node's whole log is in its file)."""
+        found = []
+        for n in self.nodes:
+            text = n.log.read_text(errors="replace") if n.log is not None and n.log.exists() else n.logs()
+            mark = self.controller_line.format(id=n.node_id)
+            found += [(ln.lstrip("[")[:23], n.node_id) for ln in text.splitlines() if mark in ln]
+        return max(found)[1] if found else None
+
 
 @contextlib.contextmanager
 def running(system: str, root: Path, overrides: Mapping[str, object] | None = None) -> Iterator[Cluster]:
     """A 3-node cluster of ``system`` in ``root``, stopped at the end of the block."""
     if system == "ours":
         with ClusterProcesses(root, 3, overrides) as c:
-            yield Cluster(system, c.bootstrap, list(c.brokers), c.wait_registered, 0, "stopped cleanly")
+            lines = ("stopped cleanly", "node {id} is the controller")
+            yield Cluster(system, c.bootstrap, list(c.brokers), c.wait_registered, 0, *lines)
         return
     k = KafkaCluster(3, root, heap=KAFKA_HEAP, overrides=overrides)
     k.start(timeout=180)
     try:
-        line = "[BrokerServer id={id}] shut down completed"
-        yield Cluster(system, k.bootstrap, list(k.nodes), k.wait_registered, 143, line)
+        lines = (
+            "[BrokerServer id={id}] shut down completed",
+            "[QuorumController id={id}] Becoming the active",
+        )
+        yield Cluster(system, k.bootstrap, list(k.nodes), k.wait_registered, 143, *lines)
     finally:
         k.stop()
 
@@ -264,12 +279,13 @@ def failover(
             if msg.partition() == 0:
                 acks_p0.append(time.monotonic())
 
-        t0, killed_t, i = time.monotonic(), 0.0, 0
+        t0, killed_t, i, controller = time.monotonic(), 0.0, 0, None
         while time.monotonic() - t0 < seconds or (
             killed_t and time.monotonic() - killed_t < session / 1000 + 6
         ):
             now = time.monotonic()
             if not killed_t and now >= t0 + seconds / 3:
+                controller = c.controller()
                 c.node(leader).signal(signal.SIGTERM if how == "term" else signal.SIGKILL)
                 killed_t = now
             while i < (now - t0) * rate:
@@ -312,6 +328,8 @@ def failover(
             "acknowledged": len(acked),
             "delivery_errors": len(errors),
             "killed_leader": leader,
+            "controller": controller,  # the metadata quorum's leader just before the signal
+            "killed_was_controller": controller == leader,
             "new_leader": new_leader,
             "partition0_unavailable_s": round(gap, 2),
             "lost": sum(1 for k in acked if k not in seen),
