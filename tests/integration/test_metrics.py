@@ -232,7 +232,7 @@ def test_a_cluster_losing_a_broker_reports_under_replicated_partitions_and_one_c
         before = {n: scrape(p) for n, p in ports.items()}
         victim.kill()
         alive = {n: p for n, p in ports.items() if n != controller}
-        [new_controller] = one_controller(alive)
+        one_controller(alive)
         survivors = {b.node_id: b for b in running(cluster)}
 
         def under_replicated_on_a_leader() -> bool:
@@ -248,7 +248,9 @@ def test_a_cluster_losing_a_broker_reports_under_replicated_partitions_and_one_c
         )
 
         def on_new_controller(name: str) -> float:
-            return value(scrape(alive[new_controller]), name) - value(before[new_controller], name)
+            # counted where the controller is; summed over the survivors, since on a loaded
+            # machine the controllership may move between them once more before it settles
+            return sum(value(scrape(p), name) - value(before[n], name) for n, p in alive.items())
 
         def shrinks() -> float:
             return sum(
@@ -267,6 +269,7 @@ def test_a_cluster_losing_a_broker_reports_under_replicated_partitions_and_one_c
         )
         # each of the topic's partitions lost the victim from its ISR (the offsets topic's too)
         wait_for(lambda: shrinks() >= 3, 15, 0.2, "ISR shrinks")
+        [new_controller] = one_controller(alive)
         assert value(scrape(alive[new_controller]), "sftraffic_offline_partitions") == 0
         assert len(one_controller(alive)) == 1
 
