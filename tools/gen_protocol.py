@@ -72,6 +72,8 @@ APIS = [
     "describe_producers",
     "describe_log_dirs",
     "elect_leaders",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
 ]
 DATA = ["consumer_protocol_subscription", "consumer_protocol_assignment"]
 

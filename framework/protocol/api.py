@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from framework.protocol.messages import (
     alter_configs,
+    alter_user_scram_credentials,
     api_versions,
     create_partitions,
     create_topics,
@@ -23,6 +24,7 @@ from framework.protocol.messages import (
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_user_scram_credentials,
     elect_leaders,
     fetch,
     find_coordinator,
@@ -268,6 +270,22 @@ _ENTRIES = [
         "describe_producers",
         describe_producers.DescribeProducersRequest,
         describe_producers.DescribeProducersResponse,
+        0,
+        0,
+    ),
+    _e(
+        "DescribeUserScramCredentials",
+        "describe_user_scram_credentials",
+        describe_user_scram_credentials.DescribeUserScramCredentialsRequest,
+        describe_user_scram_credentials.DescribeUserScramCredentialsResponse,
+        0,
+        0,
+    ),
+    _e(
+        "AlterUserScramCredentials",
+        "alter_user_scram_credentials",
+        alter_user_scram_credentials.AlterUserScramCredentialsRequest,
+        alter_user_scram_credentials.AlterUserScramCredentialsResponse,
         0,
         0,
     ),
