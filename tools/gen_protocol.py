@@ -74,6 +74,9 @@ APIS = [
     "elect_leaders",
     "describe_user_scram_credentials",
     "alter_user_scram_credentials",
+    "describe_acls",
+    "create_acls",
+    "delete_acls",
 ]
 DATA = ["consumer_protocol_subscription", "consumer_protocol_assignment"]
 
