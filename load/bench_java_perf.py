@@ -20,7 +20,8 @@ of ``--partitions`` partitions (default 1, as ``bench_broker``):
   ``fetch.nMsg.sec`` over the fetching alone.
 
 Each tool runs as ``bin/<tool>.sh`` would run it (``deploy.kafka.tools.perf_tool_cmd``: G1, full
-JIT, -Xmx512M); its JVM start-up is outside its own figures. Around each run: the broker's CPU
+JIT, -Xmx512M); its JVM start-up is outside its own figures. Before the first repetition, one
+unmeasured producer run on each system warms the brokers (Kafka's JIT). Around each run: the broker's CPU
 per message (``/proc``, until it is idle again, at most 5 s): ``server_cpu_us_per_msg`` all of
 it, ``server_cpu_us_per_msg_above_rest`` less what the broker uses at rest (measured for 2 s
 before each repetition: Apache Kafka's JVM uses ~0.05-0.1 of a core doing nothing), the figure
@@ -217,6 +218,17 @@ class Bench:
             }
             log(f"{launcher.name}: started at {server.bootstrap} (pid {server.pid})")
 
+    def warm_up(self) -> None:
+        """One unmeasured producer run on each system: the broker's JVM (Kafka) compiles its hot
+        paths, ours has its connections and caches; the figures are those of warm brokers."""
+        for s, server in self.servers.items():
+            topic = self.topic(s, "warmup")
+            try:
+                run_tool("produce_acks1", server, topic, self.cfg["records"], self.cfg["record_size"])
+            except Exception as exc:
+                self.errors.append(f"{s} warm-up: {type(exc).__name__}: {exc}")
+            delete_topic(server.bootstrap, topic)
+
     def topic(self, system: str, phase: str) -> str:
         name = f"perf-{phase}-{uuid.uuid4().hex[:8]}"
         created: str = create_topic(self.servers[system].bootstrap, name, self.cfg["partitions"], timeout=60)
@@ -288,6 +300,7 @@ def run(args: Any) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-java-perf-") as tmp, Processes() as procs:
         bench = Bench(cfg, Path(tmp), procs)
         bench.start([OursLauncher(overrides=BROKER), KafkaLauncher()])
+        bench.warm_up()
         order = [bench.repetition(rep) for rep in range(1, cfg["reps"] + 1)] if bench.servers else []
         summary = summarise(bench.runs, list(bench.servers))
         r = ratios(summary)
