@@ -13,7 +13,9 @@ __all__ = [
     "ConfigError",
     "CorruptRecord",
     "CorruptStoredBatch",
+    "DuplicateResource",
     "ErrorCode",
+    "IllegalSaslState",
     "InvalidPartitions",
     "InvalidRecord",
     "InvalidReplicationFactor",
@@ -26,9 +28,13 @@ __all__ = [
     "NotLeader",
     "OffsetOutOfRange",
     "PolicyViolation",
+    "ResourceNotFound",
+    "SaslAuthenticationFailed",
     "StoreError",
     "TopicAlreadyExists",
+    "UnacceptableCredential",
     "UnknownTopicOrPartition",
+    "UnsupportedSaslMechanism",
 ]
 
 
@@ -141,3 +147,36 @@ class KafkaStorageError(StoreError):
     """The disk refused a write or read (full disk, I/O error); the log is left intact."""
 
     code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+# -- security (issue 18) -------------------------------------------------------------------------
+class SaslAuthenticationFailed(StoreError):
+    """Wrong password, unknown user, bad proof: one code and one message for all of them, so a
+    client learns nothing about which it was."""
+
+    code = ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
+class IllegalSaslState(StoreError):
+    """A SASL request out of order (SaslAuthenticate before SaslHandshake, a handshake on a
+    listener without SASL)."""
+
+    code = ErrorCode.ILLEGAL_SASL_STATE
+
+
+class UnsupportedSaslMechanism(StoreError):
+    code = ErrorCode.UNSUPPORTED_SASL_MECHANISM
+
+
+class UnacceptableCredential(StoreError):
+    """A SCRAM credential the broker refuses (iterations out of range, empty user name)."""
+
+    code = ErrorCode.UNACCEPTABLE_CREDENTIAL
+
+
+class ResourceNotFound(StoreError):
+    code = ErrorCode.RESOURCE_NOT_FOUND
+
+
+class DuplicateResource(StoreError):
+    code = ErrorCode.DUPLICATE_RESOURCE

@@ -9,6 +9,10 @@ Streams and the name mapping: a stream is a named group of topics carrying share
 A topic named ``<stream>.<topic>`` (e.g. ``plant_a.temperatures``) created while stream
 ``<stream>`` exists belongs to it and inherits its configs unless the topic overrides them.
 Stream names use ``[A-Za-z0-9_-]`` (no dot), so the first dot of a topic name separates them.
+
+SCRAM credentials (``scram``: user → mechanism → salt, stored key, server key, iterations; never
+a password) are metadata too: changed by ``plan_scram_credentials`` then ``apply``, so they
+replicate through the quorum like topics (issue 18).
 """
 
 from __future__ import annotations
@@ -27,16 +31,20 @@ from typing import Any, Generic, TypeVar
 from framework import config as cfg
 from framework.errors import (
     ConfigError,
+    DuplicateResource,
     InvalidPartitions,
     InvalidReplicationFactor,
     InvalidRequest,
     InvalidTopic,
     PolicyViolation,
+    ResourceNotFound,
     StoreError,
     TopicAlreadyExists,
+    UnacceptableCredential,
     UnknownTopicOrPartition,
 )
 from framework.protocol.errors import ErrorCode
+from framework.security.scram import ScramCredential, hash_of
 from framework.storage.files import write_durably
 from framework.storage.log_config import resolve
 
@@ -124,6 +132,8 @@ class MetadataStore:
         self.topics: dict[str, TopicInfo] = {}
         self.topics_by_id: dict[bytes, TopicInfo] = {}
         self.streams: dict[str, StreamInfo] = {}
+        # user -> mechanism -> ScramCredential.to_json() (salted and hashed, never a password)
+        self.scram: dict[str, dict[str, dict[str, Any]]] = {}
         self.listeners: list[Listener] = []
         self._lock = threading.Lock()
         # cluster mode: changes are applied by the Raft quorum, on every node, in log order,
@@ -141,6 +151,7 @@ class MetadataStore:
                 streams = [StreamInfo(**s) for s in doc.get("streams", [])]
                 topics = [TopicInfo(**t) for t in doc.get("topics", [])]
                 by_id = {t.id_bytes: t for t in topics}
+                scram = _scram_from(doc)
             except (OSError, ValueError, TypeError, AttributeError, KeyError) as exc:
                 raise StoreError(
                     f"cannot read {self.path}: {exc}; restore it from a backup or move the data "
@@ -150,6 +161,7 @@ class MetadataStore:
             self.streams.update((st.name, st) for st in streams)
             self.topics.update((ti.name, ti) for ti in topics)
             self.topics_by_id.update(by_id)
+            self.scram = scram
         if not self.cluster_id:
             self.cluster_id = self.broker["cluster.id"] or new_cluster_id()
             self._persist()
@@ -161,17 +173,20 @@ class MetadataStore:
             "cluster_id": self.cluster_id,
             "streams": [asdict(s) for s in self.streams.values()],
             "topics": [asdict(t) for t in self.topics.values()],
+            "scram": {u: dict(m) for u, m in sorted(self.scram.items())},
         }
 
     def restore(self, doc: dict[str, Any]) -> None:
         """Replace the whole state with a snapshot's (a lagging cluster member catching up)."""
         streams = [StreamInfo(**st) for st in doc.get("streams", [])]
         topics = [TopicInfo(**t) for t in doc.get("topics", [])]
+        scram = _scram_from(doc)
         with self._lock:
             self.cluster_id = str(doc.get("cluster_id", ""))
             self.streams = {st.name: st for st in streams}
             self.topics = {t.name: t for t in topics}
             self.topics_by_id = {t.id_bytes: t for t in topics}
+            self.scram = scram
             self._persist()
         self._notify("restored", "")
 
@@ -200,6 +215,11 @@ class MetadataStore:
     def topic_config_values(self, t: TopicInfo) -> dict[str, tuple[Any, str]]:
         stream = self.streams.get(t.stream) if t.stream else None
         return resolve(t.configs, stream.configs if stream else {}, self.broker)
+
+    def credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """The user's SCRAM credential for ``mechanism`` (None: no such user or mechanism)."""
+        doc = self.scram.get(user, {}).get(mechanism)
+        return None if doc is None else ScramCredential.from_json(mechanism, doc)
 
     def stream_default(self, stream: StreamInfo | None, name: str) -> Any:
         if stream is not None and name in stream.configs:
@@ -382,6 +402,31 @@ class MetadataStore:
             )
         return Change("delete_stream", {"name": name}, s)
 
+    def plan_scram_credentials(
+        self, user: str, upsert: list[ScramCredential], delete: list[str]
+    ) -> Change[str]:
+        """Set and delete one user's SCRAM credentials (AlterUserScramCredentials, ``users``).
+
+        Kafka's checks: a non-empty user name, a mechanism named at most once per user, known
+        mechanisms, and a deletion only of a credential that exists (RESOURCE_NOT_FOUND).
+        """
+        if not user:
+            raise UnacceptableCredential("the user name must not be empty")
+        named = [c.mechanism for c in upsert] + list(delete)
+        if len(set(named)) != len(named):
+            raise DuplicateResource(f"user {user!r}: a mechanism is altered twice in one request")
+        for m in named:
+            hash_of(m)  # UNSUPPORTED_SASL_MECHANISM
+        have = self.scram.get(user, {})
+        for m in delete:
+            if m not in have:
+                raise ResourceNotFound(f"user {user!r} has no {m} credential")
+        return Change(
+            "scram_credentials",
+            {"name": user, "set": {c.mechanism: c.to_json() for c in upsert}, "delete": list(delete)},
+            user,
+        )
+
     # -- apply: the same on every node ---------------------------------------------------------
     def commit_here(self, change: Change[T]) -> T:
         """Apply a planned change on this node at once (a single node, tools and tests)."""
@@ -417,6 +462,9 @@ class MetadataStore:
 
     def delete_stream(self, name: str) -> StreamInfo:
         return self.commit_here(self.plan_delete_stream(name))
+
+    def scram_credentials(self, user: str, upsert: list[ScramCredential], delete: list[str]) -> str:
+        return self.commit_here(self.plan_scram_credentials(user, upsert, delete))
 
     def apply(self, op: str, arg: dict[str, Any]) -> StoreError | None:
         """Apply one committed change, deterministically; returns why it no longer applies.
@@ -473,11 +521,24 @@ class MetadataStore:
                 else:
                     s.configs = dict(arg["configs"])
                 event = "stream_changed"
+            elif op == "scram_credentials":
+                self._apply_scram(name, arg["set"], arg["delete"])
+                event = "scram_changed"
             else:
                 return InvalidRequest(f"unknown metadata change {op!r}")
             self._persist()
         self._notify(event, name)
         return None
+
+    def _apply_scram(self, user: str, set_: dict[str, Any], delete: list[str]) -> None:
+        creds = dict(self.scram.get(user, {}))
+        creds.update(set_)
+        for m in delete:
+            creds.pop(m, None)
+        if creds:
+            self.scram[user] = creds
+        else:
+            self.scram.pop(user, None)
 
     def stream_topics(self, name: str) -> list[str]:
         return sorted(t.name for t in self.topics.values() if t.stream == name)
@@ -485,6 +546,13 @@ class MetadataStore:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _scram_from(doc: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    scram = doc.get("scram", {})
+    if not isinstance(scram, dict):
+        raise ValueError("scram is not an object")
+    return {str(u): {str(m): dict(c) for m, c in ms.items()} for u, ms in scram.items()}
 
 
 def new_cluster_id() -> str:
