@@ -455,6 +455,46 @@ define(
     validator=at_least(1),
 )
 
+# ---- authorization (issue 18) -------------------------------------------------------------
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+AUTHORIZER_CHOICES = (
+    f"sftraffic has one authorizer, Kafka's {STANDARD_AUTHORIZER} (ACLs kept in the metadata "
+    "quorum); give its class name exactly, or leave authorizer.class.name empty for none"
+)
+
+
+def _authorizer(v: Any) -> str | None:
+    return None if v in ("", STANDARD_AUTHORIZER) else AUTHORIZER_CHOICES
+
+
+define(
+    "authorizer.class.name",
+    "string",
+    "",
+    f"{STANDARD_AUTHORIZER} turns authorization on: every request is checked against the ACLs "
+    "(CreateAcls/DescribeAcls/DeleteAcls, kafka-acls, sftraffic streams grant); empty: anyone "
+    "who reaches a listener may do anything, and the ACL APIs answer SECURITY_DISABLED.",
+    [B],
+    validator=_authorizer,
+)
+define(
+    "super.users",
+    "string",
+    "",
+    "Principals allowed everything whatever the ACLs say, separated by semicolons (e.g. "
+    "User:admin;User:broker). The principal of other brokers' replica fetchers "
+    "(sasl.inter.broker.username, or User:ANONYMOUS on a PLAINTEXT inter-broker listener) "
+    "belongs here, or needs ClusterAction on the cluster.",
+    [B],
+)
+define(
+    "allow.everyone.if.no.acl.found",
+    "bool",
+    False,
+    "With an authorizer: allow an action on a resource that no ACL names at all (false: denied).",
+    [B],
+)
+
 # ---- topic (and stream, and broker default via broker_name) -------------------------------
 TS = [T, S]
 define(

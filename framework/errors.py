@@ -10,11 +10,13 @@ from __future__ import annotations
 from framework.protocol.errors import ErrorCode
 
 __all__ = [
+    "ClusterAuthorizationFailed",
     "ConfigError",
     "CorruptRecord",
     "CorruptStoredBatch",
     "DuplicateResource",
     "ErrorCode",
+    "GroupAuthorizationFailed",
     "IllegalSaslState",
     "InvalidPartitions",
     "InvalidRecord",
@@ -30,8 +32,11 @@ __all__ = [
     "PolicyViolation",
     "ResourceNotFound",
     "SaslAuthenticationFailed",
+    "SecurityDisabled",
     "StoreError",
     "TopicAlreadyExists",
+    "TopicAuthorizationFailed",
+    "TransactionalIdAuthorizationFailed",
     "UnacceptableCredential",
     "UnknownTopicOrPartition",
     "UnsupportedSaslMechanism",
@@ -141,6 +146,29 @@ class NotLeader(StoreError):
 
 class NotEnoughReplicas(StoreError):
     code = ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+# -- authorization (issue 18): the principal may not do this (an ACL, or the lack of one) ---------
+class TopicAuthorizationFailed(StoreError):
+    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+class GroupAuthorizationFailed(StoreError):
+    code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+class ClusterAuthorizationFailed(StoreError):
+    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+class TransactionalIdAuthorizationFailed(StoreError):
+    code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+class SecurityDisabled(StoreError):
+    """An ACL request to a broker without an authorizer (authorizer.class.name empty)."""
+
+    code = ErrorCode.SECURITY_DISABLED
 
 
 class KafkaStorageError(StoreError):

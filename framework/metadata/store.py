@@ -13,6 +13,9 @@ Stream names use ``[A-Za-z0-9_-]`` (no dot), so the first dot of a topic name se
 SCRAM credentials (``scram``: user → mechanism → salt, stored key, server key, iterations; never
 a password) are metadata too: changed by ``plan_scram_credentials`` then ``apply``, so they
 replicate through the quorum like topics (issue 18).
+
+ACLs (``acls``: Kafka's ACL bindings, in creation order) likewise: ``plan_create_acls`` /
+``plan_delete_acls`` then ``apply``; every broker's authorizer reloads them when one applies.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from framework.errors import (
     UnknownTopicOrPartition,
 )
 from framework.protocol.errors import ErrorCode
+from framework.security.authorizer import AclBinding, AclBindingFilter, check_new
 from framework.security.scram import ScramCredential, hash_of
 from framework.storage.files import write_durably
 from framework.storage.log_config import resolve
@@ -134,6 +138,8 @@ class MetadataStore:
         self.streams: dict[str, StreamInfo] = {}
         # user -> mechanism -> ScramCredential.to_json() (salted and hashed, never a password)
         self.scram: dict[str, dict[str, dict[str, Any]]] = {}
+        # ACL bindings in creation order (a dict as an ordered set)
+        self.acls: dict[AclBinding, None] = {}
         self.listeners: list[Listener] = []
         self._lock = threading.Lock()
         # cluster mode: changes are applied by the Raft quorum, on every node, in log order,
@@ -152,6 +158,7 @@ class MetadataStore:
                 topics = [TopicInfo(**t) for t in doc.get("topics", [])]
                 by_id = {t.id_bytes: t for t in topics}
                 scram = _scram_from(doc)
+                acls = _acls_from(doc)
             except (OSError, ValueError, TypeError, AttributeError, KeyError) as exc:
                 raise StoreError(
                     f"cannot read {self.path}: {exc}; restore it from a backup or move the data "
@@ -162,6 +169,7 @@ class MetadataStore:
             self.topics.update((ti.name, ti) for ti in topics)
             self.topics_by_id.update(by_id)
             self.scram = scram
+            self.acls = acls
         if not self.cluster_id:
             self.cluster_id = self.broker["cluster.id"] or new_cluster_id()
             self._persist()
@@ -174,6 +182,7 @@ class MetadataStore:
             "streams": [asdict(s) for s in self.streams.values()],
             "topics": [asdict(t) for t in self.topics.values()],
             "scram": {u: dict(m) for u, m in sorted(self.scram.items())},
+            "acls": [b.to_json() for b in self.acls],
         }
 
     def restore(self, doc: dict[str, Any]) -> None:
@@ -181,12 +190,14 @@ class MetadataStore:
         streams = [StreamInfo(**st) for st in doc.get("streams", [])]
         topics = [TopicInfo(**t) for t in doc.get("topics", [])]
         scram = _scram_from(doc)
+        acls = _acls_from(doc)
         with self._lock:
             self.cluster_id = str(doc.get("cluster_id", ""))
             self.streams = {st.name: st for st in streams}
             self.topics = {t.name: t for t in topics}
             self.topics_by_id = {t.id_bytes: t for t in topics}
             self.scram = scram
+            self.acls = acls
             self._persist()
         self._notify("restored", "")
 
@@ -427,6 +438,44 @@ class MetadataStore:
             user,
         )
 
+    def plan_create_acls(self, bindings: list[AclBinding]) -> Change[list[StoreError | None]]:
+        """Create ACLs (CreateAcls): each checked as Kafka does (its error, or None); the valid
+        ones not already there are added. Creating an existing ACL succeeds and changes nothing."""
+        results: list[StoreError | None] = []
+        new: dict[AclBinding, None] = {}
+        for b in bindings:
+            try:
+                check_new(b)
+            except StoreError as exc:
+                results.append(exc)
+                continue
+            results.append(None)
+            if b not in self.acls:
+                new[b] = None
+        if not new:
+            return Change(None, {}, results)
+        return Change("create_acls", {"name": "acls", "add": [b.to_json() for b in new]}, results)
+
+    def plan_delete_acls(
+        self, filters: list[AclBindingFilter]
+    ) -> Change[list[list[AclBinding] | StoreError]]:
+        """Delete the ACLs each filter matches now (DeleteAcls): per filter, what it deletes, or
+        why the filter is refused. ACLs created meanwhile (in a cluster) are left alone."""
+        results: list[list[AclBinding] | StoreError] = []
+        gone: dict[AclBinding, None] = {}
+        for f in filters:
+            try:
+                f.check()
+            except StoreError as exc:
+                results.append(exc)
+                continue
+            matched = [b for b in self.acls if f.matches(b)]
+            results.append(matched)
+            gone.update(dict.fromkeys(matched))
+        if not gone:
+            return Change(None, {}, results)
+        return Change("delete_acls", {"name": "acls", "remove": [b.to_json() for b in gone]}, results)
+
     # -- apply: the same on every node ---------------------------------------------------------
     def commit_here(self, change: Change[T]) -> T:
         """Apply a planned change on this node at once (a single node, tools and tests)."""
@@ -465,6 +514,12 @@ class MetadataStore:
 
     def scram_credentials(self, user: str, upsert: list[ScramCredential], delete: list[str]) -> str:
         return self.commit_here(self.plan_scram_credentials(user, upsert, delete))
+
+    def create_acls(self, bindings: list[AclBinding]) -> list[StoreError | None]:
+        return self.commit_here(self.plan_create_acls(bindings))
+
+    def delete_acls(self, filters: list[AclBindingFilter]) -> list[list[AclBinding] | StoreError]:
+        return self.commit_here(self.plan_delete_acls(filters))
 
     def apply(self, op: str, arg: dict[str, Any]) -> StoreError | None:
         """Apply one committed change, deterministically; returns why it no longer applies.
@@ -524,6 +579,9 @@ class MetadataStore:
             elif op == "scram_credentials":
                 self._apply_scram(name, arg["set"], arg["delete"])
                 event = "scram_changed"
+            elif op in ("create_acls", "delete_acls"):
+                self._apply_acls(arg.get("add", []), arg.get("remove", []))
+                event = "acls_changed"
             else:
                 return InvalidRequest(f"unknown metadata change {op!r}")
             self._persist()
@@ -540,6 +598,12 @@ class MetadataStore:
         else:
             self.scram.pop(user, None)
 
+    def _apply_acls(self, add: list[Any], remove: list[Any]) -> None:
+        # adding an ACL that is there already, or removing one that is gone, changes nothing
+        self.acls.update(dict.fromkeys(AclBinding.from_json(b) for b in add))
+        for doc in remove:
+            self.acls.pop(AclBinding.from_json(doc), None)
+
     def stream_topics(self, name: str) -> list[str]:
         return sorted(t.name for t in self.topics.values() if t.stream == name)
 
@@ -553,6 +617,10 @@ def _scram_from(doc: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
     if not isinstance(scram, dict):
         raise ValueError("scram is not an object")
     return {str(u): {str(m): dict(c) for m, c in ms.items()} for u, ms in scram.items()}
+
+
+def _acls_from(doc: dict[str, Any]) -> dict[AclBinding, None]:
+    return dict.fromkeys(AclBinding.from_json(b) for b in doc.get("acls", []))
 
 
 def new_cluster_id() -> str:

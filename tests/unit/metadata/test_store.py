@@ -28,6 +28,7 @@ from framework.metadata.store import (
     TopicInfo,
     UnknownStream,
 )
+from framework.security.authorizer import AclBinding, AclBindingFilter, PatternType
 
 DAY = 86_400_000
 
@@ -447,3 +448,61 @@ def test_crash_before_rename_keeps_old_state(store: MetadataStore, monkeypatch: 
     assert set(again.topics) == {"kept"}  # a leftover .tmp file is ignored
     again.create_topic("next")
     assert set(_reload(again).topics) == {"kept", "next"}
+
+
+# -- ACLs (issue 18) ---------------------------------------------------------------------------
+def _acl(name: str, who: str = "User:bob", op: int = 3, pattern: int = 3) -> AclBinding:
+    return AclBinding.of(2, name, pattern, who, "*", op, 3)
+
+
+def test_acls_are_created_once_persisted_and_reloaded(store: MetadataStore) -> None:
+    events: list[tuple[str, str]] = []
+    store.listeners.append(lambda e, n: events.append((e, n)))
+    a, b = _acl("t1"), _acl("s.", pattern=4)
+    assert store.create_acls([a, b, a]) == [None, None, None]
+    assert list(store.acls) == [a, b]
+    assert store.create_acls([a]) == [None]  # already there: success, nothing to apply
+    assert events == [("acls_changed", "acls")]
+    assert list(_reload(store).acls) == [a, b]
+
+
+def test_invalid_acls_are_refused_one_by_one(store: MetadataStore) -> None:
+    bad = _acl("")
+    results = store.create_acls([bad, _acl("t")])
+    assert isinstance(results[0], InvalidRequest) and results[1] is None
+    assert list(store.acls) == [_acl("t")]
+
+
+def test_delete_acls_by_filter_reports_what_each_filter_deleted(store: MetadataStore) -> None:
+    a, b, c = _acl("t1"), _acl("t2", who="User:eve"), _acl("t", pattern=4)
+    store.create_acls([a, b, c])
+    got = store.delete_acls(
+        [
+            AclBindingFilter(principal="User:bob"),
+            AclBindingFilter(pattern_type=PatternType.UNKNOWN),
+            AclBindingFilter(name="nothing"),
+        ]
+    )
+    assert got[0] == [a, c] and isinstance(got[1], InvalidRequest) and got[2] == []
+    assert list(store.acls) == [b] and list(_reload(store).acls) == [b]
+
+
+def test_acl_changes_apply_in_log_order_whatever_came_first(store: MetadataStore) -> None:
+    """A deletion planned on one broker and applied after another broker added the same ACL
+    again removes it; adding twice (a retried proposal) keeps one."""
+    a = _acl("t1")
+    add = store.plan_create_acls([a])
+    assert store.apply(add.op or "", add.arg) is None
+    assert store.apply(add.op or "", add.arg) is None
+    assert list(store.acls) == [a]
+    remove = store.plan_delete_acls([AclBindingFilter()])
+    assert store.apply(remove.op or "", remove.arg) is None
+    assert store.apply(remove.op or "", remove.arg) is None
+    assert not store.acls
+
+
+def test_acls_travel_in_snapshots(store: MetadataStore, tmp_path: Path) -> None:
+    store.create_acls([_acl("t1"), _acl("t2")])
+    other = _store(tmp_path / "other")
+    other.restore(store.snapshot())
+    assert list(other.acls) == list(store.acls)
