@@ -7,8 +7,13 @@ see :class:`load.harness.procfs.Interference`):
 
 * produce throughput with acks=1 and acks=all (-1): msgs/s and MB/s of values (10^6 bytes);
 * consume throughput from offset 0 with ``assign()`` (no group), assign() to last message, with
-  the client's default fetch settings (``consume``, what a new user gets) and with the tuned
-  settings of the reference harness (``consume_tuned``), each on the topic of produce acks=1;
+  the client's default fetch settings (``consume``, what a new user gets), with the defaults but
+  ``fetch.queue.backoff.ms=10`` (``consume_short_backoff``) and with the tuned settings of the
+  reference harness (``consume_tuned``), each on the topic of produce acks=1. With the defaults
+  librdkafka stops fetching for 1 s (``fetch.queue.backoff.ms``) whenever 100,000 messages
+  (``queued.min.messages``) wait in its queue, i.e. whenever the broker runs 100k messages ahead
+  of the application: that stall, not the broker, sets the pace of ``consume`` on a fast broker,
+  and ``consume_short_backoff`` shows the same client without it;
 * produce latency at a fixed rate (10k msgs/s): p50/p99 of librdkafka's ``msg.latency()``
   (produce() call to delivery report), with acks=1 and acks=all;
 * broker CPU time per message (user+system from /proc/PID/stat) over each throughput phase and
@@ -86,6 +91,8 @@ CONSUMER_SETTINGS: dict[str, Any] = {
     "enable.auto.commit": False,
     "enable.auto.offset.store": False,
 }
+# The consume_short_backoff phase: the defaults but the 1 s stall (see the module docstring).
+CONSUMER_SHORT_BACKOFF_SETTINGS: dict[str, Any] = {**CONSUMER_SETTINGS, "fetch.queue.backoff.ms": 10}
 # The consume_tuned phase: the reference harness's settings (kept, so that its figures stay
 # comparable with earlier peer measurements).
 CONSUMER_TUNED_SETTINGS: dict[str, Any] = {
@@ -253,14 +260,14 @@ def measure_consume(
     cfg: BenchConfig,
     cpu: CpuProbe | None = None,
     partition: int = 0,
-    tuned: bool = False,
+    phase_name: str = "consume",
 ) -> Throughput:
     """Read ``cfg.count`` messages from offset 0 with assign(); the rate runs from assign() to the
     last message (bootstrap connection and metadata are done before, outside the timing).
-    Client settings: ``CONSUMER_SETTINGS`` (the defaults), or ``CONSUMER_TUNED_SETTINGS``."""
+    Client settings: ``CONSUMER_PHASES[phase_name]`` (``consume``: the client's defaults)."""
     # librdkafka insists on a group.id; nothing is committed and no group is joined.
     conf = {"bootstrap.servers": bootstrap, "group.id": f"sftraffic-bench-{topic}", "logger": quiet_logger()}
-    c = Consumer({**conf, **(CONSUMER_TUNED_SETTINGS if tuned else CONSUMER_SETTINGS)})
+    c = Consumer({**conf, **CONSUMER_PHASES[phase_name]})
     count, got, errors, first_batch, last_offset = cfg.count, 0, 0, 0, -1
     detail = ""
     t_first: float | None = None
@@ -307,7 +314,7 @@ def measure_consume(
         after_first = (got - first_batch) / (t_end - t_first)
     first_s = t_first - t_assign if t_first is not None else None
     extra = {"first_batch_s": first_s, "after_first_batch_msgs_s": after_first, "detail": detail}
-    res = throughput("consume_tuned" if tuned else "consume", got, t_end - t_assign, 0, phase, cfg, **extra)
+    res = throughput(phase_name, got, t_end - t_assign, 0, phase, cfg, **extra)
     res.errors = errors + (count - got)  # the rate counts every message read
     return res
 
@@ -418,7 +425,8 @@ FIGURES: dict[str, tuple[str, str, bool | None]] = {
     "produce_acksall_mb_s": ("produce acks=all", "MB/s", True),
     "consume_msgs_s": ("consume", "msgs/s", True),
     "consume_mb_s": ("consume", "MB/s", True),
-    "consume_tuned_msgs_s": ("consume, tuned fetch settings", "msgs/s", True),
+    "consume_short_backoff_msgs_s": ("consume, backoff 10 ms", "msgs/s", True),
+    "consume_tuned_msgs_s": ("consume, tuned", "msgs/s", True),
     "p50_ms_10k": ("latency p50 @10k/s acks=1", "ms", False),
     "p99_ms_10k": ("latency p99 @10k/s acks=1", "ms", False),
     "p50_ms_10k_acksall": ("latency p50 @10k/s acks=all", "ms", False),
@@ -435,8 +443,13 @@ FIGURES: dict[str, tuple[str, str, bool | None]] = {
     "create_1000_partitions_s": ("create 1,000-partition topic", "s", False),
     "stop_1000_partitions_s": ("clean stop with 1,000 partitions", "s", False),
 }
-PHASES = ("produce_acks1", "consume", "consume_tuned", "produce_acksall")
-CONSUME_PHASES = ("consume", "consume_tuned")  # read produce_acks1's topic
+# consume phase -> client settings; each reads produce_acks1's topic
+CONSUMER_PHASES: dict[str, dict[str, Any]] = {
+    "consume": CONSUMER_SETTINGS,
+    "consume_short_backoff": CONSUMER_SHORT_BACKOFF_SETTINGS,
+    "consume_tuned": CONSUMER_TUNED_SETTINGS,
+}
+PHASES = ("produce_acks1", *CONSUMER_PHASES, "produce_acksall")
 T = TypeVar("T")
 
 
@@ -485,10 +498,8 @@ class Session:
             self.row[phase] = None
             return
         acks = -1 if phase == "produce_acksall" else 1
-        if phase in CONSUME_PHASES:
-            measure: Callable[..., Throughput] = functools.partial(
-                measure_consume, tuned=phase == "consume_tuned"
-            )
+        if phase in CONSUMER_PHASES:
+            measure: Callable[..., Throughput] = functools.partial(measure_consume, phase_name=phase)
         else:
             measure = functools.partial(measure_produce, acks=acks)
         self.row[phase] = self.measured(
@@ -664,6 +675,7 @@ def summarise(report: SystemReport, rss: bool = True) -> None:
     for phase in ("produce_acks1", "produce_acksall", "consume"):
         med(f"{phase}_msgs_s", phase, "msgs_s")
         med(f"{phase}_mb_s", phase, "mb_s")
+    med("consume_short_backoff_msgs_s", "consume_short_backoff", "msgs_s")
     med("consume_tuned_msgs_s", "consume_tuned", "msgs_s")
     med("broker_cpu_us_per_msg_produce", "produce_acks1", "broker_cpu_us_per_msg")
     med("broker_cpu_us_per_msg_produce_acksall", "produce_acksall", "broker_cpu_us_per_msg")
@@ -749,8 +761,7 @@ def run(primary: Launcher, peers: list[Launcher], cfg: BenchConfig) -> dict[str,
     return {
         "machine": info,
         "config": asdict(cfg),
-        "client_settings": client_settings
-        | {"consumer": CONSUMER_SETTINGS, "consumer_tuned": CONSUMER_TUNED_SETTINGS},
+        "client_settings": client_settings | {"consumer_phases": CONSUMER_PHASES},
         "primary": primary.name,
         "systems": {name: asdict(r) for name, r in reports.items()},
         "ratios": {f"{primary.name}/{n}": r for n, r in vs.items()},
@@ -770,7 +781,10 @@ def notes(reports: dict[str, SystemReport], cfg: BenchConfig) -> list[str]:
         "usually saturates first, so throughput partly measures the client and broker CPU/msg is "
         "the fair efficiency figure.",
         "MB/s counts value bytes (10^6 bytes). Consume: from assign() to the last message; "
-        "'consume' with librdkafka's default fetch settings, 'consume, tuned' with "
+        "'consume' with librdkafka's default fetch settings, 'consume, backoff 10 ms' with the "
+        "defaults but fetch.queue.backoff.ms=10 (librdkafka stops fetching for that long, 1 s by "
+        "default, whenever queued.min.messages=100,000 wait in its queue), "
+        "'consume, tuned' with "
         + ", ".join(
             f"{k}={v}" for k, v in CONSUMER_TUNED_SETTINGS.items() if k.startswith(("fetch", "max", "queued"))
         )
@@ -825,6 +839,7 @@ BEFORE_AFTER = {
     "produce_acks1_msgs_s": "produce acks=1",
     "produce_acksall_msgs_s": "acks=all",
     "consume_msgs_s": "consume",
+    "consume_short_backoff_msgs_s": "consume backoff 10 ms",
     "consume_tuned_msgs_s": "consume tuned",
     "broker_cpu_us_per_msg_produce": "broker CPU µs/msg acks=1",
     "broker_cpu_us_per_msg_produce_acksall": "acks=all",
