@@ -1,4 +1,4 @@
-"""Metadata changes asked for by clients (create/delete/alter topics and streams).
+"""Metadata changes asked for by clients (create/delete/alter topics and streams, ACLs).
 
 Each command is planned against this broker's view (:class:`MetadataStore` ``plan_*``: checks
 only, no side effects), then committed: applied here at once on a single node, or proposed to
@@ -10,7 +10,7 @@ change was applied (``None`` when it already was, or when there was nothing to a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -19,6 +19,7 @@ from framework.errors import StoreError
 from framework.metadata.cache import MetadataCache
 from framework.metadata.store import Change, MetadataStore, StreamInfo, TopicInfo
 from framework.protocol.errors import ErrorCode
+from framework.security.authorizer import AclBinding, AclBindingFilter
 
 T = TypeVar("T")
 
@@ -118,6 +119,15 @@ class MetadataAdmin:
 
     def delete_stream(self, name: str) -> Proposal[StreamInfo]:
         return self._commit(self.store.plan_delete_stream(name))
+
+    # -- ACLs (CreateAcls, DeleteAcls) -----------------------------------------------------------
+    def create_acls(self, bindings: list[AclBinding]) -> Proposal[list[StoreError | None]]:
+        return self._commit(self.store.plan_create_acls(bindings))
+
+    def delete_acls(
+        self, filters: list[AclBindingFilter], may_delete: Callable[[AclBinding], bool] | None = None
+    ) -> Proposal[list[list[AclBinding] | StoreError]]:
+        return self._commit(self.store.plan_delete_acls(filters, may_delete))
 
     # -- leader elections (ElectLeaders) ------------------------------------------------------
     def elect_leader(self, topic: str, index: int, election_type: int) -> ErrorCode | asyncio.Future[Any]:

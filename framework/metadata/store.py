@@ -201,6 +201,23 @@ class MetadataStore:
             self._persist()
         self._notify("restored", "")
 
+    def bootstrap_credentials(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """SCRAM credentials ``sftraffic users add --data-dir`` wrote into metadata.json before a
+        cluster broker's first start (a cluster keeps its metadata in the quorum, not there)."""
+        try:
+            doc = json.loads(self.path.read_text())
+            return _scram_from(doc)
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            raise StoreError(f"cannot read {self.path}: {exc}") from None
+
+    def forget_bootstrap_credentials(self) -> None:
+        """Drop them from metadata.json once the quorum has them (they are proposed once)."""
+        doc = json.loads(self.path.read_text())
+        doc.pop("scram", None)
+        write_durably(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
+
     def _persist(self) -> None:
         if not self.persist:
             return
@@ -457,10 +474,11 @@ class MetadataStore:
         return Change("create_acls", {"name": "acls", "add": [b.to_json() for b in new]}, results)
 
     def plan_delete_acls(
-        self, filters: list[AclBindingFilter]
+        self, filters: list[AclBindingFilter], may_delete: Callable[[AclBinding], bool] | None = None
     ) -> Change[list[list[AclBinding] | StoreError]]:
         """Delete the ACLs each filter matches now (DeleteAcls): per filter, what it deletes, or
-        why the filter is refused. ACLs created meanwhile (in a cluster) are left alone."""
+        why the filter is refused. ACLs created meanwhile (in a cluster) are left alone, and so
+        are those ``may_delete`` refuses (a stream admin deletes under their streams only)."""
         results: list[list[AclBinding] | StoreError] = []
         gone: dict[AclBinding, None] = {}
         for f in filters:
@@ -469,7 +487,7 @@ class MetadataStore:
             except StoreError as exc:
                 results.append(exc)
                 continue
-            matched = [b for b in self.acls if f.matches(b)]
+            matched = [b for b in self.acls if f.matches(b) and (may_delete is None or may_delete(b))]
             results.append(matched)
             gone.update(dict.fromkeys(matched))
         if not gone:

@@ -36,7 +36,9 @@ from framework.metadata.quorum import ClusterState, parse_voters
 from framework.metadata.store import MetadataStore
 from framework.protocol import record_walk
 from framework.replication.replica_manager import ReplicaManager
+from framework.security.authorizer import StandardAuthorizer
 from framework.server import metrics
+from framework.server.authz import Authz
 from framework.server.context import BrokerServices
 from framework.server.listener import KafkaListener
 from framework.storage.log_manager import LogManager
@@ -73,6 +75,10 @@ class Broker:
         self.store = MetadataStore(config.data_dir, config)
         self.cache = MetadataCache(self.node_id, self.store, adv)
         self.admin = MetadataAdmin(self.store, self.cache, config)
+        authorizer = StandardAuthorizer.from_config(config)
+        self.authz = Authz(authorizer) if authorizer is not None else None
+        if self.authz is not None:  # reloaded whenever the store applies CreateAcls/DeleteAcls
+            self.store.listeners.append(self._acls_changed)
         self.producer_ids = ProducerIdManager(
             config.data_dir / "__metadata",
             config["producer.id.block.size"],
@@ -87,12 +93,23 @@ class Broker:
         self.stopping = asyncio.Event()
         self.listener = KafkaListener(
             BrokerServices(
-                config, self.replicas, self.cache, self.admin, self.groups, self.producer_ids, self.stopping
+                config,
+                self.replicas,
+                self.cache,
+                self.admin,
+                self.groups,
+                self.producer_ids,
+                self.stopping,
+                self.authz,
             )
         )
         self._tasks: list[asyncio.Task[None]] = []
         self.quorum_watch = metrics.QuorumWatch(self.node_id)
         self.metrics_server: metrics.MetricsServer | None = None
+
+    def _acls_changed(self, event: str, name: str) -> None:
+        if event in ("acls_changed", "restored", "loaded") and self.authz is not None:
+            self.authz.load(list(self.store.acls))
 
     # -- starting ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -133,6 +150,7 @@ class Broker:
     def _load_single_node(self) -> None:
         """Metadata from metadata.json; every partition local and led here."""
         self.store.load()
+        self._acls_changed("loaded", "")
         self.replicas.open_all()
         self.store.listeners.append(self.replicas.on_metadata)
         self.groups.ensure_offsets_topic()

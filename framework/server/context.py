@@ -9,18 +9,21 @@ tests/unit/server/handlers/) and the parts can change behind it:
 * ``cluster``: the metadata cache (brokers, controller, topics, partition states, configs);
 * ``admin``: metadata changes, each returning a :class:`Proposal` to await;
 * ``groups``: the group service (which broker coordinates a group; the coordinator itself);
-* ``producer_ids``: the producer-id allocator.
+* ``producer_ids``: the producer-id allocator;
+* ``authz``: the authorizer and its per-connection decision caches (None when off), asked
+  through :mod:`framework.server.authz`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from framework import config as cfg
 from framework.coordinator.groups import GroupCoordinator
+from framework.errors import StoreError
 from framework.metadata.admin import Proposal
 from framework.metadata.cache import Node
 from framework.metadata.quorum import PartitionState
@@ -28,7 +31,9 @@ from framework.metadata.store import StreamInfo, TopicInfo
 from framework.protocol.errors import ErrorCode
 from framework.protocol.frames import RequestHeader
 from framework.replication.partition import Partition
+from framework.security.authorizer import AclBinding, AclBindingFilter
 from framework.security.principal import ANONYMOUS, KafkaPrincipal
+from framework.server.authz import Authz
 
 
 class PartitionLookup(Protocol):
@@ -106,6 +111,12 @@ class TopicAdmin(Protocol):
 
     def elect_leader(self, topic: str, index: int, election_type: int) -> ErrorCode | asyncio.Future[Any]: ...
 
+    def create_acls(self, bindings: list[AclBinding]) -> Proposal[list[StoreError | None]]: ...
+
+    def delete_acls(
+        self, filters: list[AclBindingFilter], may_delete: Callable[[AclBinding], bool] | None = None
+    ) -> Proposal[list[list[AclBinding] | StoreError]]: ...
+
 
 class GroupDirectory(Protocol):
     coordinator: GroupCoordinator
@@ -132,6 +143,7 @@ class BrokerServices:
     groups: GroupDirectory
     producer_ids: ProducerIdSource
     stopping: asyncio.Event
+    authz: Authz | None = None  # the authorizer (authorizer.class.name), None: everything allowed
 
 
 @dataclass(slots=True)
