@@ -193,13 +193,214 @@ define(
     [B],
     validator=between(0, 1_000_000),
 )
-define("listeners", "string", "127.0.0.1:9092", "HOST:PORT the Kafka listener binds.", [B])
+define(
+    "listeners",
+    "string",
+    "127.0.0.1:9092",
+    "Kafka listeners as NAME://HOST:PORT separated by commas, e.g. "
+    "PLAINTEXT://127.0.0.1:9092,SASL_SSL://0.0.0.0:9093; a bare HOST:PORT is "
+    "PLAINTEXT://HOST:PORT. The name is a security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, "
+    "SASL_SSL) or is mapped to one by listener.security.protocol.map.",
+    [B],
+)
 define(
     "advertised.listeners",
     "string",
     "",
-    "HOST:PORT given to clients in Metadata (default: listeners).",
+    "NAME://HOST:PORT given to clients in Metadata for each listener (a client is given the "
+    "addresses of the listener it connected to); default: the listener's own address "
+    "(0.0.0.0 advertised as 127.0.0.1). A bare HOST:PORT is the first listener's.",
     [B],
+)
+define(
+    "listener.security.protocol.map",
+    "string",
+    "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+    "NAME:PROTOCOL pairs giving the security protocol of each listener name, e.g. "
+    "INTERNAL:SASL_SSL,EXTERNAL:SSL (a listener named after a protocol needs no entry).",
+    [B],
+)
+define(
+    "inter.broker.listener.name",
+    "string",
+    "",
+    "The listener replica fetchers of other brokers connect to (it must exist on every "
+    "broker); default: the first of listeners.",
+    [B],
+)
+define(
+    "sasl.enabled.mechanisms",
+    "list",
+    ["SCRAM-SHA-256", "SCRAM-SHA-512"],
+    "SASL mechanisms offered on SASL_PLAINTEXT and SASL_SSL listeners: SCRAM-SHA-256, "
+    "SCRAM-SHA-512, PLAIN (PLAIN checks the password against the user's SCRAM credentials; "
+    "it sends the password itself, so use it over SASL_SSL).",
+    [B],
+    validator=list_of("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"),
+)
+define(
+    "sasl.mechanism.inter.broker.protocol",
+    "string",
+    "SCRAM-SHA-256",
+    "SASL mechanism replica fetchers use when inter.broker.listener.name is a SASL listener.",
+    [B],
+    validator=one_of("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"),
+)
+define(
+    "sasl.inter.broker.username",
+    "string",
+    "",
+    "User replica fetchers authenticate as on a SASL inter-broker listener (sftraffic's "
+    "stand-in for the username of Kafka's inter-broker JAAS configuration).",
+    [B],
+)
+define(
+    "sasl.inter.broker.password",
+    "password",
+    "",
+    "Password of sasl.inter.broker.username.",
+    [B],
+)
+define(
+    "connections.max.reauth.ms",
+    "long",
+    0,
+    "Lifetime of a SASL session (KIP-368): SaslAuthenticate answers it as session_lifetime_ms, "
+    "and a connection that has not re-authenticated when it ends is closed at its next "
+    "request. 0: sessions do not expire.",
+    [B],
+    validator=at_least(0),
+)
+define(
+    "connection.failed.authentication.delay.ms",
+    "int",
+    100,
+    "A failed authentication is answered after this delay, then the connection is closed "
+    "(slows down password guessing).",
+    [B],
+    validator=at_least(0),
+)
+define(
+    "connections.authentication.timeout.ms",
+    "int",
+    10_000,
+    "A connection to an SSL or SASL listener that has not finished its TLS handshake and SASL "
+    "authentication within this long is closed (sftraffic's own; Kafka has no such bound).",
+    [B],
+    validator=between(100, 3_600_000),
+)
+define(
+    "ssl.keystore.type",
+    "string",
+    "PEM",
+    "Only PEM: the broker's certificate and key are PEM (ssl.keystore.location, or "
+    "ssl.keystore.certificate.chain with ssl.keystore.key).",
+    [B],
+    unsupported="Python's ssl reads PEM only; convert a JKS/PKCS12 keystore with openssl",
+)
+define(
+    "ssl.keystore.location",
+    "string",
+    "",
+    "PEM file holding the broker's certificate chain and private key (SSL and SASL_SSL "
+    "listeners; with mutual TLS, replica fetchers present it too).",
+    [B],
+)
+define(
+    "ssl.keystore.certificate.chain",
+    "password",
+    "",
+    "The broker's certificate chain as PEM text (instead of ssl.keystore.location).",
+    [B],
+)
+define(
+    "ssl.keystore.key",
+    "password",
+    "",
+    "The broker's private key as PEM text (with ssl.keystore.certificate.chain).",
+    [B],
+)
+define(
+    "ssl.key.password",
+    "password",
+    "",
+    "Password of an encrypted private key.",
+    [B],
+)
+define(
+    "ssl.truststore.type",
+    "string",
+    "PEM",
+    "Only PEM: trusted certificates are PEM (ssl.truststore.location or ssl.truststore.certificates).",
+    [B],
+    unsupported="Python's ssl reads PEM only; convert a JKS/PKCS12 truststore with openssl",
+)
+define(
+    "ssl.truststore.location",
+    "string",
+    "",
+    "PEM file of the CA certificates that client certificates (mutual TLS) and other brokers' "
+    "certificates (replica fetchers) must chain to.",
+    [B],
+)
+define(
+    "ssl.truststore.certificates",
+    "password",
+    "",
+    "Trusted CA certificates as PEM text (instead of ssl.truststore.location).",
+    [B],
+)
+define(
+    "ssl.client.auth",
+    "string",
+    "none",
+    "Mutual TLS on SSL listeners: none, requested (a client certificate is verified when "
+    "given) or required. The principal is the certificate's subject mapped by "
+    "ssl.principal.mapping.rules; on SASL_SSL listeners SASL names the principal.",
+    [B],
+    validator=one_of("none", "requested", "required"),
+)
+define(
+    "ssl.principal.mapping.rules",
+    "string",
+    "DEFAULT",
+    "How a client certificate's subject (RFC 2253, e.g. CN=alice,OU=eng,O=acme) becomes a user "
+    "name: rules tried in order, DEFAULT (the whole name) or RULE:pattern/replacement/[LU], "
+    "e.g. RULE:^CN=(.*?),OU=.*$/$1/L,DEFAULT.",
+    [B],
+)
+define(
+    "ssl.endpoint.identification.algorithm",
+    "string",
+    "https",
+    "https: replica fetchers check that the leader's certificate names the host they connect "
+    "to; empty: they do not.",
+    [B],
+    validator=one_of("https", ""),
+)
+define(
+    "max.connections",
+    "int",
+    INT_MAX,
+    "Most client connections open at once, all listeners together; one more is closed at once.",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "max.connections.per.ip",
+    "int",
+    INT_MAX,
+    "Most connections open at once from one IP address; one more is closed at once.",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "connections.max.idle.ms",
+    "long",
+    600_000,
+    "Close connections that have sent no request for this long.",
+    [B],
+    validator=at_least(1000),
 )
 define("log.dirs", "string", "./data", "Directory holding this broker's logs and metadata.", [B])
 define(
@@ -248,6 +449,15 @@ define(
     "Metadata quorum (Raft) of a cluster as ID@HOST:PORT of each broker's controller endpoint, "
     "e.g. 1@127.0.0.1:19092,2@127.0.0.1:19093,3@127.0.0.1:19094; this node's entry is the "
     "address it binds. Empty: a single node.",
+    [B],
+)
+define(
+    "controller.quorum.password",
+    "password",
+    "",
+    "Shared secret of the metadata quorum (sftraffic's own): when set, the brokers' Raft "
+    "connections authenticate each other with it and are encrypted (pysyncobj's password "
+    "option); every broker of the cluster needs the same value.",
     [B],
 )
 define(

@@ -17,7 +17,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "environment variables and these flags, in increasing precedence.",
     )
     p.add_argument("--node-id", type=int, help="this broker's id (node.id)")
-    p.add_argument("--listen", metavar="HOST:PORT", help="Kafka listener (listeners), e.g. 127.0.0.1:9092")
+    p.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="one PLAINTEXT Kafka listener (listeners), e.g. 127.0.0.1:9092; several named ones with "
+        "-o listeners=PLAINTEXT://127.0.0.1:9092,SASL_SSL://0.0.0.0:9093",
+    )
     p.add_argument("--advertise", metavar="HOST:PORT", help="address given to clients (advertised.listeners)")
     p.add_argument("--data-dir", help="directory for logs and metadata (log.dirs)")
     p.add_argument("--config", help="TOML file with broker settings (see README 'Configuration reference')")
@@ -34,18 +39,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="set any broker config key, e.g. -o log.retention.ms=60000 (repeatable)",
+        help="set any broker config key, e.g. -o log.retention.ms=60000 (repeatable; wins over the "
+        "flags above)",
     )
     p.set_defaults(func=run)
 
 
 def load_config(args: argparse.Namespace) -> cfg.BrokerConfig:
+    """Flags, then ``-o KEY=VALUE`` over them (``-o listeners=...`` names several listeners
+    where ``--listen`` gives one)."""
     overrides: dict[str, object] = {}
-    for item in args.override:
-        k, sep, v = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--override {item!r}: expected KEY=VALUE")
-        overrides[k.strip()] = v.strip()
     if args.node_id is not None:
         overrides["node.id"] = args.node_id
     if args.listen:
@@ -58,6 +61,11 @@ def load_config(args: argparse.Namespace) -> cfg.BrokerConfig:
         overrides["metrics.listen"] = args.metrics
     if args.voters:
         overrides["controller.quorum.voters"] = args.voters
+    for item in args.override:
+        k, sep, v = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--override {item!r}: expected KEY=VALUE")
+        overrides[k.strip()] = v.strip()
     return cfg.BrokerConfig.load(args.config, overrides)
 
 

@@ -26,6 +26,7 @@ COMMANDS = [
     "framework.cli.streams",
     "framework.cli.groups",
     "framework.cli.config_cmd",
+    "framework.cli.users",
 ]
 # where applications installed with the store register their subcommands
 ENTRY_POINT_GROUP = "sftraffic.commands"

@@ -67,14 +67,15 @@ class GroupService:
         return t is not None and 0 <= partition < t.partitions
 
     # -- where groups live -------------------------------------------------------------------
-    def coordinator_node(self, group_id: str) -> Node | None:
-        """The broker leading the group's __consumer_offsets partition (None: no leader now)."""
+    def coordinator_node(self, group_id: str, listener: str | None = None) -> Node | None:
+        """The broker leading the group's __consumer_offsets partition (None: no leader now),
+        at its address on ``listener``."""
         if not self.cache.clustered:
-            return self.cache.nodes()[0]
+            return self.cache.nodes(listener)[0]
         t = self.cache.topics.get(TOPIC)
         if t is None:
             return None
-        return self.cache.leader_node(TOPIC, partition_for(group_id, t.partitions))
+        return self.cache.leader_node(TOPIC, partition_for(group_id, t.partitions), listener)
 
     def coordinator_error(self, group_id: str) -> ErrorCode:
         """NONE when this broker coordinates the group, else the Kafka error code to answer."""

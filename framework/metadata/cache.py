@@ -31,11 +31,34 @@ class Node:
     rack: str | None = None
 
 
+def _endpoint(b: dict[str, Any], listener: str | None) -> tuple[str, int] | None:
+    """A registered broker's (host, port) on ``listener`` (None: the registered default, the
+    inter-broker listener); None when it has no such listener."""
+    listeners = b.get("listeners")
+    if listener is None or listeners is None:  # registered before listeners were named
+        return str(b["host"]), int(b["port"])
+    ep = listeners.get(listener)
+    return None if ep is None else (str(ep[0]), int(ep[1]))
+
+
 class MetadataCache:
-    def __init__(self, node_id: int, store: MetadataStore, endpoint: tuple[str, int]) -> None:
+    """Brokers are known by listener: each registered the address it advertises on each of its
+    listeners (``advertised.listeners``), and a client is told the addresses of the listener it
+    connected to, as Kafka does; a broker without that listener is left out."""
+
+    def __init__(
+        self,
+        node_id: int,
+        store: MetadataStore,
+        endpoint: tuple[str, int],
+        listeners: dict[str, tuple[str, int]] | None = None,
+        inter_broker: str = "PLAINTEXT",
+    ) -> None:
         self.node_id = node_id
         self.store = store
-        self.endpoint = endpoint  # this broker's advertised (host, port)
+        self.endpoint = endpoint  # this broker's advertised (host, port) on the inter-broker listener
+        self.endpoints = dict(listeners or {inter_broker: endpoint})  # advertised, per listener
+        self.inter_broker = inter_broker
         self.quorum: ClusterState | None = None  # set when the broker joins a cluster
 
     # -- the cluster -----------------------------------------------------------------------
@@ -58,26 +81,32 @@ class MetadataCache:
         """
         return self.node_id
 
-    def nodes(self) -> list[Node]:
-        """The brokers clients may use: this one, or every registered, unfenced one."""
+    def nodes(self, listener: str | None = None) -> list[Node]:
+        """The brokers clients may use, at their addresses on ``listener`` (None: the
+        inter-broker one): this one, or every registered, unfenced one that has it."""
         if self.quorum is None:
-            return [Node(self.node_id, *self.endpoint)]
-        return [
-            Node(i, b["host"], b["port"], b["rack"])
-            for i, b in sorted(self.quorum.brokers.items())
-            if not b["fenced"]
-        ]
+            own = self.endpoints.get(listener, self.endpoint) if listener else self.endpoint
+            return [Node(self.node_id, *own)]
+        out = []
+        for i, b in sorted(self.quorum.brokers.items()):
+            if b["fenced"]:
+                continue
+            ep = _endpoint(b, listener)
+            if ep is not None:
+                out.append(Node(i, ep[0], ep[1], b["rack"]))
+        return out
 
-    def node(self, node_id: int) -> Node | None:
-        """A live broker by id (None when unknown or fenced)."""
-        return next((n for n in self.nodes() if n.node_id == node_id), None)
+    def node(self, node_id: int, listener: str | None = None) -> Node | None:
+        """A live broker by id (None when unknown, fenced, or without that listener)."""
+        return next((n for n in self.nodes(listener) if n.node_id == node_id), None)
 
     def registered_endpoint(self, node_id: int) -> tuple[str, int] | None:
-        """Where a broker registered its listener, fenced or not (replica fetchers retry it)."""
+        """Where a broker registered its inter-broker listener, fenced or not (replica fetchers
+        retry it)."""
         if self.quorum is None:
             return self.endpoint if node_id == self.node_id else None
         b = self.quorum.brokers.get(node_id)
-        return None if b is None else (b["host"], b["port"])
+        return None if b is None else _endpoint(b, self.inter_broker)
 
     def broker_ids(self) -> list[int]:
         return [n.node_id for n in self.nodes()]
@@ -128,12 +157,12 @@ class MetadataCache:
             return None
         return PartitionState(self.node_id, 0, [self.node_id])
 
-    def leader_node(self, topic: str, index: int) -> Node | None:
+    def leader_node(self, topic: str, index: int, listener: str | None = None) -> Node | None:
         """The live broker leading a partition (None: no such partition, or no leader now)."""
         ps = self.partition_state(topic, index)
         if ps is None or ps.leader < 0:
             return None
-        return self.node(ps.leader)
+        return self.node(ps.leader, listener)
 
     def partition_count(self, topic: str) -> int:
         t = self.store.topics.get(topic)

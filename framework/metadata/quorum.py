@@ -9,7 +9,8 @@ then the journal after it, ``raft.journal``; nothing else is persisted for it)::
 
     cluster_id
     md        the MetadataStore's streams and topics (the same changes a single node applies)
-    brokers   node id -> {"host", "port", "rack", "fenced"}
+    brokers   node id -> {"host", "port", "rack", "fenced", "listeners"}: host and port of the
+              inter-broker listener, "listeners" the advertised address of every named listener
     pstates   topic -> [PartitionState(leader, leader_epoch, isr, partition_epoch)] per partition
 
 Invariants kept by the apply functions (deterministic: they read only replicated state):
@@ -110,6 +111,8 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         session_timeout_ms: int,
         on_change: Callable[[], None],
         endpoint: tuple[str, int, str | None],
+        listeners: dict[str, tuple[str, int]] | None = None,
+        password: str = "",
     ) -> None:
         if node_id not in voters:
             raise StoreError(
@@ -132,6 +135,7 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         self._electing: set[tuple[str, int]] = set()
         self.shutting_down = False  # controlled shutdown: fenced on purpose, does not re-register
         self.endpoint = endpoint  # (host, port, rack) this broker registers
+        self.listeners = dict(listeners or {})  # and its advertised address per listener name
         conf = SyncObjConf(
             autoTick=False,
             journalFile=str(directory / "raft.journal"),
@@ -151,6 +155,9 @@ class ClusterState(SyncObj):  # type: ignore[misc]
             raftMaxTimeout=1.6,
             maxBindRetries=3,
             bindRetryTime=0.5,
+            # controller.quorum.password: the members authenticate each other and encrypt their
+            # links with it (pysyncobj's password option, Fernet from `cryptography`)
+            password=password or None,
         )
         # replicated state (written to snapshots by _write_snapshot, not by pysyncobj's pickling
         # of attributes: it is set before SyncObj.__init__ for that reason)
@@ -400,6 +407,7 @@ class ClusterState(SyncObj):  # type: ignore[misc]
 
     def _register(self) -> None:
         host, port, rack = self.endpoint
+        listeners = {name: [h, p] for name, (h, p) in self.listeners.items()}
 
         def done(_result: Any, err: int) -> None:
             self._registering = False
@@ -408,7 +416,7 @@ class ClusterState(SyncObj):  # type: ignore[misc]
                 log.info("broker %d registered with the controller", self.node_id)
 
         self._registering = True
-        self.register_broker(self.node_id, host, port, rack, callback=done)
+        self.register_broker(self.node_id, host, port, rack, listeners, callback=done)
 
     # -- replicated changes (applied on every node, in log order) ---------------------------
     def _changed(self) -> None:
@@ -443,8 +451,17 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         return PartitionState(live[0], 0, live)
 
     @replicated  # type: ignore[untyped-decorator]
-    def register_broker(self, node_id: int, host: str, port: int, rack: str | None) -> None:
+    def register_broker(
+        self,
+        node_id: int,
+        host: str,
+        port: int,
+        rack: str | None,
+        listeners: dict[str, list[Any]] | None = None,
+    ) -> None:
         self.brokers[node_id] = {"host": host, "port": port, "rack": rack, "fenced": False}
+        if listeners is not None:  # journals written before listeners were named have none
+            self.brokers[node_id]["listeners"] = listeners
         # a (re)started broker may have lost unflushed data: it leads nothing and rejoins the
         # ISRs through their leaders once it has caught up
         self._leave(node_id, registered=True)

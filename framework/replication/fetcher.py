@@ -14,12 +14,19 @@ connection to the leader's Kafka listener, over which it sends
 
 Errors that mean "the quorum has moved on" (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH)
 make the follower wait for the metadata change that will reassign it.
+
+The connection goes to the leader's ``inter.broker.listener.name`` listener: over TLS when it
+is SSL or SASL_SSL (``FetcherSettings.tls``), and authenticated with SaslHandshake and
+SaslAuthenticate when it is SASL (``FetcherSettings.sasl``: ``sasl.mechanism.inter.broker.protocol``
+and the inter-broker user), re-authenticating on the same connection before the session the
+leader granted ends (KIP-368).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import struct
 import time
 from collections.abc import Callable
@@ -38,7 +45,13 @@ from framework.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderPartition,
     OffsetForLeaderTopic,
 )
+from framework.protocol.messages.sasl_authenticate import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+)
+from framework.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from framework.replication.partition import Partition
+from framework.security.sasl import SaslClient, SaslLogin
 
 log = logging.getLogger("sftraffic.replication")
 T = TypeVar("T")
@@ -46,6 +59,9 @@ Key = tuple[str, int]
 
 FETCH_VERSION = 12
 EPOCH_VERSION = 4
+HANDSHAKE_VERSION = 1
+AUTHENTICATE_VERSION = 1
+REAUTH_SHARE = 0.85  # re-authenticate when this share of the session lifetime has passed
 _WAIT_FOR_METADATA = (
     ErrorCode.NOT_LEADER_OR_FOLLOWER,
     ErrorCode.FENCED_LEADER_EPOCH,
@@ -62,15 +78,25 @@ class FetcherSettings:
     partition_max_bytes: int
     response_max_bytes: int
     backoff_s: float
+    tls: ssl.SSLContext | None = None  # the inter-broker listener is SSL or SASL_SSL
+    sasl: SaslLogin | None = None  # the inter-broker listener is SASL_PLAINTEXT or SASL_SSL
 
     @classmethod
-    def from_config(cls, node_id: int, c: cfg.BrokerConfig) -> FetcherSettings:
+    def from_config(
+        cls,
+        node_id: int,
+        c: cfg.BrokerConfig,
+        tls: ssl.SSLContext | None = None,
+        sasl: SaslLogin | None = None,
+    ) -> FetcherSettings:
         return cls(
             node_id,
             int(c["replica.fetch.wait.max.ms"]),
             int(c["replica.fetch.max.bytes"]),
             int(c["replica.fetch.response.max.bytes"]),
             int(c["replica.fetch.backoff.ms"]) / 1000,
+            tls,
+            sasl,
         )
 
 
@@ -94,6 +120,7 @@ class ReplicaFetcher:
         self.part_bytes = settings.partition_max_bytes
         self.max_bytes = settings.response_max_bytes
         self.backoff = settings.backoff_s
+        self.reauth_at: float | None = None  # monotonic time to re-authenticate (KIP-368)
         self.task = asyncio.get_running_loop().create_task(self.run())
 
     def add(self, p: Partition) -> None:
@@ -127,14 +154,20 @@ class ReplicaFetcher:
                 continue
             try:
                 async with asyncio.timeout(5):
-                    self.reader, self.writer = await asyncio.open_connection(*addr)
+                    self.reader, self.writer = await asyncio.open_connection(*addr, ssl=self.settings.tls)
+                    if self.settings.sasl is not None:
+                        await self._authenticate(self.settings.sasl)
                 while self.parts:
+                    if self.reauth_at is not None and time.monotonic() >= self.reauth_at:
+                        assert self.settings.sasl is not None
+                        await self._authenticate(self.settings.sasl)
                     if self.truncate:
                         await self._truncate()
                     if not await self._fetch():
                         await asyncio.sleep(0.1)  # every partition waits for the quorum
             except (
                 OSError,
+                ssl.SSLError,
                 EOFError,
                 asyncio.IncompleteReadError,
                 TimeoutError,
@@ -154,10 +187,40 @@ class ReplicaFetcher:
                 self._close()
 
     def _close(self) -> None:
+        self.reauth_at = None
         if self.writer is not None:
             self.writer.close()
             self.writer = None
             self.reader = None
+
+    async def _authenticate(self, login: SaslLogin) -> None:
+        """SaslHandshake then SaslAuthenticate rounds; raises StoreError when refused."""
+        hs = await self._call(
+            SaslHandshakeRequest(mechanism=login.mechanism), HANDSHAKE_VERSION, SaslHandshakeResponse, 10
+        )
+        if hs.error_code:
+            raise StoreError(
+                f"leader {self.leader_id} refused SASL mechanism {login.mechanism} (error {hs.error_code}; "
+                f"it offers {', '.join(hs.mechanisms) or 'none'})"
+            )
+        client = SaslClient(login.mechanism, login.username, login.password)
+        token: bytes | None = client.first()
+        lifetime_ms = 0
+        while token is not None:
+            resp = await self._call(
+                SaslAuthenticateRequest(auth_bytes=token),
+                AUTHENTICATE_VERSION,
+                SaslAuthenticateResponse,
+                10,
+            )
+            if resp.error_code:
+                raise StoreError(
+                    f"leader {self.leader_id} refused inter-broker authentication as {login.username!r}: "
+                    f"{resp.error_message or resp.error_code}"
+                )
+            lifetime_ms = resp.session_lifetime_ms
+            token = client.step(resp.auth_bytes)
+        self.reauth_at = time.monotonic() + lifetime_ms * REAUTH_SHARE / 1000 if lifetime_ms > 0 else None
 
     async def _call(self, req: Any, version: int, response_cls: type[T], timeout: float) -> T:
         assert self.writer is not None and self.reader is not None

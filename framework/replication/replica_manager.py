@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any
@@ -32,6 +33,7 @@ from framework.metadata.quorum import PartitionState
 from framework.metadata.store import TopicInfo
 from framework.replication.fetcher import FetcherSettings, ReplicaFetcher
 from framework.replication.partition import Partition
+from framework.security.sasl import SaslLogin
 from framework.storage.cleaner import LogCleaner
 from framework.storage.log_manager import LogManager
 
@@ -59,6 +61,8 @@ class ReplicaManager:
         logs: LogManager,
         cache: MetadataCache,
         retention_freed: Callable[[int], None] = lambda n: None,
+        fetcher_tls: ssl.SSLContext | None = None,
+        fetcher_sasl: SaslLogin | None = None,
     ) -> None:
         self.node_id = node_id
         self.retention_freed = retention_freed
@@ -74,7 +78,8 @@ class ReplicaManager:
         self._reconcile_due = False
         self._cleaning: asyncio.Task[Any] | None = None
         self._isr_backoff: dict[tuple[str, int], float] = {}  # partition -> no proposal before
-        self.fetcher_settings = FetcherSettings.from_config(node_id, config)
+        # replica fetchers reach leaders on inter.broker.listener.name (TLS and SASL as it needs)
+        self.fetcher_settings = FetcherSettings.from_config(node_id, config, fetcher_tls, fetcher_sasl)
 
     # -- look-ups for handlers ---------------------------------------------------------------
     def topic_partitions(self, topic: str) -> list[Partition | None] | None:

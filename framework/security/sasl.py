@@ -30,7 +30,7 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import scramp  # type: ignore[import-untyped]
 
@@ -233,6 +233,15 @@ class SaslServerSession:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class SaslLogin:
+    """Who a client (a replica fetcher) authenticates as, and how."""
+
+    mechanism: str
+    username: str
+    password: str = field(repr=False)
 
 
 class SaslClient:

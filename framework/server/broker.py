@@ -10,7 +10,8 @@ The parts, as Kafka keeps them apart::
     MetadataAdmin    metadata changes asked for by clients: plan, then apply or propose
     ReplicaManager   the partitions this broker holds: roles, fetchers, ISR, housekeeping
     GroupService     the group coordinator and ``__consumer_offsets``
-    KafkaListener    the socket; handlers see the parts above through narrow interfaces
+    KafkaListener    the sockets (one per named listener, TLS and SASL as each needs);
+                     handlers see the parts above through narrow interfaces
 
 The broker wires them (who tells whom of what), starts them in order, runs their periodic
 work on the event loop, and stops them in reverse order.
@@ -21,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import ssl
 import time
 from collections.abc import Callable
 
@@ -29,7 +32,7 @@ from framework.coordinator.group_service import GroupService
 from framework.coordinator.groups import LoopScheduler
 from framework.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from framework.coordinator.producer_ids import ProducerIdManager
-from framework.errors import StoreError
+from framework.errors import ConfigError, StoreError
 from framework.metadata.admin import MetadataAdmin
 from framework.metadata.cache import MetadataCache
 from framework.metadata.quorum import ClusterState, parse_voters
@@ -37,10 +40,13 @@ from framework.metadata.store import MetadataStore
 from framework.protocol import record_walk
 from framework.replication.replica_manager import ReplicaManager
 from framework.security.authorizer import StandardAuthorizer
-from framework.server import metrics
+from framework.security.listeners import ListenerConfig
+from framework.security.sasl import SaslLogin
+from framework.security.ssl_principal import PrincipalMapper
+from framework.server import metrics, tls
 from framework.server.authz import Authz
 from framework.server.context import BrokerServices
-from framework.server.listener import KafkaListener
+from framework.server.listener import KafkaListener, ListenerSecurity
 from framework.storage.log_manager import LogManager
 
 log = logging.getLogger("sftraffic.broker")
@@ -68,12 +74,19 @@ class Broker:
     def __init__(self, config: cfg.BrokerConfig) -> None:
         self.config = config
         self.node_id = config.node_id
-        self.host, self.port = split_host_port(config["listeners"])
-        adv = split_host_port(config["advertised.listeners"] or config["listeners"], "advertised listener")
+        self.listeners = ListenerConfig.from_config(config)
+        self.ports = {e.name: e.port for e in self.listeners.listeners}
+        inter = self.listeners.advertised_for(self.listeners.inter_broker)
         self.voters = parse_voters(config["controller.quorum.voters"])
         self.logs = LogManager(config.data_dir)
         self.store = MetadataStore(config.data_dir, config)
-        self.cache = MetadataCache(self.node_id, self.store, adv)
+        self.cache = MetadataCache(
+            self.node_id,
+            self.store,
+            (inter.host, inter.port),
+            {e.name: (e.host, e.port) for e in self.listeners.advertised},
+            self.listeners.inter_broker,
+        )
         self.admin = MetadataAdmin(self.store, self.cache, config)
         authorizer = StandardAuthorizer.from_config(config)
         self.authz = Authz(authorizer) if authorizer is not None else None
@@ -85,8 +98,9 @@ class Broker:
             config.node_id,
             node_bits=10 if self.voters else 0,
         )
+        fetch_tls, fetch_sasl = self._fetcher_security()
         self.replicas = ReplicaManager(
-            self.node_id, config, self.logs, self.cache, metrics.RETENTION_BYTES.inc
+            self.node_id, config, self.logs, self.cache, metrics.RETENTION_BYTES.inc, fetch_tls, fetch_sasl
         )
         self.groups = GroupService(config, self.cache, self.admin, self.replicas, LoopScheduler(), _now_ms)
         self.replicas.on_leadership(OFFSETS_TOPIC, self.groups.on_offsets_leadership)
@@ -101,11 +115,47 @@ class Broker:
                 self.producer_ids,
                 self.stopping,
                 self.authz,
-            )
+            ),
+            self._listener_security(),
         )
         self._tasks: list[asyncio.Task[None]] = []
         self.quorum_watch = metrics.QuorumWatch(self.node_id)
         self.metrics_server: metrics.MetricsServer | None = None
+
+    def _listener_security(self) -> ListenerSecurity:
+        c = self.config
+        return ListenerSecurity(
+            ssl=tls.server_context(c) if self.listeners.needs_ssl else None,
+            mapper=PrincipalMapper(str(c["ssl.principal.mapping.rules"])),
+            credentials=self.store.credential,
+            mechanisms=tuple(c["sasl.enabled.mechanisms"]),
+            # decoy credentials of unknown users are derived from it (never leaves the process)
+            secret=os.urandom(32),
+            reauth_ms=int(c["connections.max.reauth.ms"]),
+            auth_timeout_s=int(c["connections.authentication.timeout.ms"]) / 1000,
+            max_connections=int(c["max.connections"]),
+            max_connections_per_ip=int(c["max.connections.per.ip"]),
+            idle_s=int(c["connections.max.idle.ms"]) / 1000,
+            inter_broker=self.listeners.inter_broker,
+        )
+
+    def _fetcher_security(self) -> tuple[ssl.SSLContext | None, SaslLogin | None]:
+        """TLS and SASL of the replica fetchers, from the inter-broker listener's protocol."""
+        ep = self.listeners.inter_broker_endpoint
+        c = self.config
+        context = tls.client_context(c) if ep.uses_ssl else None
+        login = None
+        if ep.uses_sasl:
+            user = str(c["sasl.inter.broker.username"])
+            if self.voters and not user:
+                raise ConfigError(
+                    f"inter.broker.listener.name {ep.name} is {ep.protocol}: set "
+                    "sasl.inter.broker.username and sasl.inter.broker.password (a SCRAM user of the cluster)"
+                )
+            login = SaslLogin(
+                str(c["sasl.mechanism.inter.broker.protocol"]), user, str(c["sasl.inter.broker.password"])
+            )
+        return context, login
 
     def _acls_changed(self, event: str, name: str) -> None:
         if event in ("acls_changed", "restored", "loaded") and self.authz is not None:
@@ -120,12 +170,14 @@ class Broker:
                 await self._join_cluster(loop)
             else:
                 self._load_single_node()
-            self.port = await self.listener.start(self.host, self.port)
+            self.ports = await self.listener.start(self.listeners.listeners)
         except BaseException:
             await self._close_parts()
             raise
-        if self.cache.endpoint[1] == 0:
-            self.cache.endpoint = (self.cache.endpoint[0], self.port)
+        for name, (host, port) in list(self.cache.endpoints.items()):
+            if port == 0:  # bound to a free port: advertise the one chosen
+                self.cache.endpoints[name] = (host, self.ports[name])
+        self.cache.endpoint = self.cache.endpoints[self.listeners.inter_broker]
         for interval, fn in [*self.replicas.periodic(), *self.groups.periodic()]:
             self._tasks.append(loop.create_task(self._every(interval, fn)))
         listen = self.config["metrics.listen"]
@@ -139,10 +191,9 @@ class Broker:
                 "at install: no C compiler, or SFTRAFFIC_PURE_PYTHON=1)"
             )
         log.info(
-            "broker %d listening on %s:%d (data dir %s, %d topics)",
+            "broker %d listening on %s (data dir %s, %d topics)",
             self.node_id,
-            self.host,
-            self.port,
+            ", ".join(f"{e.name}://{e.host}:{self.ports[e.name]}" for e in self.listeners.listeners),
             self.config.data_dir,
             len(self.store.topics),
         )
@@ -163,8 +214,8 @@ class Broker:
         quorum's log and registered: answering from a half-replayed journal would send clients
         to partitions it no longer leads. Needs a majority of the voters up.
         """
-        if self.cache.endpoint[1] == 0:
-            raise StoreError("a cluster broker needs a fixed port: --listen HOST:PORT (not port 0)")
+        if any(port == 0 for _, port in self.cache.endpoints.values()):
+            raise StoreError("a cluster broker needs fixed ports: --listen HOST:PORT (not port 0)")
         self.store.persist = False
         self.store.dir.mkdir(parents=True, exist_ok=True)
         quorum = ClusterState(
@@ -175,6 +226,8 @@ class Broker:
             int(self.config["broker.session.timeout.ms"]),
             self._metadata_applied,
             (*self.cache.endpoint, None),
+            dict(self.cache.endpoints),
+            str(self.config["controller.quorum.password"]),
         )
         self.cache.quorum = quorum
         self.store.listeners.append(self.replicas.on_metadata)
@@ -198,6 +251,26 @@ class Broker:
         self.replicas.quarantine_strays()
         self.replicas.reconcile()
         log.info("broker %d caught up with the metadata quorum in %.1f s", self.node_id, loop.time() - t0)
+        await self._propose_bootstrap_credentials(quorum)
+
+    async def _propose_bootstrap_credentials(self, quorum: ClusterState) -> None:
+        """Credentials added with ``sftraffic users add --data-dir`` before this broker's first
+        start go to the quorum (those it has not got already), then leave metadata.json."""
+        pending = self.store.bootstrap_credentials()
+        if not pending:
+            return
+        for user, mechs in sorted(pending.items()):
+            missing = {m: c for m, c in mechs.items() if self.store.credential(user, m) is None}
+            if missing:
+                arg = {"name": user, "set": missing, "delete": []}
+                await quorum.propose_retrying("change_metadata", "scram_credentials", arg)
+        self.store.forget_bootstrap_credentials()
+        log.info(
+            "broker %d: SCRAM users of %s proposed to the quorum: %s",
+            self.node_id,
+            self.store.path,
+            ", ".join(sorted(pending)),
+        )
 
     def _metadata_applied(self) -> None:
         """The quorum applied a change: count what it did (metrics), then reconcile."""

@@ -33,6 +33,7 @@ from framework.protocol.frames import RequestHeader
 from framework.replication.partition import Partition
 from framework.security.authorizer import AclBinding, AclBindingFilter
 from framework.security.principal import ANONYMOUS, KafkaPrincipal
+from framework.security.sasl import SaslServerSession
 from framework.server.authz import Authz
 
 
@@ -59,7 +60,7 @@ class NodeDirectory(Protocol):
     @property
     def streams(self) -> dict[str, StreamInfo]: ...
 
-    def nodes(self) -> list[Node]: ...
+    def nodes(self, listener: str | None = None) -> list[Node]: ...
 
     def is_live(self, node_id: int) -> bool: ...
 
@@ -121,7 +122,7 @@ class TopicAdmin(Protocol):
 class GroupDirectory(Protocol):
     coordinator: GroupCoordinator
 
-    def coordinator_node(self, group_id: str) -> Node | None: ...
+    def coordinator_node(self, group_id: str, listener: str | None = None) -> Node | None: ...
 
     def coordinator_error(self, group_id: str) -> ErrorCode: ...
 
@@ -154,6 +155,8 @@ class RequestContext:
     # who the connection authenticated as, and on which named listener (issue 18)
     principal: KafkaPrincipal = ANONYMOUS
     listener: str = "PLAINTEXT"
+    # the connection's SASL state on a SASL listener (SaslHandshake/SaslAuthenticate), else None
+    sasl: SaslServerSession | None = None
 
     @property
     def version(self) -> int:

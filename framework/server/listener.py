@@ -12,6 +12,20 @@ A malformed frame or an unknown API closes that connection only, with one log li
 Metrics: every request answered (or not, as acks=0 produce) is observed in the latency
 histogram by API, and every error code of every response sent is counted
 (``metrics.count_errors``); frames that close the connection count as bad frames.
+
+Listeners and security (issue 18): one server socket per named listener (``listeners``), each
+with its security protocol. SSL and SASL_SSL connections are TLS (Python's ``ssl``; the
+handshake is bounded by ``connections.authentication.timeout.ms``); on SSL a client
+certificate names the principal (``ssl.principal.mapping.rules``). On SASL_PLAINTEXT and
+SASL_SSL a connection must authenticate (SaslHandshake, SaslAuthenticate: its
+:class:`SaslServerSession`) within that timeout, and may send nothing but ApiVersions and
+those two before it has: anything else closes it. A SASL error answer closes the connection
+once written; a session past its lifetime (``connections.max.reauth.ms``) is closed at its
+next request unless that request re-authenticates. Limits: ``max.connections`` (the
+inter-broker listener is exempt, as in Kafka), ``max.connections.per.ip`` (one connection too
+many is closed at once) and ``connections.max.idle.ms`` (a sweep closes connections without a
+request for that long). Every request's :class:`RequestContext` carries the connection's
+principal and listener name.
 """
 
 from __future__ import annotations
@@ -21,19 +35,27 @@ import contextlib
 import inspect
 import logging
 import socket
+import ssl
 import struct
 import time
 from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from framework.errors import StoreError
 from framework.protocol import codec
 from framework.protocol.errors import ErrorCode
 from framework.protocol.frames import encode_response, parse_request_header, peek_header
+from framework.security.listeners import Endpoint
+from framework.security.principal import ANONYMOUS, KafkaPrincipal
+from framework.security.sasl import CredentialLookup, SaslServerSession
+from framework.security.ssl_principal import PrincipalMapper, subject_dn
 from framework.server import metrics
 from framework.server.context import BrokerServices, RequestContext
 from framework.server.errors import kafka_error
 from framework.server.handlers import api_versions
+from framework.server.handlers.produce import RateLimitedLog
 from framework.server.router import Route, routes
 
 log = logging.getLogger("sftraffic.server")
@@ -42,45 +64,132 @@ RING = 256 * 1024
 MAX_QUEUED = 32
 _SIZE = struct.Struct(">i")
 API_VERSIONS = 18
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
+INT_MAX = 2147483647
+
+security_log = RateLimitedLog(logging.getLogger("sftraffic.security"))
+
+
+def _no_credentials(user: str, mechanism: str) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSecurity:
+    """What the listener needs to authenticate connections and protect itself (the broker
+    builds it from the configuration; the defaults are a PLAINTEXT-only broker's)."""
+
+    ssl: ssl.SSLContext | None = None
+    mapper: PrincipalMapper = field(default_factory=PrincipalMapper)
+    credentials: CredentialLookup = _no_credentials
+    mechanisms: tuple[str, ...] = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+    secret: bytes = b""
+    reauth_ms: int = 0
+    auth_timeout_s: float = 10.0
+    max_connections: int = INT_MAX
+    max_connections_per_ip: int = INT_MAX
+    idle_s: float = 600.0
+    inter_broker: str = "PLAINTEXT"  # exempt from max.connections
 
 
 class KafkaListener:
-    """The Kafka listener socket and its open connections."""
+    """The Kafka listener sockets (one per named listener) and their open connections."""
 
-    def __init__(self, services: BrokerServices) -> None:
+    def __init__(self, services: BrokerServices, security: ListenerSecurity | None = None) -> None:
         self.services = services
+        self.security = security or ListenerSecurity()
         self.max_frame: int = services.config["socket.request.max.bytes"]
         self.connections: set[KafkaConnection] = set()
-        self.server: asyncio.base_events.Server | None = None
+        self.servers: list[asyncio.base_events.Server] = []
+        self.clients = 0  # connections counted against max.connections
+        self.per_ip: dict[str, int] = {}
+        self._sweeper: asyncio.Task[None] | None = None
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on host:port; returns the port (the one chosen when ``port`` is 0)."""
+    async def start(self, endpoints: Sequence[Endpoint]) -> dict[str, int]:
+        """Listen on every endpoint; returns each listener's port (the one chosen for port 0)."""
         loop = asyncio.get_running_loop()
-        try:
-            self.server = await loop.create_server(
-                lambda: KafkaConnection(self), host, port, reuse_address=True, backlog=1024
-            )
-        except OSError as exc:
-            raise StoreError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-        return int(self.server.sockets[0].getsockname()[1])
+        ports: dict[str, int] = {}
+        for ep in endpoints:
+            tls = self.security.ssl if ep.uses_ssl else None
+            if ep.uses_ssl and tls is None:
+                raise StoreError(f"listener {ep}: no TLS context (ssl.keystore.location)")
+            try:
+                server = await loop.create_server(
+                    lambda ep=ep: KafkaConnection(self, ep),
+                    ep.host or None,
+                    ep.port,
+                    reuse_address=True,
+                    backlog=1024,
+                    ssl=tls,
+                    ssl_handshake_timeout=self.security.auth_timeout_s if tls is not None else None,
+                )
+            except OSError as exc:
+                self.close()
+                raise StoreError(f"cannot listen on {ep}: {exc.strerror}") from None
+            self.servers.append(server)
+            ports[ep.name] = int(server.sockets[0].getsockname()[1])
+        self._sweeper = loop.create_task(self._sweep_idle())
+        return ports
+
+    async def _sweep_idle(self) -> None:
+        idle = self.security.idle_s
+        while True:
+            await asyncio.sleep(min(max(idle / 4, 0.25), 30.0))
+            now = time.monotonic()
+            for conn in list(self.connections):
+                if not conn.busy and not conn.queue and now - conn.last_active > idle:
+                    security_log(
+                        logging.INFO,
+                        f"closing connection from {conn.peer} on {conn.endpoint.name}: idle for "
+                        f"more than connections.max.idle.ms={idle * 1000:.0f}",
+                    )
+                    conn.close()
 
     def close(self) -> None:
         """Stop accepting and close every connection (requests in flight are dropped)."""
-        if self.server is not None:
-            self.server.close()
+        for server in self.servers:
+            server.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         for conn in list(self.connections):
             conn.close()
 
     async def wait_closed(self, timeout: float) -> None:
-        if self.server is not None:
+        for server in self.servers:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(timeout):
-                    await self.server.wait_closed()
+                    await server.wait_closed()
+
+    # -- connection limits -------------------------------------------------------------------
+    def admit(self, conn: KafkaConnection, ip: str) -> str | None:
+        """Count a new connection; the reason to refuse it when a limit is reached."""
+        sec = self.security
+        exempt = conn.endpoint.name == sec.inter_broker
+        if not exempt and self.clients >= sec.max_connections:
+            return f"max.connections={sec.max_connections} reached"
+        if self.per_ip.get(ip, 0) >= sec.max_connections_per_ip:
+            return f"max.connections.per.ip={sec.max_connections_per_ip} reached for {ip}"
+        if not exempt:
+            self.clients += 1
+        self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
+        return None
+
+    def release(self, conn: KafkaConnection, ip: str) -> None:
+        if conn.endpoint.name != self.security.inter_broker:
+            self.clients -= 1
+        n = self.per_ip.get(ip, 0) - 1
+        if n > 0:
+            self.per_ip[ip] = n
+        else:
+            self.per_ip.pop(ip, None)
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, listener: KafkaListener) -> None:
+    def __init__(self, listener: KafkaListener, endpoint: Endpoint) -> None:
         self.listener = listener
+        self.endpoint = endpoint
         self.services = listener.services
         self.max_frame = listener.max_frame
         self.ring = bytearray(RING)
@@ -96,8 +205,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.read_paused = False
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.ip = ""
+        self.admitted = False
         self.task: asyncio.Task[None] | None = None
         self.routes = routes()
+        self.principal: KafkaPrincipal = ANONYMOUS
+        self.sasl: SaslServerSession | None = None
+        self.deadline: asyncio.TimerHandle | None = None
+        self.last_active = time.monotonic()
 
     # -- asyncio protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -113,9 +228,49 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = f"{peer[0]}:{peer[1]}"
+            self.ip = str(peer[0])
+        refused = self.listener.admit(self, self.ip)
+        if refused is not None:
+            security_log(logging.WARNING, f"refusing connection from {self.peer}: {refused}")
+            self.transport.abort()  # type: ignore[union-attr]
+            return
+        self.admitted = True
         self.listener.connections.add(self)
+        self._authenticate_transport(transport)
+
+    def _authenticate_transport(self, transport: asyncio.BaseTransport) -> None:
+        """What the connection is before any request: its certificate's principal (SSL), or a
+        SASL session with a deadline (SASL_PLAINTEXT, SASL_SSL)."""
+        sec = self.listener.security
+        ep = self.endpoint
+        if ep.uses_sasl:
+            self.sasl = SaslServerSession(sec.mechanisms, sec.credentials, sec.secret, sec.reauth_ms)
+            self.deadline = asyncio.get_running_loop().call_later(sec.auth_timeout_s, self._auth_deadline)
+        elif ep.uses_ssl:
+            cert = transport.get_extra_info("peercert")
+            if cert:
+                try:
+                    dn = subject_dn(cert.get("subject", ()))
+                    self.principal = KafkaPrincipal("User", sec.mapper.name(dn))
+                except StoreError as exc:
+                    security_log(logging.WARNING, f"closing TLS connection from {self.peer}: {exc.message}")
+                    self.transport.abort()  # type: ignore[union-attr]
+
+    def _auth_deadline(self) -> None:
+        if self.sasl is not None and not self.sasl.authenticated:
+            security_log(
+                logging.INFO,
+                f"closing connection from {self.peer} on {self.endpoint.name}: not authenticated "
+                f"within connections.authentication.timeout.ms",
+            )
+            self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.admitted:
+            self.admitted = False
+            self.listener.release(self, self.ip)
+        if self.deadline is not None:
+            self.deadline.cancel()
         self.listener.connections.discard(self)
         self.queue.clear()
         if self.task is not None and not self.task.done():
@@ -138,6 +293,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self.ring_mv[self.rend :]
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.last_active = time.monotonic()
         if self.big is not None:
             self.big_got += nbytes
             if self.big_got == len(self.big):
@@ -211,6 +367,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.transport is not None:
             self.transport.abort()
 
+    def _refuse(self, why: str) -> None:
+        """Close a connection that asks for what it may not (rate-limited log: abuse is cheap)."""
+        metrics.BAD_FRAMES.inc()
+        security_log(logging.WARNING, f"closing connection from {self.peer}: {why}")
+        if self.transport is not None:
+            self.transport.abort()
+
     # -- requests --------------------------------------------------------------------------
     def _handle(self, frame: bytearray) -> None:
         t0 = time.perf_counter()
@@ -223,6 +386,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if route is None:
             self._bad(f"unknown or unsupported API key {api_key}")
             return
+        if self.sasl is not None and api_key not in BEFORE_AUTHENTICATION:
+            if not self.sasl.authenticated:
+                self._refuse(f"{route.entry.name} before authenticating on listener {self.endpoint.name}")
+                return
+            if self.sasl.expired():
+                self._refuse(f"SASL session expired (connections.max.reauth.ms) on {self.endpoint.name}")
+                return
         if not route.min_version <= version <= route.max_version:
             if api_key == API_VERSIONS:
                 self._unsupported_api_versions(version, corr)
@@ -241,7 +411,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except (codec.DecodeError, IndexError, ValueError, struct.error) as exc:
             self._bad(f"malformed {route.entry.name} v{version} request: {exc}")
             return
-        ctx = RequestContext(self.services, header, self.peer)
+        principal = self.principal
+        if self.sasl is not None and self.sasl.principal is not None:
+            principal = self.sasl.principal
+        ctx = RequestContext(self.services, header, self.peer, principal, self.endpoint.name, self.sasl)
         try:
             resp = route.handle(ctx, req)
         except Exception as exc:
@@ -298,6 +471,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._bad("internal encoding error")
             return
         t.writelines(parts)
+        self.last_active = time.monotonic()
+        if route.entry.key in (SASL_HANDSHAKE, SASL_AUTHENTICATE) and resp.error_code:
+            t.close()  # a failed or out-of-order SASL step ends the connection (once written)
 
     def _observe(self, route: Route, t0: float) -> None:
         name = route.entry.name

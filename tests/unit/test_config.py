@@ -367,6 +367,10 @@ NOT_READ = {
     "are stored as the producer compressed them; DescribeConfigs reports it",
     "file.delete.delay.ms": "only its default, 0, is accepted (ConfigKey.unsupported): segments are "
     "deleted at once; DescribeConfigs reports it",
+    "ssl.keystore.type": "only its default, PEM, is accepted (ConfigKey.unsupported): Python's ssl "
+    "reads PEM keystores only",
+    "ssl.truststore.type": "only its default, PEM, is accepted (ConfigKey.unsupported): Python's ssl "
+    "reads PEM truststores only",
 }
 # The command line and the client helpers set keys or show described values: the store is what
 # must honour them.

@@ -31,7 +31,7 @@ def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterR
         controller_id=cluster.controller_id,
         brokers=[
             DescribeClusterBroker(broker_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
-            for n in cluster.nodes()
+            for n in cluster.nodes(ctx.listener)
         ],
         cluster_authorized_operations=CLUSTER_OPERATIONS
         if req.include_cluster_authorized_operations

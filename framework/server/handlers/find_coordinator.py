@@ -23,7 +23,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
         return _none(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported by sftraffic")
     if not key:
         return _none(key, ErrorCode.INVALID_REQUEST, "empty group id")
-    node = ctx.groups.coordinator_node(key)
+    node = ctx.groups.coordinator_node(key, ctx.listener)
     if node is None:  # cluster: __consumer_offsets not created yet, or its partition has no leader
         return _none(
             key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's coordinator is being elected; retry"

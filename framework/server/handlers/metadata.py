@@ -101,7 +101,7 @@ def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     return MetadataResponse(
         brokers=[
             MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
-            for n in ctx.cluster.nodes()
+            for n in ctx.cluster.nodes(ctx.listener)
         ],
         cluster_id=ctx.cluster.cluster_id,
         controller_id=ctx.cluster.controller_id,
