@@ -20,6 +20,7 @@ from framework.metadata.cache import MetadataCache
 from framework.metadata.store import Change, MetadataStore, StreamInfo, TopicInfo
 from framework.protocol.errors import ErrorCode
 from framework.security.authorizer import AclBinding, AclBindingFilter
+from framework.security.scram import ScramCredential
 
 T = TypeVar("T")
 
@@ -119,6 +120,12 @@ class MetadataAdmin:
 
     def delete_stream(self, name: str) -> Proposal[StreamInfo]:
         return self._commit(self.store.plan_delete_stream(name))
+
+    # -- SCRAM credentials (AlterUserScramCredentials) ------------------------------------------
+    def alter_scram_credentials(
+        self, user: str, upsert: list[ScramCredential], delete: list[str]
+    ) -> Proposal[str]:
+        return self._commit(self.store.plan_scram_credentials(user, upsert, delete))
 
     # -- ACLs (CreateAcls, DeleteAcls) -----------------------------------------------------------
     def create_acls(self, bindings: list[AclBinding]) -> Proposal[list[StoreError | None]]:

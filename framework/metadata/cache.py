@@ -133,6 +133,10 @@ class MetadataCache:
     def stream_topics(self, name: str) -> list[str]:
         return self.store.stream_topics(name)
 
+    def scram_users(self) -> dict[str, dict[str, int]]:
+        """Every SCRAM user: mechanism → iterations (DescribeUserScramCredentials; no keys)."""
+        return {u: {m: int(c["iterations"]) for m, c in ms.items()} for u, ms in self.store.scram.items()}
+
     def topic_config_values(self, t: TopicInfo) -> dict[str, tuple[Any, str]]:
         """Each topic config's effective value and its source ("topic", "stream", "broker", "default")."""
         return self.store.topic_config_values(t)

@@ -34,6 +34,7 @@ from framework.replication.partition import Partition
 from framework.security.authorizer import AclBinding, AclBindingFilter
 from framework.security.principal import ANONYMOUS, KafkaPrincipal
 from framework.security.sasl import SaslServerSession
+from framework.security.scram import ScramCredential
 from framework.server.authz import Authz
 
 
@@ -71,6 +72,8 @@ class NodeDirectory(Protocol):
     def topic_config_values(self, t: TopicInfo) -> dict[str, tuple[Any, str]]: ...
 
     def stream_topics(self, name: str) -> list[str]: ...
+
+    def scram_users(self) -> dict[str, dict[str, int]]: ...
 
 
 class TopicAdmin(Protocol):
@@ -111,6 +114,10 @@ class TopicAdmin(Protocol):
     def delete_stream(self, name: str) -> Proposal[StreamInfo]: ...
 
     def elect_leader(self, topic: str, index: int, election_type: int) -> ErrorCode | asyncio.Future[Any]: ...
+
+    def alter_scram_credentials(
+        self, user: str, upsert: list[ScramCredential], delete: list[str]
+    ) -> Proposal[str]: ...
 
     def create_acls(self, bindings: list[AclBinding]) -> Proposal[list[StoreError | None]]: ...
 
