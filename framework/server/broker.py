@@ -124,8 +124,12 @@ class Broker:
 
     def _listener_security(self) -> ListenerSecurity:
         c = self.config
+        eps = self.listeners.listeners
         return ListenerSecurity(
-            ssl=tls.server_context(c) if self.listeners.needs_ssl else None,
+            ssl_context=tls.server_context(c) if any(e.protocol == "SSL" for e in eps) else None,
+            sasl_ssl_context=(
+                tls.server_context(c, False) if any(e.protocol == "SASL_SSL" for e in eps) else None
+            ),
             mapper=PrincipalMapper(str(c["ssl.principal.mapping.rules"])),
             credentials=self.store.credential,
             mechanisms=tuple(c["sasl.enabled.mechanisms"]),

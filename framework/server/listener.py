@@ -81,7 +81,8 @@ class ListenerSecurity:
     """What the listener needs to authenticate connections and protect itself (the broker
     builds it from the configuration; the defaults are a PLAINTEXT-only broker's)."""
 
-    ssl: ssl.SSLContext | None = None
+    ssl_context: ssl.SSLContext | None = None  # SSL listeners (ssl.client.auth)
+    sasl_ssl_context: ssl.SSLContext | None = None  # SASL_SSL listeners (no client certificate asked)
     mapper: PrincipalMapper = field(default_factory=PrincipalMapper)
     credentials: CredentialLookup = _no_credentials
     mechanisms: tuple[str, ...] = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -112,7 +113,8 @@ class KafkaListener:
         loop = asyncio.get_running_loop()
         ports: dict[str, int] = {}
         for ep in endpoints:
-            tls = self.security.ssl if ep.uses_ssl else None
+            sec = self.security
+            tls = (sec.sasl_ssl_context if ep.uses_sasl else sec.ssl_context) if ep.uses_ssl else None
             if ep.uses_ssl and tls is None:
                 raise StoreError(f"listener {ep}: no TLS context (ssl.keystore.location)")
             try:

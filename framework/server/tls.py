@@ -4,7 +4,9 @@
   (``ssl.keystore.location``, a PEM file holding both, or ``ssl.keystore.certificate.chain`` and
   ``ssl.keystore.key`` as PEM text, the key decrypted with ``ssl.key.password``), and for
   ``ssl.client.auth`` requested/required the CAs client certificates must chain to
-  (``ssl.truststore.location`` or ``ssl.truststore.certificates``).
+  (``ssl.truststore.location`` or ``ssl.truststore.certificates``). As in Kafka (KIP-684),
+  ``ssl.client.auth`` applies to SSL listeners; SASL_SSL ones authenticate with SASL and ask
+  for no client certificate.
 * :func:`client_context` for replica fetchers connecting to another broker's SSL listener: the
   same truststore to check that broker's certificate (and its host name unless
   ``ssl.endpoint.identification.algorithm`` is empty), and the broker's own certificate for
@@ -77,7 +79,8 @@ def _load_truststore(ctx: ssl.SSLContext, c: cfg.BrokerConfig) -> bool:
     return bool(location or certs)
 
 
-def server_context(c: cfg.BrokerConfig) -> ssl.SSLContext:
+def server_context(c: cfg.BrokerConfig, client_auth: bool = True) -> ssl.SSLContext:
+    """The context of SSL listeners, or with ``client_auth`` False of SASL_SSL ones."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     if not _load_keystore(ctx, c):
@@ -85,7 +88,7 @@ def server_context(c: cfg.BrokerConfig) -> ssl.SSLContext:
             "an SSL or SASL_SSL listener needs the broker's certificate: set ssl.keystore.location "
             "(a PEM with the certificate chain and private key)"
         )
-    mode = str(c["ssl.client.auth"])
+    mode = str(c["ssl.client.auth"]) if client_auth else "none"
     ctx.verify_mode = CLIENT_AUTH[mode]
     if not _load_truststore(ctx, c) and mode != "none":
         raise ConfigError(
