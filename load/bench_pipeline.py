@@ -191,29 +191,39 @@ class CpuByKind:
 
     The driver counts only its own time (its reaped children are fleets, counted in
     ``fleet`` from what they report); the others include their reaped children (Python
-    workers forked by the PySpark daemon)."""
+    workers forked by the PySpark daemon). Deltas are taken per process: a process that
+    exits during the phase (a PySpark daemon) is left out, and so is the time its parent
+    gains by reaping it (which would move its whole lifetime into the parent's kind); what
+    such a process used within the phase is then not counted (``exited`` says how many)."""
 
     def __init__(self) -> None:
         self.fleet_pids: set[int] = set()
         self.fleet_cpu, self._start, self._t0 = 0.0, self._snapshot(), time.monotonic()
 
-    def _snapshot(self) -> dict[str, float]:
-        out: dict[str, float] = {}
+    def _snapshot(self) -> dict[int, tuple[str, float, float, int]]:
+        """pid → (kind, own CPU, CPU of its reaped children, parent pid)."""
+        out: dict[int, tuple[str, float, float, int]] = {}
         for pid, cmd in _tree().items():
             kind = _kind(pid, cmd, self.fleet_pids)
             if kind == "fleet":
                 continue  # reported by the fleet itself (it may exit before the snapshot)
             with contextlib.suppress(OSError):
-                out[kind] = out.get(kind, 0.0) + procfs.cpu_seconds(pid, reaped=kind != "driver_python")
+                own = procfs.cpu_seconds(pid)
+                reaped = procfs.cpu_seconds(pid, reaped=True) - own if kind != "driver_python" else 0.0
+                out[pid] = (kind, own, reaped, procfs.parent(pid))
         return out
 
     def result(self) -> dict[str, Any]:
         end = self._snapshot()
         wall = time.monotonic() - self._t0
-        cpu = {
-            k: round(end.get(k, 0.0) - self._start.get(k, 0.0), 1)
-            for k in sorted(set(end) | set(self._start))
-        }
+        gone = set(self._start) - set(end)
+        acc: dict[str, float] = {}
+        for pid, (kind, own, reaped, _ppid) in end.items():
+            _k, own0, reaped0, _p = self._start.get(pid, (kind, 0.0, 0.0, 0))
+            # a child that was alive at the start and reaped since: its lifetime is not this phase's
+            lost = sum(self._start[g][1] + self._start[g][2] for g in gone if self._start[g][3] == pid)
+            acc[kind] = acc.get(kind, 0.0) + (own - own0) + max(0.0, reaped - reaped0 - lost)
+        cpu = {k: round(v, 1) for k, v in sorted(acc.items())}
         if self.fleet_cpu:
             cpu["fleet"] = round(self.fleet_cpu, 1)
         total = sum(cpu.values())
@@ -223,6 +233,7 @@ class CpuByKind:
             "cpu_total_s": round(total, 1),
             "cores_busy": round(total / wall, 2) if wall > 0 else None,
             "share": {k: round(v / total, 3) for k, v in cpu.items()} if total > 0 else {},
+            "exited": len(gone),
         }
 
 
