@@ -90,6 +90,7 @@ class Secure:
                 "ssl.principal.mapping.rules": "RULE:^CN=(alice|bob),.*$/$1/L",
                 "connection.failed.authentication.delay.ms": DELAY_MS,
                 "connections.authentication.timeout.ms": 2000,
+                "sasl.inter.broker.password": "not-Shown-123",
                 "group.initial.rebalance.delay.ms": 0,
             },
         ).start()
@@ -387,6 +388,17 @@ def test_an_exchange_that_never_finishes_is_cut_off(secure: Secure) -> None:
         assert raw.closed(within=8.0), listener
         assert 1.5 <= time.monotonic() - t0 <= 6.0
         raw.close()
+
+
+def test_describe_configs_never_shows_a_password(secure: Secure) -> None:
+    from confluent_kafka.admin import ConfigResource
+
+    a = AdminClient({"bootstrap.servers": secure.addr("PLAINTEXT"), "logger": quiet_logger()})
+    res = ConfigResource(ConfigResource.Type.BROKER, "1")
+    entries = a.describe_configs([res])[res].result(30)
+    pw = entries["sasl.inter.broker.password"]
+    assert pw.is_sensitive and pw.value is None
+    assert entries["ssl.client.auth"].value == "required" and not entries["ssl.client.auth"].is_sensitive
 
 
 def test_the_password_is_nowhere_in_the_data_dir(secure: Secure) -> None:

@@ -54,12 +54,15 @@ def _entry(
                 )
             )
         syn.append(DescribeConfigsSynonym(name=k.broker_name or name, value=k.render(k.default), source=5))
+    sensitive = k.type == "password"
+    if sensitive:  # as Kafka: a sensitive value is never sent (null), nor its synonyms
+        syn = []
     return DescribeConfigsResourceResult(
         name=name,
-        value=k.render(value),
+        value=None if sensitive else k.render(value),
         read_only=read_only,
         config_source=SOURCE_CODES[source],
-        is_sensitive=k.type == "password",
+        is_sensitive=sensitive,
         synonyms=syn,
         config_type=cfg.TYPE_CODES.get(k.type, 2),
         documentation=k.doc if docs else None,
