@@ -416,7 +416,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         principal = self.principal
         if self.sasl is not None and self.sasl.principal is not None:
             principal = self.sasl.principal
-        ctx = RequestContext(self.services, header, self.peer, principal, self.endpoint.name, self.sasl)
+        ctx = RequestContext(
+            self.services, header, self.peer, principal=principal, listener=self.endpoint.name, sasl=self.sasl
+        )
         try:
             resp = route.handle(ctx, req)
         except Exception as exc:
