@@ -1,14 +1,20 @@
 """A minimal blocking Kafka-protocol client over our codec (CLI admin, tests).
 
 It speaks to one broker: negotiates versions with ApiVersions, then sends requests and
-decodes responses with the same message classes the broker uses. Data-path clients should
-use confluent-kafka; this exists for sftraffic's extension APIs and for protocol tests.
+decodes responses with the same message classes the broker uses. On a secured listener it
+wraps the socket in TLS (``ssl_context``) and authenticates with SaslHandshake and
+SaslAuthenticate (``sasl=(mechanism, user, password)``: PLAIN, SCRAM-SHA-256/512), as Kafka
+clients do; :func:`from_client_config` reads the librdkafka-named settings the CLI takes.
+Data-path clients should use confluent-kafka; this exists for sftraffic's extension APIs and
+for protocol tests.
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from framework.errors import StoreError
@@ -17,6 +23,9 @@ from framework.protocol.api import API_TABLE
 from framework.protocol.errors import ErrorCode
 from framework.protocol.frames import decode_response, encode_request
 from framework.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from framework.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+from framework.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+from framework.security.sasl import SaslClient
 
 T = TypeVar("T")
 
@@ -26,9 +35,18 @@ class BrokerUnavailable(StoreError):
 
 
 class WireClient:
-    def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "sftraffic-cli") -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        timeout: float = 10.0,
+        client_id: str = "sftraffic-cli",
+        sasl: tuple[str, str, str] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         host, _, port = bootstrap.split(",", maxsplit=1)[0].strip().rpartition(":")
         self.addr = (host.strip("[]") or "127.0.0.1", int(port))
+        self.sasl = sasl
+        self.ssl_context = ssl_context
         self.timeout = timeout
         self.client_id = client_id
         self.sock: socket.socket | None = None
@@ -38,6 +56,8 @@ class WireClient:
     def connect(self) -> WireClient:
         try:
             self.sock = socket.create_connection(self.addr, timeout=self.timeout)
+            if self.ssl_context is not None:
+                self.sock = self.ssl_context.wrap_socket(self.sock, server_hostname=self.addr[0])
         except OSError as exc:
             raise BrokerUnavailable(
                 f"cannot reach a broker at {self.addr[0]}:{self.addr[1]} ({exc.strerror or exc}); "
@@ -50,7 +70,27 @@ class WireClient:
         if resp.error_code == ErrorCode.UNSUPPORTED_VERSION:
             resp = self._call(ApiVersionsRequest(), 0, ApiVersionsResponse)
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        if self.sasl is not None:
+            self._authenticate(*self.sasl)
         return self
+
+    def _authenticate(self, mechanism: str, user: str, password: str) -> None:
+        shake = self._call(SaslHandshakeRequest(mechanism=mechanism), 1, SaslHandshakeResponse)
+        if shake.error_code:
+            raise StoreError(
+                f"the broker at {self.addr[0]}:{self.addr[1]} does not offer SASL {mechanism} "
+                f"(it offers {', '.join(shake.mechanisms) or 'none'})",
+                ErrorCode(shake.error_code),
+            )
+        client = SaslClient(mechanism, user, password)
+        token: bytes | None = client.first()
+        while token is not None:
+            answer = self._call(SaslAuthenticateRequest(auth_bytes=token), 1, SaslAuthenticateResponse)
+            if answer.error_code:
+                raise StoreError(
+                    answer.error_message or "authentication failed", ErrorCode(answer.error_code)
+                )
+            token = client.step(bytes(answer.auth_bytes))
 
     def version_for(self, api_key: int) -> int | None:
         ours = API_TABLE[api_key]
@@ -114,3 +154,28 @@ class WireClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def from_client_config(bootstrap: str, conf: Mapping[str, str], timeout: float = 10.0) -> WireClient:
+    """A client with librdkafka's security settings: ``security.protocol`` (PLAINTEXT, SSL,
+    SASL_PLAINTEXT, SASL_SSL), ``sasl.mechanism`` (default SCRAM-SHA-256; PLAIN),
+    ``sasl.username``, ``sasl.password``, ``ssl.ca.location``, ``ssl.certificate.location``,
+    ``ssl.key.location``, ``ssl.endpoint.identification.algorithm`` (``none`` to skip the check)."""
+    protocol = conf.get("security.protocol", "PLAINTEXT").upper()
+    if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise StoreError(f"security.protocol={protocol}: use PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
+    context = None
+    if protocol in ("SSL", "SASL_SSL"):
+        context = ssl.create_default_context(cafile=conf.get("ssl.ca.location") or None)
+        if conf.get("ssl.endpoint.identification.algorithm", "https").lower() == "none":
+            context.check_hostname = False
+        if conf.get("ssl.certificate.location"):
+            context.load_cert_chain(conf["ssl.certificate.location"], conf.get("ssl.key.location") or None)
+    sasl = None
+    if protocol.startswith("SASL_"):
+        sasl = (
+            conf.get("sasl.mechanism", "SCRAM-SHA-256").upper(),
+            conf.get("sasl.username", ""),
+            conf.get("sasl.password", ""),
+        )
+    return WireClient(bootstrap, timeout, sasl=sasl, ssl_context=context)

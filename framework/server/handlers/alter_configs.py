@@ -10,6 +10,8 @@ from framework.protocol.messages.alter_configs import (
     AlterConfigsResourceResponse,
     AlterConfigsResponse,
 )
+from framework.security.authorizer import AclOperation, ResourceType
+from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors, when_committed
 
@@ -22,8 +24,13 @@ BROKER_STATIC = (
 )
 
 
-def check_alterable(resource_type: int) -> None:
-    """Only topic configs change at run time; broker configs are static here."""
+def check_alterable(ctx: RequestContext, resource_type: int, name: str) -> None:
+    """AlterConfigs on the topic (or the cluster, for a broker) when an authorizer is on; then:
+    only topic configs change at run time, broker configs are static here."""
+    if resource_type == TOPIC:
+        authz.check(ctx, AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, name)
+    elif resource_type == BROKER:
+        authz.check_cluster(ctx, AclOperation.ALTER_CONFIGS)
     if resource_type == BROKER:
         raise StoreError(BROKER_STATIC, ErrorCode.INVALID_REQUEST)
     if resource_type != TOPIC:
@@ -39,7 +46,7 @@ def handle(ctx: RequestContext, req: AlterConfigsRequest) -> object:
         )
         out.append(r)
         with answer_errors(r):
-            check_alterable(res.resource_type)
+            check_alterable(ctx, res.resource_type, res.resource_name)
             values = {c.name: c.value for c in res.configs if c.value is not None}
             prop = ctx.admin.alter_topic(
                 res.resource_name, values, replace=True, validate_only=req.validate_only

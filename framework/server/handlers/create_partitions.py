@@ -1,4 +1,5 @@
-"""CreatePartitions (37): grow a topic's partition count (never shrink, as in Kafka)."""
+"""CreatePartitions (37): grow a topic's partition count (never shrink, as in Kafka); with an
+authorizer it needs Alter on the topic (else TOPIC_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from framework.protocol.messages.create_partitions import (
     CreatePartitionsResponse,
     CreatePartitionsTopicResult,
 )
+from framework.security.authorizer import AclOperation, ResourceType
+from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors, when_committed
 
@@ -22,6 +25,7 @@ def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> object:
         r = CreatePartitionsTopicResult(name=t.name, error_code=ErrorCode.NONE)
         out.append(r)
         with answer_errors(r):
+            authz.check(ctx, AclOperation.ALTER, ResourceType.TOPIC, t.name)
             assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
             prop = ctx.admin.create_partitions(t.name, t.count, assignments, req.validate_only)
             if prop.committed is not None:

@@ -1,11 +1,16 @@
-"""CreateTopics (19): create topics (with stream defaults for ``<stream>.<topic>`` names)."""
+"""CreateTopics (19): create topics (with stream defaults for ``<stream>.<topic>`` names).
+
+With an authorizer: Create on the cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED);
+the created topic's configs are shown only with DescribeConfigs on it (else its
+``topic_config_error_code`` is TOPIC_AUTHORIZATION_FAILED), as Kafka does.
+"""
 
 from __future__ import annotations
 
 import logging
 
 from framework import config as cfg
-from framework.errors import InvalidRequest, StoreError
+from framework.errors import InvalidRequest, StoreError, TopicAuthorizationFailed
 from framework.metadata.admin import Committed
 from framework.metadata.store import TopicInfo
 from framework.protocol.errors import ErrorCode
@@ -16,6 +21,8 @@ from framework.protocol.messages.create_topics import (
     CreateTopicsRequest,
     CreateTopicsResponse,
 )
+from framework.security.authorizer import AclOperation, ResourceType
+from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors, when_committed
 from framework.server.handlers.describe_configs import SOURCE_CODES
@@ -53,6 +60,7 @@ def handle(ctx: RequestContext, req: CreateTopicsRequest) -> object:
     results = []
     pending: list[tuple[CreatableTopicResult, Committed]] = []
     seen: set[str] = set()
+    create_any = authz.cluster_allowed(ctx, AclOperation.CREATE)
     for ct in req.topics:
         r = CreatableTopicResult(
             name=ct.name, error_code=ErrorCode.NONE, num_partitions=-1, replication_factor=-1, configs=None
@@ -62,6 +70,8 @@ def handle(ctx: RequestContext, req: CreateTopicsRequest) -> object:
             if ct.name in seen:
                 raise InvalidRequest(f"topic {ct.name!r} appears twice in the request")
             seen.add(ct.name)
+            if not create_any and not authz.allowed(ctx, AclOperation.CREATE, ResourceType.TOPIC, ct.name):
+                raise TopicAuthorizationFailed("Authorization failed.")
             configs = {c.name: c.value for c in ct.configs if c.value is not None}
             prop = ctx.admin.create_topic(
                 ct.name,
@@ -82,7 +92,10 @@ def handle(ctx: RequestContext, req: CreateTopicsRequest) -> object:
                     t.replication_factor,
                     ctx.peer,
                 )
-            _describe(ctx, r, prop.result)
+            if authz.allowed(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, ct.name):
+                _describe(ctx, r, prop.result)
+            else:  # created, but its configs are not shown
+                r.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
     return when_committed(CreateTopicsResponse(topics=results), pending)
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.delete_groups import (
     DeletableGroupResult,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
 )
+from framework.security.authorizer import AclOperation, ResourceType
+from framework.server import authz
 from framework.server.context import RequestContext
 
 API_KEY = 42
@@ -15,6 +18,9 @@ API_KEY = 42
 async def _delete(ctx: RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
     out = []
     for gid in req.groups_names:
+        if not authz.allowed(ctx, AclOperation.DELETE, ResourceType.GROUP, gid):
+            out.append(DeletableGroupResult(group_id=gid, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            continue
         code = ctx.groups.coordinator_error(gid) or await ctx.groups.coordinator.delete_group(gid)
         out.append(DeletableGroupResult(group_id=gid, error_code=code))
     return DeleteGroupsResponse(results=out)

@@ -1,10 +1,14 @@
-"""DeleteTopics (20): by name (v1-5) or name/topic id (v6+)."""
+"""DeleteTopics (20): by name (v1-5) or name/topic id (v6+).
+
+With an authorizer: Delete on the topic (a topic given by id also needs Describe, else its name
+is not answered), checked before whether it exists, as Kafka does.
+"""
 
 from __future__ import annotations
 
 import logging
 
-from framework.errors import StoreError
+from framework.errors import StoreError, TopicAuthorizationFailed
 from framework.metadata.admin import Committed
 from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.delete_topics import (
@@ -13,6 +17,8 @@ from framework.protocol.messages.delete_topics import (
     DeleteTopicsResponse,
 )
 from framework.protocol.schema import ZERO_UUID
+from framework.security.authorizer import AclOperation, ResourceType
+from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors, when_committed
 
@@ -35,7 +41,10 @@ def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> object:
                 info = ctx.cluster.topic_by_id(tid)
                 if info is None:
                     raise StoreError(f"no topic has id {tid.hex()}", ErrorCode.UNKNOWN_TOPIC_ID)
+                if not authz.allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, info.name):
+                    raise TopicAuthorizationFailed("not authorized to Describe the topic of this id")
                 name = r.name = info.name
+            authz.check(ctx, AclOperation.DELETE, ResourceType.TOPIC, name)
             prop = ctx.admin.delete_topic(name)
             if prop.committed is not None:
                 pending.append((r, prop.committed))

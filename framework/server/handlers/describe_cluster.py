@@ -9,7 +9,7 @@ from framework.protocol.messages.describe_cluster import (
     DescribeClusterResponse,
 )
 from framework.server.context import RequestContext
-from framework.server.handlers.metadata import CLUSTER_OPERATIONS, NOT_REQUESTED
+from framework.server.handlers.metadata import NOT_REQUESTED, cluster_operations
 
 API_KEY = 60
 
@@ -33,7 +33,7 @@ def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterR
             DescribeClusterBroker(broker_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
             for n in cluster.nodes(ctx.listener)
         ],
-        cluster_authorized_operations=CLUSTER_OPERATIONS
+        cluster_authorized_operations=cluster_operations(ctx)
         if req.include_cluster_authorized_operations
         else NOT_REQUESTED,
     )

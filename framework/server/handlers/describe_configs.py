@@ -3,6 +3,9 @@
 Config sources follow Kafka's codes. A value inherited from the topic's stream is reported as
 DYNAMIC_DEFAULT_BROKER_CONFIG (3), with a synonym named ``stream:<stream>:<key>``; Kafka has no
 stream level, so this is the closest code a Kafka tool understands.
+
+With an authorizer: DescribeConfigs on the topic (else TOPIC_AUTHORIZATION_FAILED), on the
+cluster for broker configs (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from framework.protocol.messages.describe_configs import (
     DescribeConfigsResult,
     DescribeConfigsSynonym,
 )
+from framework.security.authorizer import AclOperation, ResourceType
+from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors
 
@@ -115,14 +120,17 @@ def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsR
         keys = list(res.configuration_keys) if res.configuration_keys is not None else None
         with answer_errors(r):
             if res.resource_type == TOPIC:
+                authz.check(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, res.resource_name)
                 r.configs = describe_topic(ctx, res.resource_name, keys, req.include_synonyms, docs)
             elif res.resource_type == BROKER:
+                authz.check_cluster(ctx, AclOperation.DESCRIBE_CONFIGS)
                 if res.resource_name not in ("", str(ctx.node_id)):
                     raise StoreError(
                         f"broker {res.resource_name} is not this broker", ErrorCode.INVALID_REQUEST
                     )
                 r.configs = describe_broker(ctx, keys, req.include_synonyms, docs)
             elif res.resource_type == BROKER_LOGGER:
+                authz.check_cluster(ctx, AclOperation.DESCRIBE_CONFIGS)
                 r.configs = []
             else:
                 raise StoreError(

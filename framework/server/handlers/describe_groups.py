@@ -1,4 +1,8 @@
-"""DescribeGroups (15): state, protocol and members (with assignments) of groups."""
+"""DescribeGroups (15): state, protocol and members (with assignments) of groups.
+
+With an authorizer each group needs Describe (else GROUP_AUTHORIZATION_FAILED); the authorized
+operations (v3+, when asked) are the principal's on the group.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,11 @@ from framework.protocol.messages.describe_groups import (
     DescribeGroupsRequest,
     DescribeGroupsResponse,
 )
+from framework.security.authorizer import AclOperation, ResourceType
+from framework.server import authz
 from framework.server.context import RequestContext
 
 API_KEY = 15
-GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))  # READ, DELETE, DESCRIBE
 NOT_REQUESTED = -2147483648
 
 
@@ -20,8 +25,23 @@ def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsRes
     coord = ctx.groups.coordinator
     out = []
     for gid in req.groups:
+        if not authz.allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, gid):
+            out.append(
+                DescribedGroup(
+                    error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                    group_id=gid,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                )
+            )
+            continue
         g = coord.groups.get(gid)
-        ops = GROUP_OPERATIONS if req.include_authorized_operations else NOT_REQUESTED
+        ops = (
+            authz.operations(ctx, ResourceType.GROUP, gid)
+            if req.include_authorized_operations
+            else NOT_REQUESTED
+        )
         code = ctx.groups.coordinator_error(gid)
         if code:
             out.append(

@@ -2,7 +2,8 @@
 any live replica of a partition whose in-sync replicas are all gone (Kafka's
 ``kafka-leader-election``, ``AdminClient.elect_leaders``).
 
-A null partition list means every partition. Elections are proposed to the metadata quorum
+With an authorizer it needs Alter on the cluster (else CLUSTER_AUTHORIZATION_FAILED). A null
+partition list means every partition. Elections are proposed to the metadata quorum
 and answered once applied, or REQUEST_TIMED_OUT after the request's timeout.
 """
 
@@ -18,6 +19,8 @@ from framework.protocol.messages.elect_leaders import (
     PartitionResult,
     ReplicaElectionResult,
 )
+from framework.security.authorizer import AclOperation
+from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import kafka_error, set_error
 
@@ -62,6 +65,7 @@ async def _elect(ctx: RequestContext, req: ElectLeadersRequest) -> ElectLeadersR
 
 
 def handle(ctx: RequestContext, req: ElectLeadersRequest) -> object:
+    authz.check_cluster(ctx, AclOperation.ALTER)
     return _elect(ctx, req)
 
 

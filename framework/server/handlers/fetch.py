@@ -4,7 +4,8 @@ The records of a partition are one ``pread`` of the segment file, passed to the 
 untouched. When fewer than ``min_bytes`` are available and ``max_wait_ms`` > 0 the request
 waits (without blocking its connection's peers) until an append wakes it or time runs out.
 Fetch sessions (KIP-227) are not kept: the broker answers session id 0 and clients send full
-requests, as Kafka allows.
+requests, as Kafka allows. With an authorizer a consumer needs Read on each topic, a follower
+(replica id set) ClusterAction on the cluster; else TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from framework.protocol.messages.fetch import (
     PartitionData,
 )
 from framework.replication.partition import Partition
-from framework.server import metrics
+from framework.security.authorizer import AclOperation, ResourceType
+from framework.server import authz, metrics
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors, resolve_replica
 
@@ -34,6 +36,9 @@ _Target = tuple[int, Any, Partition | None, int]  # (topic slot, FetchPartition,
 
 def _resolve(ctx: RequestContext, req: FetchRequest) -> tuple[list[FetchableTopicResponse], list[_Target]]:
     v = ctx.version
+    # a follower needs ClusterAction on the cluster, a consumer Read on each topic
+    replica = _replica_id(req, v) >= 0
+    replica_ok = not replica or authz.cluster_allowed(ctx, AclOperation.CLUSTER_ACTION)
     topics: list[FetchableTopicResponse] = []
     targets: list[_Target] = []
     for ft in req.topics:
@@ -46,6 +51,10 @@ def _resolve(ctx: RequestContext, req: FetchRequest) -> tuple[list[FetchableTopi
         for fp in ft.partitions:
             if name is None:
                 targets.append((slot, fp, None, ErrorCode.UNKNOWN_TOPIC_ID))
+            elif not replica_ok or (
+                not replica and not authz.allowed(ctx, AclOperation.READ, ResourceType.TOPIC, name)
+            ):
+                targets.append((slot, fp, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             else:
                 targets.append((slot, fp, *resolve_replica(ctx.partitions, name, fp.partition)))
     return topics, targets

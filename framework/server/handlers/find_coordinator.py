@@ -8,6 +8,8 @@ from framework.protocol.messages.find_coordinator import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
 )
+from framework.security.authorizer import AclOperation, ResourceType
+from framework.server import authz
 from framework.server.context import RequestContext
 
 API_KEY = 10
@@ -19,6 +21,17 @@ def _none(key: str, code: int, message: str) -> Coordinator:
 
 
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
+    # Describe on the group (or transactional id) first, as Kafka does
+    if key_type == GROUP and not authz.allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return _none(key, ErrorCode.GROUP_AUTHORIZATION_FAILED, "not authorized to Describe the group")
+    if key_type == TRANSACTION and not authz.allowed(
+        ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+    ):
+        return _none(
+            key,
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "not authorized to Describe the transactional id",
+        )
     if key_type != GROUP:
         return _none(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported by sftraffic")
     if not key:

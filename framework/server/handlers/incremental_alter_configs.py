@@ -58,7 +58,7 @@ def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> object:
         )
         out.append(r)
         with answer_errors(r):
-            check_alterable(res.resource_type)
+            check_alterable(ctx, res.resource_type, res.resource_name)
             t = ctx.cluster.topics.get(res.resource_name)
             if t is None:
                 raise UnknownTopicOrPartition(f"topic {res.resource_name!r} does not exist")

@@ -3,6 +3,10 @@
 As in Kafka, a producer without a transactional id always gets a fresh id, also when it asks
 to bump the epoch of its current one (KIP-360): its sequences restart at 0 under the new id.
 Transactional ids are refused: sftraffic has no transaction coordinator.
+
+With an authorizer, as Kafka: a transactional id needs Write on it (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer IdempotentWrite on the cluster or
+Write on some topic (KIP-679; else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from framework.protocol.messages.init_producer_id import (
     InitProducerIdRequest,
     InitProducerIdResponse,
 )
+from framework.security.authorizer import AclOperation, ResourceType
+from framework.server import authz
 from framework.server.context import RequestContext
 
 API_KEY = 22
@@ -21,6 +27,12 @@ log = logging.getLogger("sftraffic.server")
 
 
 def handle(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
+    if req.transactional_id is not None:
+        authz.check(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
+    elif not authz.cluster_allowed(ctx, AclOperation.IDEMPOTENT_WRITE) and not authz.by_resource_type(
+        ctx, AclOperation.WRITE, ResourceType.TOPIC
+    ):
+        authz.check_cluster(ctx, AclOperation.IDEMPOTENT_WRITE)
     if req.transactional_id:
         return InitProducerIdResponse(
             error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,

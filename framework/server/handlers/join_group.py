@@ -7,6 +7,8 @@ from framework.protocol.messages.join_group import (
     JoinGroupResponse,
     JoinGroupResponseMember,
 )
+from framework.security.authorizer import AclOperation, ResourceType
+from framework.server import authz
 from framework.server.context import RequestContext
 
 API_KEY = 11
@@ -44,6 +46,7 @@ async def _join(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse
 
 
 def handle(ctx: RequestContext, req: JoinGroupRequest) -> object:
+    authz.check(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id)
     ctx.groups.check_coordinator(req.group_id)
     return _join(ctx, req)
 

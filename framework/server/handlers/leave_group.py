@@ -7,12 +7,15 @@ from framework.protocol.messages.leave_group import (
     LeaveGroupResponse,
     MemberResponse,
 )
+from framework.security.authorizer import AclOperation, ResourceType
+from framework.server import authz
 from framework.server.context import RequestContext
 
 API_KEY = 13
 
 
 def handle(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
+    authz.check(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id)
     ctx.groups.check_coordinator(req.group_id)
     if ctx.version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in req.members]

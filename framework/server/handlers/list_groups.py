@@ -1,4 +1,8 @@
-"""ListGroups (16): groups known to this coordinator, filterable by state and type."""
+"""ListGroups (16): groups known to this coordinator, filterable by state and type.
+
+With an authorizer: every group to a principal with Describe on the cluster, otherwise only the
+groups it may Describe (the others are not disclosed), as Kafka does.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ from framework.protocol.messages.list_groups import (
     ListGroupsRequest,
     ListGroupsResponse,
 )
+from framework.security.authorizer import AclOperation, ResourceType
+from framework.server import authz
 from framework.server.context import RequestContext
 
 API_KEY = 16
@@ -16,8 +22,11 @@ API_KEY = 16
 def handle(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
     states = {s.lower() for s in req.states_filter}
     types = {t.lower() for t in req.types_filter}
+    every = authz.cluster_allowed(ctx, AclOperation.DESCRIBE)
     out = []
     for g in ctx.groups.coordinator.list_groups():
+        if not every and not authz.allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
+            continue
         if states and g.state.value.lower() not in states:
             continue
         if types and "classic" not in types:

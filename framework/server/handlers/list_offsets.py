@@ -11,6 +11,8 @@ from framework.protocol.messages.list_offsets import (
     ListOffsetsTopicResponse,
 )
 from framework.replication.partition import Partition
+from framework.security.authorizer import AclOperation, ResourceType
+from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors
 
@@ -42,11 +44,15 @@ def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
     topics = []
     for t in req.topics:
         out = []
+        described = authz.allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
         for p in t.partitions:
             r = ListOffsetsPartitionResponse(
                 partition_index=p.partition_index, timestamp=-1, offset=-1, leader_epoch=-1
             )
             out.append(r)
+            if not described:
+                r.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             with answer_errors(r):
                 part = ctx.partitions.leader(t.name, p.partition_index)
                 if v >= 4:

@@ -1,4 +1,11 @@
-"""Metadata (3): brokers, topics, partitions and leaders; auto-creates topics when allowed."""
+"""Metadata (3): brokers, topics, partitions and leaders; auto-creates topics when allowed.
+
+With an authorizer, as Kafka: a topic the principal may not Describe is left out of an
+all-topics answer and answered TOPIC_AUTHORIZATION_FAILED (without its id) when asked for by
+name, so its existence is not disclosed; an unknown topic is auto-created only with Create on
+the cluster or the topic (else TOPIC_AUTHORIZATION_FAILED). The authorized-operations fields
+are the principal's (the cluster's only with Describe on it, else 0).
+"""
 
 from __future__ import annotations
 
@@ -15,16 +22,23 @@ from framework.protocol.messages.metadata import (
     MetadataResponseTopic,
 )
 from framework.protocol.schema import ZERO_UUID
+from framework.security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
+from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors
 
 API_KEY = 3
 log = logging.getLogger("sftraffic.server")
 
-# READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (no ACLs yet)
-TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-CLUSTER_OPERATIONS = sum(1 << op for op in (4, 5, 7, 8, 9, 10, 11, 12))
 NOT_REQUESTED = -2147483648
+_DESCRIBE, _TOPIC = AclOperation.DESCRIBE, ResourceType.TOPIC
+
+
+def cluster_operations(ctx: RequestContext) -> int:
+    """The cluster's authorized operations: the principal's with Describe on it, else none."""
+    if not authz.cluster_allowed(ctx, AclOperation.DESCRIBE):
+        return 0
+    return authz.operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 def topic_metadata(ctx: RequestContext, t: TopicInfo, include_ops: bool) -> MetadataResponseTopic:
@@ -49,7 +63,7 @@ def topic_metadata(ctx: RequestContext, t: TopicInfo, include_ops: bool) -> Meta
         topic_id=t.id_bytes,
         is_internal=t.internal,
         partitions=out,
-        topic_authorized_operations=TOPIC_OPERATIONS if include_ops else NOT_REQUESTED,
+        topic_authorized_operations=authz.operations(ctx, _TOPIC, t.name) if include_ops else NOT_REQUESTED,
     )
 
 
@@ -72,9 +86,22 @@ def _requested(
                 topic_id=rt.topic_id,
                 topic_authorized_operations=NOT_REQUESTED,
             )
+        if not authz.allowed(ctx, _DESCRIBE, _TOPIC, t.name):  # the id is no secret, the name is
+            return MetadataResponseTopic(
+                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                name=None,
+                topic_id=rt.topic_id,
+                topic_authorized_operations=NOT_REQUESTED,
+            )
         return topic_metadata(ctx, t, include_ops)
+    if not authz.allowed(ctx, _DESCRIBE, _TOPIC, name):
+        return _missing(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     t = ctx.cluster.topics.get(name)
     if t is None and auto:
+        if not authz.cluster_allowed(ctx, AclOperation.CREATE) and not authz.allowed(
+            ctx, AclOperation.CREATE, _TOPIC, name
+        ):
+            return _missing(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         result = _missing(name, ErrorCode.NONE)
         with answer_errors(result):
             created = ctx.admin.create_topic(name)
@@ -94,7 +121,11 @@ def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     v = ctx.version
     include_ops = req.include_topic_authorized_operations
     if req.topics is None or (v == 0 and not req.topics):
-        topics = [topic_metadata(ctx, t, include_ops) for t in list(ctx.cluster.topics.values())]
+        topics = [
+            topic_metadata(ctx, t, include_ops)
+            for t in list(ctx.cluster.topics.values())
+            if authz.allowed(ctx, _DESCRIBE, _TOPIC, t.name)
+        ]
     else:
         auto = (v < 4 or req.allow_auto_topic_creation) and ctx.config["auto.create.topics.enable"]
         topics = [_requested(ctx, rt, auto, include_ops) for rt in req.topics]
@@ -107,7 +138,7 @@ def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
         controller_id=ctx.cluster.controller_id,
         topics=topics,
         cluster_authorized_operations=(
-            CLUSTER_OPERATIONS if req.include_cluster_authorized_operations else NOT_REQUESTED
+            cluster_operations(ctx) if req.include_cluster_authorized_operations else NOT_REQUESTED
         ),
     )
 

@@ -1,13 +1,20 @@
-"""OffsetCommit (8): store a group's consumed positions in __consumer_offsets."""
+"""OffsetCommit (8): store a group's consumed positions in __consumer_offsets.
+
+With an authorizer: Read on the group (else GROUP_AUTHORIZATION_FAILED for the whole request)
+and Read on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions, the others committed).
+"""
 
 from __future__ import annotations
 
+from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
 )
+from framework.security.authorizer import AclOperation, ResourceType
+from framework.server import authz
 from framework.server.context import RequestContext
 
 API_KEY = 8
@@ -15,6 +22,9 @@ API_KEY = 8
 
 async def _commit(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
     v = ctx.version
+    readable = {
+        t.name for t in req.topics if authz.allowed(ctx, AclOperation.READ, ResourceType.TOPIC, t.name)
+    }
     offsets = {
         (t.name, p.partition_index): (
             p.committed_offset,
@@ -22,15 +32,18 @@ async def _commit(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommit
             p.committed_metadata,
         )
         for t in req.topics
+        if t.name in readable
         for p in t.partitions
     }
-    res = await ctx.groups.coordinator.commit(
-        req.group_id,
-        req.generation_id_or_member_epoch,
-        req.member_id,
-        req.group_instance_id if v >= 7 else None,
-        offsets,
-    )
+    res: dict[tuple[str, int], int] = {}
+    if offsets or not req.topics:
+        res = await ctx.groups.coordinator.commit(
+            req.group_id,
+            req.generation_id_or_member_epoch,
+            req.member_id,
+            req.group_instance_id if v >= 7 else None,
+            offsets,
+        )
     return OffsetCommitResponse(
         topics=[
             OffsetCommitResponseTopic(
@@ -38,7 +51,7 @@ async def _commit(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommit
                 partitions=[
                     OffsetCommitResponsePartition(
                         partition_index=p.partition_index,
-                        error_code=res[(t.name, p.partition_index)],
+                        error_code=res.get((t.name, p.partition_index), ErrorCode.TOPIC_AUTHORIZATION_FAILED),
                     )
                     for p in t.partitions
                 ],
@@ -49,6 +62,7 @@ async def _commit(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommit
 
 
 def handle(ctx: RequestContext, req: OffsetCommitRequest) -> object:
+    authz.check(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id)
     ctx.groups.check_coordinator(req.group_id)
     return _commit(ctx, req)
 

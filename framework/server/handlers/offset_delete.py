@@ -9,13 +9,18 @@ from framework.protocol.messages.offset_delete import (
     OffsetDeleteResponsePartition,
     OffsetDeleteResponseTopic,
 )
+from framework.security.authorizer import AclOperation, ResourceType
+from framework.server import authz
 from framework.server.context import RequestContext
 
 API_KEY = 47
 
 
 async def _delete(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
-    tps = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    readable = {
+        t.name for t in req.topics if authz.allowed(ctx, AclOperation.READ, ResourceType.TOPIC, t.name)
+    }
+    tps = [(t.name, p.partition_index) for t in req.topics if t.name in readable for p in t.partitions]
     top, res = await ctx.groups.coordinator.delete_offsets(req.group_id, tps)
     if top:
         return OffsetDeleteResponse(error_code=top)
@@ -27,7 +32,7 @@ async def _delete(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDelete
                 partitions=[
                     OffsetDeleteResponsePartition(
                         partition_index=p.partition_index,
-                        error_code=res[(t.name, p.partition_index)],
+                        error_code=res.get((t.name, p.partition_index), ErrorCode.TOPIC_AUTHORIZATION_FAILED),
                     )
                     for p in t.partitions
                 ],
@@ -38,6 +43,7 @@ async def _delete(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDelete
 
 
 def handle(ctx: RequestContext, req: OffsetDeleteRequest) -> object:
+    authz.check(ctx, AclOperation.DELETE, ResourceType.GROUP, req.group_id)
     ctx.groups.check_coordinator(req.group_id)
     return _delete(ctx, req)
 

@@ -1,4 +1,9 @@
-"""OffsetFetch (9): a group's committed offsets (-1 where none), one group or many (v8+)."""
+"""OffsetFetch (9): a group's committed offsets (-1 where none), one group or many (v8+).
+
+With an authorizer: Describe on the group (else GROUP_AUTHORIZATION_FAILED); a topic the
+principal may not Describe answers TOPIC_AUTHORIZATION_FAILED when asked for, and is left out
+of an all-topics answer, as Kafka does.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,8 @@ from framework.protocol.messages.offset_fetch import (
     OffsetFetchResponseTopic,
     OffsetFetchResponseTopics,
 )
+from framework.security.authorizer import AclOperation, ResourceType
+from framework.server import authz
 from framework.server.context import RequestContext
 
 API_KEY = 9
@@ -22,14 +29,25 @@ API_KEY = 9
 
 def _lookup(
     ctx: RequestContext, group: str, wanted: list[tuple[str, list[int]]] | None
-) -> dict[str, list[tuple[int, CommittedOffset | None]]]:
+) -> dict[str, list[tuple[int, CommittedOffset | None, int]]]:
+    """topic → (partition, committed offset or None, error code) for what was asked."""
     coord = ctx.groups.coordinator
-    tps = None if wanted is None else [(t, p) for t, ps in wanted for p in ps]
+
+    def described(topic: str) -> bool:
+        return authz.allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
+
+    tps = None if wanted is None else [(t, p) for t, ps in wanted for p in ps if described(t)]
     found = coord.fetch_offsets(group, tps)
-    out: dict[str, list[tuple[int, CommittedOffset | None]]] = defaultdict(list)
-    order = [(t, p) for t, ps in wanted for p in ps] if wanted is not None else sorted(found)
-    for t, p in order:
-        out[t].append((p, found.get((t, p))))
+    out: dict[str, list[tuple[int, CommittedOffset | None, int]]] = defaultdict(list)
+    if wanted is None:
+        for t, p in sorted(found):
+            if described(t):
+                out[t].append((p, found[(t, p)], ErrorCode.NONE))
+        return out
+    for t, ps in wanted:
+        code = ErrorCode.NONE if described(t) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        for p in ps:
+            out[t].append((p, found.get((t, p)), code))
     return out
 
 
@@ -39,6 +57,8 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
         groups = []
         for g in req.groups:
             code = ctx.groups.coordinator_error(g.group_id)
+            if not authz.allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
+                code = ErrorCode.GROUP_AUTHORIZATION_FAILED
             if code:
                 groups.append(OffsetFetchResponseGroup(group_id=g.group_id, error_code=code, topics=[]))
                 continue
@@ -57,9 +77,9 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
                                     committed_offset=o.offset if o else -1,
                                     committed_leader_epoch=o.leader_epoch if o else -1,
                                     metadata=o.metadata if o else "",
-                                    error_code=ErrorCode.NONE,
+                                    error_code=code,
                                 )
-                                for p, o in parts
+                                for p, o, code in parts
                             ],
                         )
                         for t, parts in res.items()
@@ -67,6 +87,7 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
                 )
             )
         return OffsetFetchResponse(groups=groups)
+    authz.check(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, req.group_id)
     ctx.groups.check_coordinator(req.group_id)
     wanted = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
     res = _lookup(ctx, req.group_id, wanted)
@@ -81,9 +102,9 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
                         committed_offset=o.offset if o else -1,
                         committed_leader_epoch=o.leader_epoch if o else -1,
                         metadata=o.metadata if o else "",
-                        error_code=ErrorCode.NONE,
+                        error_code=code,
                     )
-                    for p, o in parts
+                    for p, o, code in parts
                 ],
             )
             for t, parts in res.items()

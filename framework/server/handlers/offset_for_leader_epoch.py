@@ -11,7 +11,7 @@ answered the same way, only by the leader, and after the fencing check of
 
 from __future__ import annotations
 
-from framework.errors import NotLeader, UnknownTopicOrPartition
+from framework.errors import NotLeader, TopicAuthorizationFailed, UnknownTopicOrPartition
 from framework.protocol.messages.offset_for_leader_epoch import (
     EpochEndOffset,
     OffsetForLeaderEpochRequest,
@@ -19,6 +19,8 @@ from framework.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderTopicResult,
 )
 from framework.replication.partition import Partition
+from framework.security.authorizer import AclOperation, ResourceType
+from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors
 
@@ -40,12 +42,20 @@ def end_offset(part: Partition, leader_epoch: int) -> tuple[int, int]:
 
 def handle(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
     topics = []
+    # a follower needs ClusterAction on the cluster, a consumer Describe on each topic
+    replica = ctx.version >= 3 and req.replica_id >= 0
+    replica_ok = not replica or authz.cluster_allowed(ctx, AclOperation.CLUSTER_ACTION)
     for t in req.topics:
         out = []
+        ok = replica_ok and (
+            replica or authz.allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic)
+        )
         for p in t.partitions:
             r = EpochEndOffset(partition=p.partition, leader_epoch=-1, end_offset=-1)
             out.append(r)
             with answer_errors(r):
+                if not ok:
+                    raise TopicAuthorizationFailed(f"not authorized to Describe topic {t.topic!r}")
                 part = ctx.partitions.replica(t.topic, p.partition)
                 if part.deleted:
                     raise UnknownTopicOrPartition(f"{t.topic}-{p.partition} was deleted")

@@ -3,7 +3,9 @@
 Hot path: each batch's header, CRC and records are checked by the leader's log (Kafka's
 LogValidator: records walked in place, or decompressed into a reused buffer, never turned into
 objects), then its base offset is patched in the request buffer and it is written as-is.
-acks=0 gets no response, as in Kafka.
+acks=0 gets no response, as in Kafka. With an authorizer each topic needs Write (else
+TOPIC_AUTHORIZATION_FAILED for its partitions, whether it exists or not), decided once per
+connection and topic (a dict hit afterwards).
 
 A refused batch is never stored. Records refused one by one (a key missing on a compacted
 topic, a timestamp out of range) are listed in the partition's ``record_errors`` (KIP-467, v8+)
@@ -31,7 +33,8 @@ from framework.protocol.messages.produce import (
     ProduceResponse,
     TopicProduceResponse,
 )
-from framework.server import metrics
+from framework.security.authorizer import AclOperation, ResourceType
+from framework.server import authz, metrics
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors, kafka_error, set_error
 
@@ -40,6 +43,7 @@ API_KEY = 0
 _BYTES_IN = metrics.BYTES_IN
 _MSGS_IN = metrics.MESSAGES_IN
 _child = metrics.child
+_WRITE, _TOPIC = AclOperation.WRITE, ResourceType.TOPIC
 
 log = logging.getLogger("sftraffic.produce")
 
@@ -114,6 +118,10 @@ def handle(
     acks = req.acks
     if acks not in (0, 1, -1):
         raise StoreError(f"acks must be 0, 1 or -1 (all), not {acks}", ErrorCode.INVALID_REQUIRED_ACKS)
+    if req.transactional_id is not None:
+        authz.check(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
+    az = ctx.services.authz
+    decisions = az.session(ctx.peer, ctx.principal) if az is not None else None
     now = int(time.time() * 1000)
     responses = []
     waits: list[tuple[PartitionProduceResponse, asyncio.Future[None]]] = []
@@ -122,6 +130,16 @@ def handle(
         out = []
         nbytes = 0
         nmsgs = 0
+        if decisions is not None and not decisions.allowed(_WRITE, _TOPIC, name):
+            # Write on the topic, checked before its existence (which is not disclosed)
+            out = [
+                PartitionProduceResponse(
+                    index=pd.index, base_offset=-1, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                )
+                for pd in td.partition_data
+            ]
+            responses.append(TopicProduceResponse(name=name, partition_responses=out))
+            continue
         for pd in td.partition_data:
             r = PartitionProduceResponse(index=pd.index, base_offset=-1)
             out.append(r)

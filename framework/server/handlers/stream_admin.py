@@ -1,11 +1,18 @@
-"""StreamAdmin (10000, sftraffic extension): create, describe, alter and delete streams."""
+"""StreamAdmin (10000, sftraffic extension): create, describe, alter and delete streams.
+
+With an authorizer: describing a stream needs Describe on its topics' name space (the topic
+resource ``<stream>.``, which any stream permission gives) or on the cluster; creating one needs
+Create on the cluster; altering or deleting one, its admin (``adminperm``: Alter on the LITERAL
+topic pattern ``<stream>.``, or Alter on the cluster). Otherwise TOPIC_AUTHORIZATION_FAILED
+(CLUSTER_AUTHORIZATION_FAILED for a creation); a listing leaves such streams out.
+"""
 
 from __future__ import annotations
 
 import logging
 
 from framework import config as cfg
-from framework.errors import StoreError
+from framework.errors import StoreError, TopicAuthorizationFailed
 from framework.metadata.admin import Committed
 from framework.metadata.store import StreamInfo
 from framework.protocol.errors import ErrorCode
@@ -22,6 +29,8 @@ from framework.protocol.messages.stream_admin import (
     StreamConfigEntry,
     StreamResult,
 )
+from framework.security.authorizer import AclOperation, ResourceType
+from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors, when_committed
 
@@ -56,11 +65,25 @@ def describe(ctx: RequestContext, s: StreamInfo) -> StreamResult:
     )
 
 
+def _may_describe(ctx: RequestContext, name: str) -> bool:
+    return authz.cluster_allowed(ctx, AclOperation.DESCRIBE) or authz.allowed(
+        ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, f"{name}."
+    )
+
+
 def _describe_all(ctx: RequestContext, names: list[str]) -> StreamAdminResponse:
     out = []
-    for n in names or sorted(ctx.cluster.streams):
+    for n in names or [s for s in sorted(ctx.cluster.streams) if _may_describe(ctx, s)]:
         s = ctx.cluster.streams.get(n)
-        if s is None:
+        if names and not _may_describe(ctx, n):
+            out.append(
+                StreamResult(
+                    name=n,
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    error_message=f"not authorized to Describe stream {n!r}",
+                )
+            )
+        elif s is None:
             out.append(
                 StreamResult(
                     name=n,
@@ -76,6 +99,10 @@ def _describe_all(ctx: RequestContext, names: list[str]) -> StreamAdminResponse:
 def _change(ctx: RequestContext, req: StreamAdminRequest, name: str) -> tuple[StreamResult, Committed | None]:
     set_ = {c.name: c.value for c in req.configs if c.value is not None}
     delete = [c.name for c in req.configs if c.value is None]
+    if req.operation == CREATE:
+        authz.check_cluster(ctx, AclOperation.CREATE)
+    elif req.operation in (ALTER, DELETE) and not authz.stream_admin(ctx, name):
+        raise TopicAuthorizationFailed(f"not authorized to change stream {name!r}: not its admin")
     if req.operation == CREATE:
         prop = ctx.admin.create_stream(name, set_, validate_only=req.validate_only)
         if not req.validate_only:

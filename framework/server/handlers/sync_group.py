@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from framework.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from framework.security.authorizer import AclOperation, ResourceType
+from framework.server import authz
 from framework.server.context import RequestContext
 
 API_KEY = 14
@@ -28,6 +30,7 @@ async def _sync(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse
 
 
 def handle(ctx: RequestContext, req: SyncGroupRequest) -> object:
+    authz.check(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id)
     ctx.groups.check_coordinator(req.group_id)
     return _sync(ctx, req)
 

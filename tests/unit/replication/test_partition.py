@@ -439,7 +439,7 @@ def _fetch_as_follower(p: Partition, replica_id: int, offset: int) -> PartitionD
     ctx: Any = SimpleNamespace(
         version=12,
         partitions=SimpleNamespace(replica=lambda topic, index: p),
-        services=SimpleNamespace(stopping=asyncio.Event()),
+        services=SimpleNamespace(stopping=asyncio.Event(), authz=None),
     )
     fp = FetchPartition(
         partition=0, current_leader_epoch=p.leader_epoch, fetch_offset=offset, partition_max_bytes=1 << 20

@@ -43,7 +43,7 @@ def broker(*parts: Partition, node_id: int = NODE) -> Any:
     """What the handler sees: the replica manager's look-ups over these partitions, and the node id."""
     replicas = SimpleNamespace(node_id=node_id, partitions={"events": list(parts)})
     replicas.replica = ReplicaManager.replica.__get__(replicas)
-    return SimpleNamespace(partitions=replicas, cluster=SimpleNamespace(node_id=node_id))
+    return SimpleNamespace(partitions=replicas, cluster=SimpleNamespace(node_id=node_id), authz=None)
 
 
 def partition(log: Log, *, leader: int = NODE, epoch: int = 0, index: int = 0) -> Partition:
