@@ -15,6 +15,21 @@ log keeps these invariants:
   first batch of its epoch, and no entry starting past the log end or (after deletions)
   before the log start. Entries are assigned before the data they describe is written.
 
+Transactions (KIP-98): transactional data batches open a transaction per producer (see
+producer_state.py) and :meth:`append_txn_marker` writes the COMMIT/ABORT control batch that
+ends it. The log keeps two more invariants:
+
+* ``last_stable_offset = min(first offset of the open transactions, high watermark)``: a
+  read_committed consumer reads below it only;
+* every ABORT marker in a segment has its entry in that segment's ``.txnindex`` (see
+  txn_index.py) once the log is open: on load an index that is missing or damaged, or whose
+  segment was recovered, is rebuilt by replaying the producer state over the log (from the log
+  start when the snapshot lies past it); entries lost by a crash after the snapshot are
+  re-added by the usual replay. :meth:`collect_aborted` answers Fetch at read_committed.
+
+Limit: with no producer snapshot at all, the replay covers only the last two segments, so a
+transaction opened before them is not known as open (its records count as stable).
+
 The log knows nothing of sockets, requests or replicas; the partition layer decides the high
 watermark. Not thread-safe: used from the broker's event loop.
 """
@@ -42,11 +57,13 @@ from framework.errors import (
     StoreError,
 )
 from framework.protocol import records as rb
+from framework.protocol.control import EndTxnMarker, InvalidControlRecord, build_marker_batch, read_marker
 from framework.protocol.errors import ErrorCode
 from framework.storage.leader_epoch import LeaderEpochCache
 from framework.storage.log_config import LogConfig
-from framework.storage.producer_state import Duplicate, ProducerStateManager
+from framework.storage.producer_state import CompletedTxn, Duplicate, ProducerStateManager
 from framework.storage.segment import LogSegment
+from framework.storage.txn_index import AbortedTxn
 
 log = logging.getLogger("sftraffic.storage")
 
@@ -84,6 +101,7 @@ class LoadReport:
     recovered_segments: int
     truncated_bytes: int
     rebuilt_indexes: int
+    rebuilt_txn_indexes: int = 0
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -143,6 +161,7 @@ class Log:
             i = max(bisect_right(bases, recovery_point) - 1, 0)
             recover_from = bases[i]
         truncated_at: int | None = None
+        txn_rebuild: list[LogSegment] = []
         for base in bases:
             seg = LogSegment.open(directory, base, interval)
             if truncated_at is not None:
@@ -167,6 +186,8 @@ class Log:
                     )
                     report.truncated_bytes += cut
                     truncated_at = base
+            if not seg.load_txn_index() or needs_recovery:
+                txn_rebuild.append(seg)
             self.segments.append(seg)
         # an empty non-first segment is fine; no segments at all: create one
         if not self.segments:
@@ -181,8 +202,23 @@ class Log:
         for seg in self.segments:
             seg.created_ms = seg.rolling_base_ms()
         self._load_leader_epochs(recover_from if report.recovered_segments else None)
-        self._load_producer_state()
+        rebuild_from = self._prepare_txn_rebuild([s for s in txn_rebuild if s in self.segments])
+        report.rebuilt_txn_indexes = len(txn_rebuild)
+        self._load_producer_state(rebuild_from)
         return self, report
+
+    def _prepare_txn_rebuild(self, segments: list[LogSegment]) -> int | None:
+        """Empty the transaction indexes to rebuild; the base of the first segment whose
+        rebuild needs a replay (one holding a control batch), or None."""
+        first: int | None = None
+        for seg in segments:
+            seg.txn_index.entries = []
+            seg.txn_index.rewrite()
+            if first is None and any(h.is_control for h in seg.iter_headers(seg.base_offset)):
+                first = seg.base_offset
+        if first is not None:
+            log.warning("%s: rebuilding aborted-transaction indexes from offset %d", self.name, first)
+        return first
 
     def _load_leader_epochs(self, recovered_from: int | None) -> None:
         """Load the epoch cache; rebuild it from the batch headers when missing or damaged.
@@ -233,15 +269,24 @@ class Log:
                     latest = h.partition_leader_epoch
                     yield latest, h.base_offset
 
-    def _load_producer_state(self) -> None:
+    def _load_producer_state(self, txn_rebuild_from: int | None = None) -> None:
         ps = self.producer_state
         leo = self.log_end_offset
         start = ps.load_latest(leo)
         if start < 0 and len(self.segments) > 2:
             start = self.segments[-2].base_offset  # no snapshot: recent producers only
+        if txn_rebuild_from is not None and start > txn_rebuild_from:
+            ps.producers = {}  # the indexes need the transactions' state from further back
+            ps.ongoing = {}
+            start = self.log_start_offset
         start = max(start, self.log_start_offset)
         if start < leo:
-            n = ps.replay(self.iter_headers(start), int(time.time() * 1000))
+            n = ps.replay(
+                self.iter_headers(start),
+                int(time.time() * 1000),
+                self._stored_marker,
+                self._index_completed,
+            )
             if n:
                 log.info(
                     "%s: rebuilt producer state from %d batch(es) after offset %d",
@@ -249,6 +294,30 @@ class Log:
                     n,
                     start,
                 )
+
+    def _stored_marker(self, h: rb.BatchHeader) -> EndTxnMarker | None:
+        """The transaction marker of the stored control batch ``h`` (None if unreadable)."""
+        seg = self.segments[self._segment_for(h.base_offset)]
+        raw = seg.read_at(seg.position_of(h.base_offset), h.size)
+        try:
+            return read_marker(raw)
+        except (InvalidControlRecord, rb.InvalidBatch) as exc:
+            log.error("%s: control batch at offset %d is unreadable: %s", self.name, h.base_offset, exc)
+            return None
+
+    def _index_completed(self, done: CompletedTxn) -> None:
+        """Record an aborted transaction in the index of the segment holding its marker."""
+        if not done.aborted:
+            return
+        seg = self.segments[self._segment_for(done.last_offset)]
+        seg.txn_index.append(
+            AbortedTxn(
+                done.producer_id,
+                done.first_offset,
+                done.last_offset,
+                self.producer_state.last_stable_offset(done),
+            )
+        )
 
     def iter_headers(self, start_offset: int) -> Iterator[rb.BatchHeader]:
         for seg in self.segments:
@@ -330,7 +399,9 @@ class Log:
             pos += h.size
         return out
 
-    def validate(self, payload: memoryview, now_ms: int) -> list[rb.BatchHeader]:
+    def validate(
+        self, payload: memoryview, now_ms: int, *, transactional: bool = False
+    ) -> list[rb.BatchHeader]:
         """Check a producer's record set without side effects; raise a StoreError if bad.
 
         Kafka's ``LogValidator`` for client appends: every batch's framing, CRC and header
@@ -339,7 +410,8 @@ class Log:
         (:func:`records.check_records`: count, offset deltas 0..n-1, lengths and varints, each
         timestamp within ``message.timestamp.before/after.max.ms`` and the batch's max
         timestamp, a key on every record of a compacted topic). Nothing is written unless
-        every batch passes.
+        every batch passes. Transactional batches are refused unless ``transactional`` (the
+        caller vouches for the transaction; they need a producer id).
         """
         batches = self._check_batches(payload)
         cfg = self.config
@@ -355,11 +427,13 @@ class Log:
                 )
             if h.is_control:
                 raise InvalidRequest(f"{self.name}: producers may not write control batches")
-            if h.is_transactional:
+            if h.is_transactional and not transactional:
                 raise StoreError(
                     f"{self.name}: transactions are not supported",
                     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 )
+            if h.is_transactional and h.producer_id < 0:
+                raise InvalidRecord(f"{self.name}{where}: transactional batch without a producer id")
             if h.producer_id >= 0 and h.base_sequence < 0:
                 raise InvalidRecord(
                     f"{self.name}{where}: invalid sequence number {h.base_sequence} in a batch "
@@ -452,14 +526,17 @@ class Log:
             self.flush()
         return AppendInfo(patched[0].base_offset, last, append_time, records, len(payload), patched)
 
-    def append_as_leader(self, payload: memoryview, now_ms: int) -> AppendInfo:
+    def append_as_leader(
+        self, payload: memoryview, now_ms: int, *, transactional: bool = False
+    ) -> AppendInfo:
         """Validate a producer's batches, check producer ids/sequences, append, record.
 
         Check, then apply: nothing is written (and no producer state changes) unless every
         batch passes. A retried batch already in the log is answered with its original
-        offsets and not written again.
+        offsets and not written again. ``transactional`` admits transactional batches (the
+        transaction coordinator has the partition in the producer's transaction).
         """
-        batches = self.validate(payload, now_ms)
+        batches = self.validate(payload, now_ms, transactional=transactional)
         pending = None
         if batches[0].producer_id >= 0 or len(batches) > 1:
             checked = self.producer_state.check(batches)
@@ -539,8 +616,59 @@ class Log:
         if start_inside:
             self.log_start_offset = self.high_watermark = leo
             self.epochs.truncate_from_start(leo)
-        self.producer_state.replay(info.batches, now_ms)
+        markers: dict[int, EndTxnMarker | None] = {}
+        if any(h.is_control for h in info.batches):
+            for bpos, h in rb.iter_batches(view):
+                if h.is_control:
+                    try:
+                        markers[h.base_offset] = read_marker(view[bpos : bpos + h.size])
+                    except (InvalidControlRecord, rb.InvalidBatch) as exc:
+                        log.error("%s: replicated control batch at %d: %s", self.name, h.base_offset, exc)
+                        markers[h.base_offset] = None
+        self.producer_state.replay(
+            info.batches, now_ms, lambda h: markers.get(h.base_offset), self._index_completed
+        )
         return info
+
+    def append_txn_marker(self, marker: EndTxnMarker, now_ms: int) -> tuple[AppendInfo, CompletedTxn]:
+        """Write a COMMIT/ABORT marker ending ``marker.producer_id``'s transaction (leader).
+
+        Check, then apply (Kafka's ``appendAsLeader`` from the coordinator): a stale producer
+        epoch raises INVALID_PRODUCER_EPOCH, a stale coordinator epoch
+        TRANSACTION_COORDINATOR_FENCED, and nothing is written. Then the control batch is
+        appended, the transaction closed in the producer state and, for an ABORT, the
+        transaction recorded in the ``.txnindex`` of the segment holding the marker.
+        """
+        self.producer_state.check_marker(marker)
+        batch = bytearray(build_marker_batch(marker, timestamp_ms=now_ms, leader_epoch=self.leader_epoch))
+        view = memoryview(batch)
+        info = self.append(view, rb.validate_batches(view), now_ms)
+        done = self.producer_state.complete_txn(marker, info.first_offset, now_ms)
+        self._index_completed(done)
+        return info, done
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open transaction, or None."""
+        return self.producer_state.first_unstable_offset()
+
+    @property
+    def last_stable_offset(self) -> int:
+        """min(first offset of the open transactions, high watermark): read_committed's end."""
+        fuo = self.producer_state.first_unstable_offset()
+        return self.high_watermark if fuo is None else min(fuo, self.high_watermark)
+
+    def collect_aborted(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[fetch_offset, upper_bound)`` (Kafka's
+        ``collectAbortedTransactions``): the indexes of the segment holding ``fetch_offset``
+        and the following ones, until an entry's last stable offset reaches ``upper_bound``."""
+        out: list[AbortedTxn] = []
+        for seg in self.segments[self._segment_for(fetch_offset) :]:
+            found, done = seg.txn_index.collect(fetch_offset, upper_bound)
+            out += found
+            if done:
+                break
+        return out
 
     def become_leader(self, epoch: int) -> None:
         """This replica leads from now on in ``epoch``: stamp it on appends, record its start.
@@ -621,6 +749,10 @@ class Log:
         else:
             seg.truncate_to(offset)
         self.producer_state.truncate_to(offset)
+        if self.producer_state.snapshot_files():
+            # a truncated marker reopens its transaction: rebuild from a snapshot (Kafka's
+            # rebuildProducerState on truncation)
+            self._load_producer_state()
         self.epochs.truncate_from_end(self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)

@@ -5,6 +5,8 @@ Files, named by the segment's base offset as 20 zero-padded digits (Kafka's layo
     00000000000000000000.log        record batches (Kafka v2 format), exactly as served
     00000000000000000000.index      sparse offset index (see offset_index.py)
     00000000000000000000.timeindex  sparse time index (see time_index.py)
+    00000000000000000000.txnindex   aborted transactions whose ABORT marker is in this
+                                    segment (see txn_index.py); created empty with the segment
 
 The ``.log`` file is a concatenation of whole record batches whose base offsets strictly
 increase, all >= the segment's base offset. Its size is only ever changed by appending whole
@@ -29,6 +31,7 @@ from framework.errors import CorruptStoredBatch, KafkaStorageError
 from framework.protocol import records as rb
 from framework.storage.offset_index import CorruptIndex, OffsetIndex, _fsync_path
 from framework.storage.time_index import TimeIndex
+from framework.storage.txn_index import TransactionIndex
 
 log = logging.getLogger("sftraffic.storage")
 
@@ -79,6 +82,7 @@ class LogSegment:
         "path",
         "size",
         "time_index",
+        "txn_index",
     )
 
     def __init__(self, directory: Path, base_offset: int, index_interval: int = 4096) -> None:
@@ -87,6 +91,7 @@ class LogSegment:
         self.path = directory / segment_name(base_offset, ".log")
         self.index = OffsetIndex(directory / segment_name(base_offset, ".index"), base_offset)
         self.time_index = TimeIndex(directory / segment_name(base_offset, ".timeindex"), base_offset)
+        self.txn_index = TransactionIndex(directory / segment_name(base_offset, ".txnindex"), base_offset)
         self.index_interval = index_interval
         self.size = 0
         self.next_offset = base_offset
@@ -105,6 +110,7 @@ class LogSegment:
         try:
             seg.index.flush()
             seg.time_index.flush()
+            seg.txn_index.rewrite()
         except OSError:
             seg.delete()  # no half-created segment left to block the next attempt (O_EXCL)
             raise
@@ -156,6 +162,16 @@ class LogSegment:
         if self.time_index.max_timestamp > self.max_timestamp:
             self.max_timestamp = self.time_index.max_timestamp
             self.offset_of_max_timestamp = self.time_index.offsets[-1]
+        return True
+
+    def load_txn_index(self) -> bool:
+        """Load the aborted-transactions index; False when it must be rebuilt by the log
+        (missing, or an entry outside this segment's offsets or out of order)."""
+        try:
+            self.txn_index.load(self.next_offset)
+        except CorruptIndex:
+            self.txn_index.entries = []
+            return False
         return True
 
     def recover(self) -> int:
@@ -277,12 +293,14 @@ class LogSegment:
         self.size = pos
         # rebuild in-memory state for what is left
         self.recover()
+        self.txn_index.truncate_to(offset)
         return removed
 
     def flush(self) -> None:
         os.fsync(self._fd)
         self.index.flush(fsync=True)
         self.time_index.flush(fsync=True)
+        self.txn_index.flush()
 
     def rolling_base_ms(self) -> int:
         """When this segment's age for ``segment.ms`` starts: its first batch's max timestamp
@@ -304,12 +322,12 @@ class LogSegment:
         The file descriptor is duplicated, so retention closing the segment meanwhile is safe.
         """
         fd = os.dup(self._fd)
-        index_path, time_path = self.index.path, self.time_index.path
+        index_path, time_path, txn_path = self.index.path, self.time_index.path, self.txn_index.path
 
         def work() -> None:
             try:
                 os.fsync(fd)
-                for p in (index_path, time_path):
+                for p in (index_path, time_path, txn_path):
                     try:
                         _fsync_path(p)
                     except FileNotFoundError:
@@ -343,7 +361,7 @@ class LogSegment:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
-        for p in (self.path, self.index.path, self.time_index.path):
+        for p in (self.path, self.index.path, self.time_index.path, self.txn_index.path):
             try:
                 p.unlink()
             except FileNotFoundError:
@@ -409,6 +427,11 @@ class LogSegment:
 
     def iter_headers(self, start_offset: int) -> Iterator[rb.BatchHeader]:
         """Headers of the batches holding offsets >= ``start_offset``, in order."""
+        for _, h in self.iter_positions(start_offset):
+            yield h
+
+    def iter_positions(self, start_offset: int) -> Iterator[tuple[int, rb.BatchHeader]]:
+        """(byte position, header) of the batches holding offsets >= ``start_offset``."""
         pos = self.position_of(start_offset) if start_offset > self.base_offset else 0
         size = self.size
         while pos < size:
@@ -416,14 +439,14 @@ class LogSegment:
             wpos = 0
             while len(window) - wpos >= rb.HEADER_SIZE:
                 h = rb.read_header(window, wpos)
-                yield h
+                yield pos + wpos, h
                 wpos += h.size
             if wpos == 0:
                 hdr = os.pread(self._fd, rb.HEADER_SIZE, pos)
                 if len(hdr) < rb.HEADER_SIZE:
                     return
                 h = rb.read_header(hdr)
-                yield h
+                yield pos, h
                 wpos = h.size
             pos += wpos
 

@@ -7,11 +7,13 @@ import os
 import struct
 from pathlib import Path
 
+import crc32c
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from framework.protocol import records as rb
+from framework.protocol.control import EndTxnMarker
 from framework.protocol.errors import ErrorCode
 from framework.storage.log import Log
 from framework.storage.producer_state import (
@@ -203,6 +205,54 @@ def test_snapshot_round_trip(w: Writer, tmp_path: Path) -> None:
     fresh = ProducerStateManager(tmp_path)
     assert fresh.load_latest(6) == 6
     assert fresh.producers == w.ps.producers
+
+
+def test_snapshot_v2_keeps_open_transactions_and_coordinator_epochs(w: Writer, tmp_path: Path) -> None:
+    txn = rb.build_batch(
+        [(b"k", b"v")] * 2,
+        timestamp_ms=NOW,
+        producer_id=5,
+        producer_epoch=1,
+        base_sequence=0,
+        transactional=True,
+    )
+    hs = [rb.read_header(txn)._replace(base_offset=3)]
+    pending = w.ps.check(hs)
+    assert isinstance(pending, Pending)
+    w.ps.apply(pending, hs, NOW)
+    w.ps.complete_txn(EndTxnMarker(6, 0, False, 9), 7, NOW)  # another producer's marker
+    assert w.ps.ongoing == {5: 3} and w.ps.first_unstable_offset() == 3
+    path = w.ps.take_snapshot(8)
+    assert path is not None and struct.unpack_from(">h", path.read_bytes())[0] == 2
+    fresh = ProducerStateManager(tmp_path)
+    assert fresh.load_latest(8) == 8
+    assert fresh.producers == w.ps.producers
+    assert fresh.ongoing == {5: 3}
+    assert fresh.producers[6].coordinator_epoch == 9
+
+
+def test_a_version_1_snapshot_still_loads(tmp_path: Path) -> None:
+    """The format before transactions: no coordinator epoch, no open transaction."""
+    body = struct.pack(">i", 1) + struct.pack(">qhqb", 77, 3, NOW, 1) + struct.pack(">iiqq", 0, 4, 10, 14)
+    (tmp_path / f"{15:020d}.snapshot").write_bytes(struct.pack(">hI", 1, crc32c.crc32c(body)) + body)
+    ps = ProducerStateManager(tmp_path)
+    assert ps.load_latest(20) == 15
+    e = ps.producers[77]
+    assert (e.epoch, e.last_seq, e.coordinator_epoch, e.current_txn_first_offset) == (3, 4, -1, -1)
+    assert ps.ongoing == {} and ps.first_unstable_offset() is None
+
+
+def test_a_producer_with_an_open_transaction_does_not_expire(w: Writer) -> None:
+    txn = rb.build_batch(
+        [(b"k", b"v")], timestamp_ms=NOW, producer_id=5, producer_epoch=0, base_sequence=0, transactional=True
+    )
+    hs = [rb.read_header(txn)]
+    pending = w.ps.check(hs)
+    assert isinstance(pending, Pending)
+    w.ps.apply(pending, hs, NOW)
+    w.write((1, 0, 0, 1))
+    assert w.ps.remove_expired(NOW + 10_000, 1000) == [1]
+    assert 5 in w.ps.producers
 
 
 def test_snapshot_is_skipped_when_nothing_changed(w: Writer) -> None:

@@ -73,6 +73,7 @@ def test_create_makes_log_and_index_files_named_by_base_offset(tmp_path: Path) -
         "00000000000000000042.index",
         "00000000000000000042.log",
         "00000000000000000042.timeindex",
+        "00000000000000000042.txnindex",
     ]
     assert segment_name(42, ".log") == "00000000000000000042.log"
     assert (seg.size, seg.next_offset, seg.max_timestamp) == (0, 42, -1)
