@@ -15,9 +15,12 @@ A cleaning pass over one log:
    is re-encoded with the survivors (offsets as gaps) keeping its base offset, last offset
    delta, producer id/epoch/base sequence and timestamp type (Kafka's
    ``buildRetainedRecordsInto``): it then holds fewer records than offsets, which replicas
-   accept (``Log.append_as_follower``); an emptied batch disappears. Control and
-   transactional batches are not produced here (no transactions), so nothing else needs
-   keeping.
+   accept (``Log.append_as_follower``); an emptied batch disappears.
+   Transactions (Kafka's ``LogCleaner``): the dirty section also stops before the first
+   unstable offset (an open transaction may still abort); batches of aborted transactions
+   (known from the ``.txnindex`` files, collected in *plan*) neither enter the offset map nor
+   survive; control batches never enter the map and are kept, except a COMMIT/ABORT marker
+   older than ``delete.retention.ms`` whose transaction has no record left in this pass.
 4. *Swap* (on the broker's event loop): the new file ``<base>.log.cleaned`` is fsynced, the
    segment's indexes are removed, the file renamed over ``<base>.log`` and the indexes rebuilt.
    A crash before the rename leaves the original (the stray ``.cleaned`` is deleted on load);
@@ -38,10 +41,11 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from framework.protocol import records as rb
+from framework.protocol.control import InvalidControlRecord, read_marker
 from framework.storage.log import Log
 from framework.storage.log_manager import read_checkpoint, write_checkpoint
 from framework.storage.segment import LogSegment
@@ -50,10 +54,26 @@ log = logging.getLogger("sftraffic.cleaner")
 
 
 @dataclass(slots=True)
+class TxnFilter:
+    """The transactions of one cleaning pass: aborted ranges per producer (from the logs'
+    ``.txnindex``, read on the event loop) and, per producer, whether its current
+    transaction kept a record so far (filled while filtering, segment after segment)."""
+
+    aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    retained: dict[int, bool] = field(default_factory=dict)
+
+    def is_aborted(self, h: rb.BatchHeader) -> bool:
+        if not h.is_transactional or h.is_control:
+            return False
+        return any(f <= h.base_offset <= last for f, last in self.aborted.get(h.producer_id, ()))
+
+
+@dataclass(slots=True)
 class CleanPlan:
     first_dirty: int
     dirty_end: int  # exclusive: base offset of the first segment not cleaned
     segments: list[LogSegment]
+    txns: TxnFilter = field(default_factory=TxnFilter)
 
 
 @dataclass(slots=True)
@@ -71,7 +91,10 @@ def plan(lg: Log, first_dirty: int, now_ms: int, force: bool = False) -> CleanPl
     if not cfg.compact:
         return None
     candidates: list[LogSegment] = []
+    unstable = lg.first_unstable_offset
     for seg in lg.segments[:-1]:
+        if unstable is not None and seg.next_offset > unstable:
+            break
         if (
             cfg.min_compaction_lag_ms > 0
             and seg.max_timestamp >= 0
@@ -95,7 +118,10 @@ def plan(lg: Log, first_dirty: int, now_ms: int, force: bool = False) -> CleanPl
     )
     if not force and not overdue and (total == 0 or dirty / total < cfg.min_cleanable_dirty_ratio):
         return None
-    return CleanPlan(first_dirty, dirty_end, candidates)
+    txns = TxnFilter()
+    for t in lg.collect_aborted(lg.log_start_offset, dirty_end):
+        txns.aborted.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
+    return CleanPlan(first_dirty, dirty_end, candidates, txns)
 
 
 def _batches(seg: LogSegment) -> list[tuple[bytes, rb.BatchHeader]]:
@@ -119,7 +145,7 @@ def build_offset_map(p: CleanPlan, aborted: Callable[[], bool] = _never) -> dict
         for raw, h in _batches(seg):
             if aborted():
                 raise CleaningAborted
-            if h.next_offset <= p.first_dirty:
+            if h.next_offset <= p.first_dirty or h.is_control or p.txns.is_aborted(h):
                 continue
             try:
                 _, recs = rb.decode_batch(raw)
@@ -145,12 +171,28 @@ def filter_segment(
     out_path: Path,
     stats: CleanStats,
     aborted: Callable[[], bool] = _never,
+    txns: TxnFilter | None = None,
 ) -> None:
-    """Write the surviving batches of ``seg`` to ``out_path`` (read-only on ``seg``)."""
+    """Write the surviving batches of ``seg`` to ``out_path`` (read-only on ``seg``).
+
+    ``txns`` (the plan's) must be shared by the segments of one pass, filtered in order.
+    """
+    txns = txns if txns is not None else TxnFilter()
     out = bytearray()
     for raw, h in _batches(seg):
         if aborted():
             raise CleaningAborted
+        if h.is_control:
+            if _marker_removable(raw, h, txns, now_ms, delete_retention_ms):
+                stats.records_before += h.records_count
+                continue
+            stats.records_before += h.records_count
+            stats.records_after += h.records_count
+            out += raw
+            continue
+        if txns.is_aborted(h):
+            stats.records_before += h.records_count
+            continue
         try:
             _, recs = rb.decode_batch(raw)
         except rb.InvalidBatch:
@@ -169,6 +211,8 @@ def filter_segment(
             keep.append(r)
         stats.records_before += len(recs)
         stats.records_after += len(keep)
+        if keep and h.is_transactional:
+            txns.retained[h.producer_id] = True
         if len(keep) == len(recs):
             out += raw
         elif keep:
@@ -180,6 +224,22 @@ def filter_segment(
     stats.bytes_before += seg.size
     stats.bytes_after += len(out)
     stats.segments += 1
+
+
+def _marker_removable(
+    raw: bytes, h: rb.BatchHeader, txns: TxnFilter, now_ms: int, delete_retention_ms: int
+) -> bool:
+    """Whether the control batch ``h`` goes: a transaction marker past ``delete.retention.ms``
+    whose transaction kept no record in this pass (Kafka's rule). Ends the transaction's
+    tracking either way; any other control batch stays."""
+    try:
+        marker = read_marker(raw)
+    except (InvalidControlRecord, rb.InvalidBatch):
+        return False
+    if marker is None:
+        return False
+    had_data = txns.retained.pop(h.producer_id, False)
+    return not had_data and now_ms - h.max_timestamp > delete_retention_ms
 
 
 def _retained_batch(h: rb.BatchHeader, keep: list[rb.Record]) -> bytes:
@@ -266,7 +326,7 @@ def clean_log(
     outputs = []
     for seg in p.segments:
         out = seg.path.with_suffix(".log.cleaned")
-        filter_segment(seg, latest, now, lg.config.delete_retention_ms, out, stats)
+        filter_segment(seg, latest, now, lg.config.delete_retention_ms, out, stats, txns=p.txns)
         outputs.append((seg, out))
     for seg, out in outputs:
         swap_in(lg, seg, out)
@@ -343,7 +403,7 @@ class LogCleaner:
             for seg in p.segments:
                 out = seg.path.with_suffix(".log.cleaned")
                 outs.append((seg, out))
-                filter_segment(seg, latest, now, lg.config.delete_retention_ms, out, st, aborted)
+                filter_segment(seg, latest, now, lg.config.delete_retention_ms, out, st, aborted, p.txns)
             return outs, st
 
         try:

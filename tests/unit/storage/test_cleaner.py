@@ -673,11 +673,13 @@ def test_a_crash_while_writing_the_cleaned_files_leaves_the_log_as_it_was(
     real = cleaner.filter_segment
     done = [0]
 
-    def filter_then_die(seg: Any, latest: Any, now: int, retention: int, out: Path, stats: Any) -> None:
+    def filter_then_die(
+        seg: Any, latest: Any, now: int, retention: int, out: Path, stats: Any, **kw: Any
+    ) -> None:
         if done[0] == 1:
             out.write_bytes(b"\x00" * 37)  # a torn, unsynced output
             raise Crash
-        real(seg, latest, now, retention, out, stats)
+        real(seg, latest, now, retention, out, stats, **kw)
         done[0] += 1
 
     monkeypatch.setattr(cleaner, "filter_segment", filter_then_die)
@@ -705,3 +707,70 @@ def test_a_completed_pass_survives_a_crash(tmp_path: Path) -> None:
         assert b"gone" not in view(again)
     finally:
         again.close()
+
+
+# -- transactions ---------------------------------------------------------------------------
+def _txn(lg: Log, pid: int, seq: int, *records: KV, ts: int = NOW) -> None:
+    data = kv(*records, ts=ts, producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=True)
+    lg.append_as_leader(memoryview(bytearray(data)), ts, transactional=True)
+    lg.high_watermark = lg.log_end_offset
+
+
+def _end(lg: Log, pid: int, commit: bool, ts: int = NOW) -> None:
+    from framework.protocol.control import EndTxnMarker
+
+    lg.append_txn_marker(EndTxnMarker(pid, 0, commit, 0), ts)
+    lg.high_watermark = lg.log_end_offset
+
+
+def _markers(lg: Log) -> list[int]:
+    return [h.base_offset for h in lg.iter_headers(lg.log_start_offset) if h.is_control]
+
+
+def _data(lg: Log) -> dict[bytes, bytes]:
+    """Latest value per key of the data records (markers left out)."""
+    control = set(_markers(lg))
+    return {k: v for o, k, v, _ in rows(lg) if o not in control and k is not None and v is not None}
+
+
+def test_aborted_records_go_and_never_shadow_a_committed_value(tmp_path: Path) -> None:
+    lg, _ = open_log(tmp_path / "events-0", COMPACT)
+    write(lg, kv((b"a", b"a1"), (b"b", b"b1")))  # 0-1 plain
+    _txn(lg, 7, 0, (b"a", b"a-aborted"), (b"c", b"c-aborted"))  # 2-3
+    _end(lg, 7, commit=False)  # 4
+    _txn(lg, 7, 2, (b"b", b"b-committed"))  # 5
+    _end(lg, 7, commit=True)  # 6
+    lg.roll()
+    write(lg, kv((b"z", b"z")))
+    assert clean_log(lg, 0, NOW + HOUR, force=True) is not None
+    assert _data(lg) == {b"a": b"a1", b"b": b"b-committed", b"z": b"z"}
+    assert _markers(lg) == [4, 6]  # younger than delete.retention.ms: kept
+    lg.close()
+
+
+def test_markers_go_after_delete_retention_once_their_data_is_gone(tmp_path: Path) -> None:
+    lg, _ = open_log(tmp_path / "events-0", COMPACT)
+    _txn(lg, 7, 0, (b"a", b"gone"))  # 0: aborted, removed by the pass
+    _end(lg, 7, commit=False)  # 1
+    _txn(lg, 7, 1, (b"b", b"kept"))  # 2: committed, survives
+    _end(lg, 7, commit=True)  # 3
+    lg.roll()
+    write(lg, kv((b"z", b"z")))
+    clean_log(lg, 0, NOW + 2 * DAY, force=True)
+    assert _markers(lg) == [3]  # the abort's data is gone: its marker too; the commit's stays
+    assert _data(lg) == {b"b": b"kept", b"z": b"z"}
+    lg.close()
+
+
+def test_an_open_transaction_is_never_cleaned(tmp_path: Path) -> None:
+    lg, _ = open_log(tmp_path / "events-0", COMPACT)
+    write(lg, kv((b"a", b"1")))
+    lg.roll()
+    _txn(lg, 7, 0, (b"a", b"open"))  # may still abort
+    lg.roll()
+    write(lg, kv((b"a", b"3")))
+    lg.roll()
+    write(lg, kv((b"z", b"z")))
+    p = plan(lg, 0, NOW + HOUR, force=True)
+    assert p is not None and p.dirty_end == 1  # stops at the first unstable offset
+    lg.close()
