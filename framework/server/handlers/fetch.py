@@ -4,7 +4,10 @@ The records of a partition are one ``pread`` of the segment file, passed to the 
 untouched. When fewer than ``min_bytes`` are available and ``max_wait_ms`` > 0 the request
 waits (without blocking its connection's peers) until an append wakes it or time runs out.
 Fetch sessions (KIP-227) are not kept: the broker answers session id 0 and clients send full
-requests, as Kafka allows. With an authorizer a consumer needs Read on each topic, a follower
+requests, as Kafka allows. Every answer carries the partition's last stable offset; a consumer
+at ``isolation_level`` 1 (read_committed) reads only below it and gets the aborted
+transactions overlapping what it may read (from the logs' ``.txnindex``), so it can drop
+their records. With an authorizer a consumer needs Read on each topic, a follower
 (replica id set) ClusterAction on the cluster; else TOPIC_AUTHORIZATION_FAILED.
 """
 
@@ -18,6 +21,7 @@ from typing import Any
 from framework.errors import OffsetOutOfRange
 from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.fetch import (
+    AbortedTransaction,
     FetchableTopicResponse,
     FetchRequest,
     FetchResponse,
@@ -104,19 +108,25 @@ def _read(
                 # watermark, up to the log end
                 part.follower_fetched(replica, fp.fetch_offset, now)
             hw = lg.high_watermark
+            lso = lg.last_stable_offset
             pd.high_watermark = hw
-            pd.last_stable_offset = hw
+            pd.last_stable_offset = lso
             pd.log_start_offset = lg.log_start_offset
             if not in_range:
                 raise OffsetOutOfRange(
                     f"{part.topic}-{part.index}: offset {fp.fetch_offset} outside "
                     f"[{lg.log_start_offset}, {lg.log_end_offset}]"
                 )
-            upper = lg.log_end_offset if replica >= 0 else hw
+            upper = lg.log_end_offset if replica >= 0 else (lso if committed else hw)
             if budget > 0 and fp.partition_max_bytes > 0:
                 data = lg.read(fp.fetch_offset, min(fp.partition_max_bytes, budget), upper, total == 0)
                 if data:
                     pd.records = data
+                    if committed and replica < 0:
+                        pd.aborted_transactions = [
+                            AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
+                            for t in lg.collect_aborted(fp.fetch_offset, upper)
+                        ]
                     n = len(data)
                     budget -= n
                     total += n

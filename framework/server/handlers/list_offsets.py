@@ -1,4 +1,9 @@
-"""ListOffsets (2): earliest, latest, max-timestamp and by-timestamp look-ups (seek by time)."""
+"""ListOffsets (2): earliest, latest, max-timestamp and by-timestamp look-ups (seek by time).
+
+``isolation_level`` (v2+) as Kafka's ``Partition.fetchOffsetForTimestamp``: at 1
+(read_committed) "latest" is the last stable offset and a look-up finding an offset at or past
+it answers nothing; at 0 the high watermark plays that part.
+"""
 
 from __future__ import annotations
 
@@ -21,22 +26,23 @@ API_KEY = 2
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
 
-def lookup(part: Partition, timestamp: int) -> tuple[int, int]:
+def lookup(part: Partition, timestamp: int, isolation_level: int = 0) -> tuple[int, int]:
     """(offset, timestamp) answering a ListOffsets query; (-1, -1) when nothing matches."""
     lg = part.log
+    limit = lg.last_stable_offset if isolation_level == 1 else part.high_watermark
     if timestamp == LATEST:
-        return part.high_watermark, -1
+        return limit, -1
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return lg.log_start_offset, -1
     if timestamp == LATEST_TIERED:
         return -1, -1
     if timestamp == MAX_TIMESTAMP:
         found = lg.max_timestamp_offset()
-        return (found[0], found[1]) if found else (-1, -1)
-    if timestamp < 0:
+    elif timestamp < 0:
         raise StoreError(f"unknown special timestamp {timestamp}", ErrorCode.INVALID_REQUEST)
-    found = lg.offset_for_timestamp(timestamp)
-    return (found[0], found[1]) if found else (-1, -1)
+    else:
+        found = lg.offset_for_timestamp(timestamp)
+    return (found[0], found[1]) if found and found[0] < limit else (-1, -1)
 
 
 def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
@@ -57,7 +63,8 @@ def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
                 part = ctx.partitions.leader(t.name, p.partition_index)
                 if v >= 4:
                     part.check_epoch(p.current_leader_epoch)
-                r.offset, r.timestamp = lookup(part, p.timestamp)
+                level = req.isolation_level if v >= 2 else 0
+                r.offset, r.timestamp = lookup(part, p.timestamp, level)
                 r.leader_epoch = part.leader_epoch
         topics.append(ListOffsetsTopicResponse(name=t.name, partitions=out))
     return ListOffsetsResponse(topics=topics)
