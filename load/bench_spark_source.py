@@ -8,8 +8,9 @@ connector (JVM), on the same backlog, alternating, in one run.
    (``deploy.kafka.KafkaCluster``, one KRaft node, ``-Xmx1g``).
 2. **The same job over it, source by source, alternating.** One SparkSession
    (``pipelines.spark.session`` with the connector's jars on ``spark.jars``, ``local[2]``), first
-   a warm-up run of the job through each source (two micro-batches of 5,000 offsets, not
-   measured: Python workers, connector classes, the join's generated code), then
+   a warm-up run of the job through each source (the last 2,000 records of every partition,
+   5,000 offsets per trigger, not measured: Python workers, connector classes, the join's
+   generated code), then
    ``--reps`` repetitions of: the streaming correlation job (``jobs.start_correlation``, what
    ``sftraffic pipeline correlation --source S`` runs; 1M offsets per trigger, 1 s trigger)
    from ``earliest`` over the whole backlog with ``--source sftraffic`` (python), then the same
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import shutil
 import tempfile
@@ -58,6 +60,7 @@ from load.bench_pipeline import (
     stream_phase,
 )
 from load.harness import report
+from load.harness.kafka import EndOffsets
 from load.harness.report import log, verdict
 from load.harness.runner import run_main
 from load.harness.stats import spread
@@ -66,7 +69,7 @@ GOAL_RATIO = 1.0  # python / jvm, sustained events/s (issue 17)
 LABELS = {"python": "sftraffic", "jvm": "kafka"}  # label -> pipelines.jobs source
 STORES = ("ours", "kafka")
 KAFKA_HEAP = "1g"
-WARM_OFFSETS, WARM_BATCHES = 5_000, 2  # the warm-up run of each source (not measured)
+WARM_RECORDS, WARM_OFFSETS = 2_000, 5_000  # the warm-up run of each source (not measured)
 
 
 @dataclasses.dataclass
@@ -128,23 +131,44 @@ def store(kind: str, work: Path) -> Iterator[tuple[str, dict[str, Any]]]:
             yield b.bootstrap, {"store": "sftraffic (ours)"}
 
 
+def tail_offsets(bootstrap: str, topics: list[str], n: int) -> str:
+    """``startingOffsets`` JSON: ``n`` records before the end of every partition of ``topics``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from load.harness.kafka import quiet_logger
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-tail", "logger": quiet_logger()})
+    try:
+        out: dict[str, dict[str, int]] = {}
+        for t in topics:
+            for p in c.list_topics(t, timeout=10).topics[t].partitions:
+                lo, hi = c.get_watermark_offsets(TopicPartition(t, p), timeout=10, cached=False)
+                out.setdefault(t, {})[str(p)] = max(lo, hi - n)
+        return json.dumps(out)
+    finally:
+        c.close()
+
+
 def warm_up(spark: Any, bootstrap: str, cfg: SourceBenchConfig, work: Path, label: str) -> float:
-    """The correlation job through one source for its first micro-batches of ``WARM_OFFSETS``
-    offsets (not measured): Python workers, the connector's classes and the streaming join's
-    generated code are ready before the first measured run, whichever source it uses."""
+    """The correlation job through one source over the last ``WARM_RECORDS`` records of every
+    partition, ``WARM_OFFSETS`` per trigger (not measured): Python workers, the connector's
+    classes and the streaming join's generated code are ready before the first measured run,
+    whichever source it uses. The query then idles and is stopped between micro-batches."""
     from pipelines import jobs
 
+    start = tail_offsets(bootstrap, [jobs.t("traffic"), jobs.t("weather_conditions")], WARM_RECORDS)
     pcfg = cfg.pipeline(LABELS[label])
-    jcfg = _job_config(
-        bootstrap, work / f"warm-{label}", pcfg, "earliest", max_offsets_per_trigger=WARM_OFFSETS
-    )
+    jcfg = _job_config(bootstrap, work / f"warm-{label}", pcfg, start, max_offsets_per_trigger=WARM_OFFSETS)
+    total = sum(v for ps in json.loads(start).values() for v in ps.values())
+    ends = EndOffsets(bootstrap, [jobs.t("traffic"), jobs.t("weather_conditions")]).by_topic()
+    rows = sum(ends.values()) - total
     t0 = time.perf_counter()
     queries = jobs.start_correlation(spark, jcfg)
     progress = ProgressLog(queries[0])
     try:
-        while time.perf_counter() - t0 < 180 and queries[0].isActive:
+        while time.perf_counter() - t0 < 300 and queries[0].isActive:
             progress.poll()
-            if sum(1 for p in progress.ordered() if p.get("numInputRows")) >= WARM_BATCHES:
+            if progress.rows() >= rows:
                 break
             time.sleep(0.25)
     finally:
