@@ -545,6 +545,15 @@ define(
     validator=between(0, 60_000),
 )
 define(
+    "sasl.server.max.receive.size",
+    "int",
+    524_288,
+    "Largest request frame a connection to a SASL listener may send before it has "
+    "authenticated; bigger size prefixes close it before anything is allocated.",
+    [B],
+    validator=at_least(1024),
+)
+define(
     "socket.request.max.bytes",
     "int",
     104_857_600,

@@ -61,6 +61,7 @@ from framework.server.router import Route, routes
 log = logging.getLogger("sftraffic.server")
 
 RING = 256 * 1024
+FIRST_RING = 16 * 1024  # a connection's ring until a frame needs more (1,000 idle ones: 16 MB)
 MAX_QUEUED = 32
 _SIZE = struct.Struct(">i")
 API_VERSIONS = 18
@@ -102,6 +103,7 @@ class KafkaListener:
         self.services = services
         self.security = security or ListenerSecurity()
         self.max_frame: int = services.config["socket.request.max.bytes"]
+        self.max_unauthenticated: int = services.config["sasl.server.max.receive.size"]
         self.connections: set[KafkaConnection] = set()
         self.servers: list[asyncio.base_events.Server] = []
         self.clients = 0  # connections counted against max.connections
@@ -194,7 +196,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.endpoint = endpoint
         self.services = listener.services
         self.max_frame = listener.max_frame
-        self.ring = bytearray(RING)
+        self.ring = bytearray(FIRST_RING)
         self.ring_mv = memoryview(self.ring)
         self.rstart = 0
         self.rend = 0
@@ -288,14 +290,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> memoryview:
         if self.big_mv is not None:
             return self.big_mv[self.big_got :]
-        if self.rend == RING:
+        if self.rend == len(self.ring):
             n = self.rend - self.rstart
             self.ring[:n] = self.ring[self.rstart : self.rend]
             self.rstart, self.rend = 0, n
         return self.ring_mv[self.rend :]
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.last_active = time.monotonic()
         if self.big is not None:
             self.big_got += nbytes
             if self.big_got == len(self.big):
@@ -322,6 +323,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if size < 8 or size > self.max_frame:
                 self._bad(f"frame size {size} outside [8, socket.request.max.bytes={self.max_frame}]")
                 return
+            if (
+                self.sasl is not None
+                and not self.sasl.authenticated
+                and size > self.listener.max_unauthenticated
+            ):
+                self._refuse(
+                    f"frame size {size} before authenticating on {self.endpoint.name} "
+                    f"(sasl.server.max.receive.size={self.listener.max_unauthenticated})"
+                )
+                return
             avail = self.rend - self.rstart - 4
             if avail >= size:
                 start = self.rstart + 4
@@ -338,12 +349,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.big_got = avail
                 self.rstart = self.rend = 0
                 return
+            elif size + 4 > len(ring):
+                self._grow_ring()
+                ring = self.ring
+                break
             else:
                 break
         if self.rstart == self.rend:
             self.rstart = self.rend = 0
 
+    def _grow_ring(self) -> None:
+        """Replace the first small ring by a full one (pending bytes moved to its start)."""
+        n = self.rend - self.rstart
+        ring = bytearray(RING)
+        ring[:n] = self.ring_mv[self.rstart : self.rend]
+        self.ring, self.ring_mv = ring, memoryview(ring)
+        self.rstart, self.rend = 0, n
+
     def _enqueue(self, frame: bytearray) -> None:
+        self.last_active = time.monotonic()  # the idle clock counts requests, not bytes (slowloris)
         self.queue.append(frame)
         if not self.busy:
             self._process()
