@@ -67,3 +67,16 @@ def test_bench_dashboard_smoke(tmp_path: Path) -> None:
     assert "map" in " ".join(cb["callbacks"])
     for mode in ("page", "isolated"):
         assert cb[mode]["calls"] > 0 and cb[mode]["errors"] == 0 and cb[mode]["p95_ms"] > 0
+
+
+def test_bench_authorizer_smoke(tmp_path: Path) -> None:
+    doc = run_bench("load.bench_authorizer", tmp_path, "--smoke", timeout=240)
+    assert doc["in_process"]["authorize_uncached_us"] > 0 and doc["in_process"]["decision_cache_hit_us"] > 0
+    assert {(r["system"], r["shape"]) for r in doc["runs"]} == {
+        (s, shape) for s in ("off", "on") for shape in ("batched", "small")
+    }
+    assert all(r["errors"] == 0 and r["msgs_s"] > 0 for r in doc["runs"])
+    assert [g["name"] for g in doc["goals"]] == [
+        "broker CPU/msg on/off (batched)",
+        "broker CPU/msg on/off (small)",
+    ]
