@@ -19,8 +19,8 @@ Transactions (KIP-98): transactional data batches open a transaction per produce
 producer_state.py) and :meth:`append_txn_marker` writes the COMMIT/ABORT control batch that
 ends it. The log keeps two more invariants:
 
-* ``last_stable_offset = min(first offset of the open transactions, high watermark)``: a
-  read_committed consumer reads below it only;
+* ``last_stable_offset = min(max(first offset of the open transactions, log start offset),
+  high watermark)``: a read_committed consumer reads below it only;
 * every ABORT marker in a segment has its entry in that segment's ``.txnindex`` (see
   txn_index.py) once the log is open: on load an index that is missing or damaged, or whose
   segment was recovered, is rebuilt by replaying the producer state over the log (from the log
@@ -649,13 +649,16 @@ class Log:
 
     @property
     def first_unstable_offset(self) -> int | None:
-        """First offset of the oldest open transaction, or None."""
-        return self.producer_state.first_unstable_offset()
+        """First offset of the oldest open transaction (at least the log start: retention or
+        DeleteRecords may have removed its beginning, as Kafka's
+        ``maybeIncrementFirstUnstableOffset``), or None."""
+        fuo = self.producer_state.first_unstable_offset()
+        return None if fuo is None else max(fuo, self.log_start_offset)
 
     @property
     def last_stable_offset(self) -> int:
-        """min(first offset of the open transactions, high watermark): read_committed's end."""
-        fuo = self.producer_state.first_unstable_offset()
+        """min(first unstable offset, high watermark): read_committed's end."""
+        fuo = self.first_unstable_offset
         return self.high_watermark if fuo is None else min(fuo, self.high_watermark)
 
     def collect_aborted(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:

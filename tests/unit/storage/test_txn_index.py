@@ -183,6 +183,16 @@ def test_lso_stops_at_an_open_transaction_and_moves_when_it_ends(tmp_path: Path)
     lg.close()
 
 
+def test_the_lso_never_falls_below_the_log_start(tmp_path: Path) -> None:
+    lg, _ = open_log(tmp_path)
+    txn_append(lg, txn_batch(P1, 0))  # 0-1, open
+    append(lg, batch(4))  # 2-5
+    assert lg.last_stable_offset == 0
+    lg.delete_records_before(3)
+    assert (lg.first_unstable_offset, lg.last_stable_offset) == (3, 3)
+    lg.close()
+
+
 def test_abort_index_records_the_lso_of_other_open_transactions(tmp_path: Path) -> None:
     lg, _ = open_log(tmp_path)
     txn_append(lg, txn_batch(P1, 0))  # 0-1
