@@ -322,6 +322,11 @@ def grant(args: argparse.Namespace) -> int:
     ]
     with connect(args) as client:
         resp = client.send(CreateAclsRequest(creations=creations), CreateAclsResponse)
+    if any(r.error_code == ErrorCode.SECURITY_DISABLED for r in resp.results):
+        raise StoreError(
+            f"the broker at {args.bootstrap} has no authorizer (authorizer.class.name is empty): "
+            "nothing is enforced, so there is nothing to grant"
+        )
     failed = [(b, r) for b, r in zip(new, resp.results, strict=True) if r.error_code]
     for b, r in failed:
         console.print(f"[red]{b}[/red]: {ErrorCode(r.error_code).name}: {r.error_message or ''}")
