@@ -402,6 +402,24 @@ define(
     [B],
     validator=at_least(1000),
 )
+define(
+    "quota.window.num",
+    "int",
+    11,
+    "Number of samples kept to measure client quota rates (producer_byte_rate, "
+    "consumer_byte_rate, request_percentage).",
+    [B],
+    validator=at_least(2),
+)
+define(
+    "quota.window.size.seconds",
+    "int",
+    1,
+    "Length of each client quota sample; a client's rate is measured over quota.window.num "
+    "of them.",
+    [B],
+    validator=at_least(1),
+)
 define("log.dirs", "string", "./data", "Directory holding this broker's logs and metadata.", [B])
 define(
     "cluster.id",

@@ -77,6 +77,8 @@ APIS = [
     "describe_acls",
     "create_acls",
     "delete_acls",
+    "describe_client_quotas",
+    "alter_client_quotas",
 ]
 DATA = ["consumer_protocol_subscription", "consumer_protocol_assignment"]
 

@@ -19,6 +19,7 @@ from framework.errors import StoreError
 from framework.metadata.cache import MetadataCache
 from framework.metadata.store import Change, MetadataStore, StreamInfo, TopicInfo
 from framework.protocol.errors import ErrorCode
+from framework.security import quotas as client_quotas
 from framework.security.authorizer import AclBinding, AclBindingFilter
 from framework.security.scram import ScramCredential
 
@@ -126,6 +127,12 @@ class MetadataAdmin:
         self, user: str, upsert: list[ScramCredential], delete: list[str]
     ) -> Proposal[str]:
         return self._commit(self.store.plan_scram_credentials(user, upsert, delete))
+
+    # -- client quotas (AlterClientQuotas) --------------------------------------------------------
+    def alter_client_quotas(
+        self, alterations: list[tuple[client_quotas.Entity, dict[str, float | None]]]
+    ) -> Proposal[None]:
+        return self._commit(self.store.plan_client_quotas(alterations))
 
     # -- ACLs (CreateAcls, DeleteAcls) -----------------------------------------------------------
     def create_acls(self, bindings: list[AclBinding]) -> Proposal[list[StoreError | None]]:

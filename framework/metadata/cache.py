@@ -20,6 +20,7 @@ from typing import Any
 from framework.errors import UnknownTopicOrPartition
 from framework.metadata.quorum import ClusterState, PartitionState
 from framework.metadata.store import MetadataStore, StreamInfo, TopicInfo
+from framework.security import quotas as client_quotas
 from framework.storage.log_config import LogConfig
 
 
@@ -132,6 +133,10 @@ class MetadataCache:
 
     def stream_topics(self, name: str) -> list[str]:
         return self.store.stream_topics(name)
+
+    def client_quotas(self) -> dict[client_quotas.Entity, dict[str, float]]:
+        """Every client quota entity and its keys (DescribeClientQuotas)."""
+        return self.store.quotas
 
     def scram_users(self) -> dict[str, dict[str, int]]:
         """Every SCRAM user: mechanism → iterations (DescribeUserScramCredentials; no keys)."""

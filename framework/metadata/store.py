@@ -16,6 +16,9 @@ replicate through the quorum like topics (issue 18).
 
 ACLs (``acls``: Kafka's ACL bindings, in creation order) likewise: ``plan_create_acls`` /
 ``plan_delete_acls`` then ``apply``; every broker's authorizer reloads them when one applies.
+
+Client quotas (``quotas``: entity → key → value, :mod:`framework.security.quotas`) likewise:
+``plan_client_quotas`` then ``apply``; every broker's quota manager reloads them when one applies.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from framework.errors import (
     UnknownTopicOrPartition,
 )
 from framework.protocol.errors import ErrorCode
+from framework.security import quotas as client_quotas
 from framework.security.authorizer import AclBinding, AclBindingFilter, check_new
 from framework.security.scram import ScramCredential, hash_of
 from framework.storage.files import write_durably
@@ -140,6 +144,8 @@ class MetadataStore:
         self.scram: dict[str, dict[str, dict[str, Any]]] = {}
         # ACL bindings in creation order (a dict as an ordered set)
         self.acls: dict[AclBinding, None] = {}
+        # client quotas: entity ((type, name or None), ...) -> quota key -> value
+        self.quotas: dict[client_quotas.Entity, dict[str, float]] = {}
         self.listeners: list[Listener] = []
         self._lock = threading.Lock()
         # cluster mode: changes are applied by the Raft quorum, on every node, in log order,
@@ -159,6 +165,7 @@ class MetadataStore:
                 by_id = {t.id_bytes: t for t in topics}
                 scram = _scram_from(doc)
                 acls = _acls_from(doc)
+                quotas = _quotas_from(doc)
             except (OSError, ValueError, TypeError, AttributeError, KeyError) as exc:
                 raise StoreError(
                     f"cannot read {self.path}: {exc}; restore it from a backup or move the data "
@@ -170,6 +177,7 @@ class MetadataStore:
             self.topics_by_id.update(by_id)
             self.scram = scram
             self.acls = acls
+            self.quotas = quotas
         if not self.cluster_id:
             self.cluster_id = self.broker["cluster.id"] or new_cluster_id()
             self._persist()
@@ -183,6 +191,10 @@ class MetadataStore:
             "topics": [asdict(t) for t in self.topics.values()],
             "scram": {u: dict(m) for u, m in sorted(self.scram.items())},
             "acls": [b.to_json() for b in self.acls],
+            "quotas": [
+                {"entity": [list(c) for c in e], "values": dict(v)}
+                for e, v in sorted(self.quotas.items(), key=str)
+            ],
         }
 
     def restore(self, doc: dict[str, Any]) -> None:
@@ -191,6 +203,7 @@ class MetadataStore:
         topics = [TopicInfo(**t) for t in doc.get("topics", [])]
         scram = _scram_from(doc)
         acls = _acls_from(doc)
+        quotas = _quotas_from(doc)
         with self._lock:
             self.cluster_id = str(doc.get("cluster_id", ""))
             self.streams = {st.name: st for st in streams}
@@ -198,6 +211,7 @@ class MetadataStore:
             self.topics_by_id = {t.id_bytes: t for t in topics}
             self.scram = scram
             self.acls = acls
+            self.quotas = quotas
             self._persist()
         self._notify("restored", "")
 
@@ -494,6 +508,21 @@ class MetadataStore:
             return Change(None, {}, results)
         return Change("delete_acls", {"name": "acls", "remove": [b.to_json() for b in gone]}, results)
 
+    def plan_client_quotas(
+        self, alterations: list[tuple[client_quotas.Entity, dict[str, float | None]]]
+    ) -> Change[None]:
+        """Set (a value) and remove (None) client quota keys of some entities
+        (AlterClientQuotas), each already checked with :func:`client_quotas.check_value`; an
+        entity left without keys is gone. Removing a key that is not set changes nothing."""
+        ops = []
+        for ent, changes in alterations:
+            have = self.quotas.get(ent, {})
+            if any(have.get(k) != v for k, v in changes.items()):
+                ops.append({"entity": [list(c) for c in ent], "ops": dict(changes)})
+        if not ops:
+            return Change(None, {}, None)
+        return Change("client_quotas", {"name": "quotas", "alter": ops}, None)
+
     # -- apply: the same on every node ---------------------------------------------------------
     def commit_here(self, change: Change[T]) -> T:
         """Apply a planned change on this node at once (a single node, tools and tests)."""
@@ -538,6 +567,9 @@ class MetadataStore:
 
     def delete_acls(self, filters: list[AclBindingFilter]) -> list[list[AclBinding] | StoreError]:
         return self.commit_here(self.plan_delete_acls(filters))
+
+    def client_quotas(self, alterations: list[tuple[client_quotas.Entity, dict[str, float | None]]]) -> None:
+        return self.commit_here(self.plan_client_quotas(alterations))
 
     def apply(self, op: str, arg: dict[str, Any]) -> StoreError | None:
         """Apply one committed change, deterministically; returns why it no longer applies.
@@ -594,17 +626,24 @@ class MetadataStore:
                 else:
                     s.configs = dict(arg["configs"])
                 event = "stream_changed"
-            elif op == "scram_credentials":
-                self._apply_scram(name, arg["set"], arg["delete"])
-                event = "scram_changed"
-            elif op in ("create_acls", "delete_acls"):
-                self._apply_acls(arg.get("add", []), arg.get("remove", []))
-                event = "acls_changed"
+            elif op in ("scram_credentials", "create_acls", "delete_acls", "client_quotas"):
+                event = self._apply_security(op, arg)
             else:
                 return InvalidRequest(f"unknown metadata change {op!r}")
             self._persist()
         self._notify(event, name)
         return None
+
+    def _apply_security(self, op: str, arg: dict[str, Any]) -> str:
+        """SCRAM credentials, ACLs and client quotas; the event to notify."""
+        if op == "scram_credentials":
+            self._apply_scram(str(arg["name"]), arg["set"], arg["delete"])
+            return "scram_changed"
+        if op == "client_quotas":
+            self._apply_quotas(arg["alter"])
+            return "quotas_changed"
+        self._apply_acls(arg.get("add", []), arg.get("remove", []))
+        return "acls_changed"
 
     def _apply_scram(self, user: str, set_: dict[str, Any], delete: list[str]) -> None:
         creds = dict(self.scram.get(user, {}))
@@ -621,6 +660,20 @@ class MetadataStore:
         self.acls.update(dict.fromkeys(AclBinding.from_json(b) for b in add))
         for doc in remove:
             self.acls.pop(AclBinding.from_json(doc), None)
+
+    def _apply_quotas(self, alter: list[dict[str, Any]]) -> None:
+        for a in alter:
+            ent = _entity_from(a["entity"])
+            values = dict(self.quotas.get(ent, {}))
+            for key, value in a["ops"].items():
+                if value is None:
+                    values.pop(key, None)
+                else:
+                    values[key] = float(value)
+            if values:
+                self.quotas[ent] = values
+            else:
+                self.quotas.pop(ent, None)
 
     def stream_topics(self, name: str) -> list[str]:
         return sorted(t.name for t in self.topics.values() if t.stream == name)
@@ -639,6 +692,17 @@ def _scram_from(doc: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
 
 def _acls_from(doc: dict[str, Any]) -> dict[AclBinding, None]:
     return dict.fromkeys(AclBinding.from_json(b) for b in doc.get("acls", []))
+
+
+def _entity_from(doc: list[Any]) -> client_quotas.Entity:
+    return tuple(sorted((str(t), None if n is None else str(n)) for t, n in doc))
+
+
+def _quotas_from(doc: dict[str, Any]) -> dict[client_quotas.Entity, dict[str, float]]:
+    return {
+        _entity_from(q["entity"]): {str(k): float(v) for k, v in q["values"].items()}
+        for q in doc.get("quotas", [])
+    }
 
 
 def new_cluster_id() -> str:

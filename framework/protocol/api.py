@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from framework.protocol.messages import (
+    alter_client_quotas,
     alter_configs,
     alter_user_scram_credentials,
     api_versions,
@@ -22,6 +23,7 @@ from framework.protocol.messages import (
     delete_records,
     delete_topics,
     describe_acls,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -315,6 +317,22 @@ _ENTRIES = [
         alter_user_scram_credentials.AlterUserScramCredentialsResponse,
         0,
         0,
+    ),
+    _e(
+        "DescribeClientQuotas",
+        "describe_client_quotas",
+        describe_client_quotas.DescribeClientQuotasRequest,
+        describe_client_quotas.DescribeClientQuotasResponse,
+        0,
+        1,
+    ),
+    _e(
+        "AlterClientQuotas",
+        "alter_client_quotas",
+        alter_client_quotas.AlterClientQuotasRequest,
+        alter_client_quotas.AlterClientQuotasResponse,
+        0,
+        1,
     ),
     # sftraffic extension (not a Kafka API): stream policies
     _e("StreamAdmin", None, stream_admin.StreamAdminRequest, stream_admin.StreamAdminResponse, 0, 0),

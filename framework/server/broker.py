@@ -41,6 +41,7 @@ from framework.protocol import record_walk
 from framework.replication.replica_manager import ReplicaManager
 from framework.security.authorizer import StandardAuthorizer
 from framework.security.listeners import ListenerConfig
+from framework.security.quotas import ClientQuotas, QuotaWindow
 from framework.security.sasl import SaslLogin
 from framework.security.ssl_principal import PrincipalMapper
 from framework.server import metrics, tls
@@ -92,6 +93,9 @@ class Broker:
         self.authz = Authz(authorizer) if authorizer is not None else None
         if self.authz is not None:  # reloaded whenever the store applies CreateAcls/DeleteAcls
             self.store.listeners.append(self._acls_changed)
+        window = QuotaWindow(config["quota.window.num"], config["quota.window.size.seconds"])
+        self.quotas = ClientQuotas(window)
+        self.store.listeners.append(self._quotas_changed)  # AlterClientQuotas, on every broker
         self.producer_ids = ProducerIdManager(
             config.data_dir / "__metadata",
             config["producer.id.block.size"],
@@ -115,6 +119,7 @@ class Broker:
                 self.producer_ids,
                 self.stopping,
                 self.authz,
+                self.quotas,
             ),
             self._listener_security(),
         )
@@ -165,6 +170,10 @@ class Broker:
         if event in ("acls_changed", "restored", "loaded") and self.authz is not None:
             self.authz.load(list(self.store.acls))
 
+    def _quotas_changed(self, event: str, name: str) -> None:
+        if event in ("quotas_changed", "restored", "loaded"):
+            self.quotas.update(self.store.quotas)
+
     # -- starting ----------------------------------------------------------------------------
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -174,6 +183,7 @@ class Broker:
                 await self._join_cluster(loop)
             else:
                 self._load_single_node()
+            self._quotas_changed("loaded", "")
             self.ports = await self.listener.start(self.listeners.listeners)
         except BaseException:
             await self._close_parts()

@@ -31,8 +31,10 @@ from framework.metadata.store import StreamInfo, TopicInfo
 from framework.protocol.errors import ErrorCode
 from framework.protocol.frames import RequestHeader
 from framework.replication.partition import Partition
+from framework.security import quotas as client_quotas
 from framework.security.authorizer import AclBinding, AclBindingFilter
 from framework.security.principal import ANONYMOUS, KafkaPrincipal
+from framework.security.quotas import ClientQuotas
 from framework.security.sasl import SaslServerSession
 from framework.security.scram import ScramCredential
 from framework.server.authz import Authz
@@ -74,6 +76,8 @@ class NodeDirectory(Protocol):
     def stream_topics(self, name: str) -> list[str]: ...
 
     def scram_users(self) -> dict[str, dict[str, int]]: ...
+
+    def client_quotas(self) -> dict[client_quotas.Entity, dict[str, float]]: ...
 
 
 class TopicAdmin(Protocol):
@@ -121,6 +125,10 @@ class TopicAdmin(Protocol):
 
     def create_acls(self, bindings: list[AclBinding]) -> Proposal[list[StoreError | None]]: ...
 
+    def alter_client_quotas(
+        self, alterations: list[tuple[client_quotas.Entity, dict[str, float | None]]]
+    ) -> Proposal[None]: ...
+
     def delete_acls(
         self, filters: list[AclBindingFilter], may_delete: Callable[[AclBinding], bool] | None = None
     ) -> Proposal[list[list[AclBinding] | StoreError]]: ...
@@ -152,6 +160,7 @@ class BrokerServices:
     producer_ids: ProducerIdSource
     stopping: asyncio.Event
     authz: Authz | None = None  # the authorizer (authorizer.class.name), None: everything allowed
+    quotas: ClientQuotas | None = None  # client quotas (the listener records and throttles)
 
 
 @dataclass(slots=True)

@@ -47,6 +47,7 @@ from framework.errors import StoreError
 from framework.protocol import codec
 from framework.protocol.errors import ErrorCode
 from framework.protocol.frames import encode_response, parse_request_header, peek_header
+from framework.security import quotas as client_quotas
 from framework.security.listeners import Endpoint
 from framework.security.principal import ANONYMOUS, KafkaPrincipal
 from framework.security.sasl import CredentialLookup, SaslServerSession
@@ -67,6 +68,10 @@ _SIZE = struct.Struct(">i")
 API_VERSIONS = 18
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
+PRODUCE = 0
+FETCH = 1
+# requests no client quota applies to: the handshake, and a throttled client's way back in
+QUOTA_EXEMPT = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 INT_MAX = 2147483647
 
@@ -217,6 +222,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.sasl: SaslServerSession | None = None
         self.deadline: asyncio.TimerHandle | None = None
         self.last_active = time.monotonic()
+        # client quotas: who sent the request being served (user, client id, its size, its
+        # handler's time); ``muted`` while the connection sits out a throttle time
+        self.quota_who: tuple[str, str, int, float, bool] | None = None
+        self.muted = False
 
     # -- asyncio protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -376,7 +385,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.transport.pause_reading()
 
     def _process(self) -> None:
-        while self.queue and not self.busy and not self.write_paused:
+        while self.queue and not self.busy and not self.write_paused and not self.muted:
             t = self.transport
             if t is None or t.is_closing():
                 self.queue.clear()
@@ -385,7 +394,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._handle(frame)
         if self.read_paused and len(self.queue) < MAX_QUEUED // 2 and self.transport is not None:
             self.read_paused = False
-            self.transport.resume_reading()
+            if not self.muted:
+                self.transport.resume_reading()
 
     def _bad(self, why: str) -> None:
         metrics.BAD_FRAMES.inc()
@@ -447,7 +457,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
             resp = route.handle(ctx, req)
         except Exception as exc:
             resp = self._failed(route, req, version, exc)
+        quotas = self.services.quotas
+        if quotas is not None and quotas.active and api_key not in QUOTA_EXEMPT:
+            follower = api_key == FETCH and max(req.replica_id, req.replica_state.replica_id) >= 0
+            self.quota_who = (
+                principal.name,
+                header.client_id or "",
+                len(frame),
+                time.perf_counter() - t0,
+                follower,
+            )
+        else:
+            self.quota_who = None
         if resp is None:
+            throttle = self._throttle(route, 0)  # acks=0: recorded and muted, no answer to carry it
+            if throttle:
+                self._mute(throttle)
             self._observe(route, t0)
             return
         if inspect.isawaitable(resp):
@@ -494,14 +519,65 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         try:
             parts = encode_response(route.entry.key, version, corr, resp)
+            throttle = 0
+            if self.quota_who is not None:
+                throttle = self._throttle(route, sum(map(len, parts)))
+                if throttle > getattr(resp, "throttle_time_ms", throttle):
+                    resp.throttle_time_ms = throttle
+                    parts = encode_response(route.entry.key, version, corr, resp)
         except codec.EncodeError:
             log.exception("cannot encode %s v%d response", route.entry.name, version)
             self._bad("internal encoding error")
             return
         t.writelines(parts)
+        if throttle:
+            self._mute(throttle)
         self.last_active = time.monotonic()
         if route.entry.key in (SASL_HANDSHAKE, SASL_AUTHENTICATE) and resp.error_code:
             t.close()  # a failed or out-of-order SASL step ends the connection (once written)
+
+    # -- client quotas (issue 18) -------------------------------------------------------------
+    def _throttle(self, route: Route, response_bytes: int) -> int:
+        """Record what the request cost against the client's quotas (Kafka: Produce by its
+        size, Fetch by its answer's, every request by its handler's time); the throttle time
+        in ms it earned, the longest of them. The request is served all the same."""
+        quotas, who = self.services.quotas, self.quota_who
+        self.quota_who = None
+        if quotas is None or who is None:
+            return 0
+        user, client_id, request_bytes, handler_s, follower = who
+        now = time.monotonic()
+        throttle = quotas.record(client_quotas.REQUEST_PERCENTAGE, user, client_id, handler_s * 100, now)
+        key = route.entry.key
+        if key == PRODUCE:
+            throttle = max(
+                throttle, quotas.record(client_quotas.PRODUCER_BYTE_RATE, user, client_id, request_bytes, now)
+            )
+        elif key == FETCH and not follower:
+            throttle = max(
+                throttle,
+                quotas.record(client_quotas.CONSUMER_BYTE_RATE, user, client_id, response_bytes, now),
+            )
+        return throttle
+
+    def _mute(self, throttle_ms: int) -> None:
+        """Read no further request for ``throttle_ms`` (Kafka mutes the channel, KIP-219)."""
+        t = self.transport
+        if t is None or t.is_closing() or self.muted:
+            return
+        self.muted = True
+        t.pause_reading()
+        asyncio.get_running_loop().call_later(throttle_ms / 1000, self._unmute)
+
+    def _unmute(self) -> None:
+        self.muted = False
+        t = self.transport
+        if t is None or t.is_closing():
+            return
+        if not self.read_paused:
+            t.resume_reading()
+        if not self.busy:
+            self._process()
 
     def _observe(self, route: Route, t0: float) -> None:
         name = route.entry.name
