@@ -278,3 +278,49 @@ def test_producer_over_quota_is_held_to_it_and_another_client_is_not(broker_fact
     assert slow.throttle_max > 0  # librdkafka saw throttle_time_ms in the responses
     assert fast.throttle_max == 0
     assert fast_with_slow == pytest.approx(fast_alone, rel=0.25)
+
+
+def test_consumer_over_its_byte_rate_is_throttled(broker_factory: BrokerFactory) -> None:
+    """consumer_byte_rate: Fetch answers are capped to one quota window and recorded by their
+    size; the consumer keeps reading, at the quota (plus Kafka's first-window burst)."""
+    from confluent_kafka import Consumer
+
+    b = broker_factory()
+    create_topic(b.bootstrap, "quota-read", 1)
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5, "logger": quiet_logger()})
+    for _ in range(8000):
+        p.produce("quota-read", value=b"r" * 1024)
+        p.poll(0)
+    assert p.flush(30) == 0
+    quota = 200_000
+    alter_ok(b.bootstrap, {"user": "ANONYMOUS", "client-id": "slowc"}, {"consumer_byte_rate": quota})
+    meter = Meter()
+    c = Consumer(
+        {
+            "bootstrap.servers": b.bootstrap,
+            "group.id": "quota-read",
+            "client.id": "slowc",
+            "auto.offset.reset": "earliest",
+            "statistics.interval.ms": 1000,
+            "stats_cb": meter.on_stats,
+            "logger": quiet_logger(),
+        }
+    )
+    c.subscribe(["quota-read"])
+    got, first, end = 0, 0.0, time.monotonic() + 30
+    while time.monotonic() < end:
+        msg = c.poll(0.2)
+        if msg is None or msg.error():
+            continue
+        if not first:
+            first, end = time.monotonic(), time.monotonic() + 14
+        got += len(msg.value())
+    c.poll(1.0)  # a last statistics callback
+    c.close()
+    elapsed = 14.0
+    print(f"consumer quota {quota} B/s: read {got} B in {elapsed} s, throttle max {meter.throttle_max} ms")
+    assert meter.throttle_max > 0
+    # at most the quota over the run plus the first window's burst (Kafka judges a new client's
+    # first bytes over quota.window.num - 1 windows); unthrottled it would read all 8 MB at once
+    assert got <= quota * (elapsed + 10) * 1.15
+    assert got >= quota * elapsed * 0.5

@@ -29,6 +29,7 @@ from framework.protocol.messages.fetch import (
 )
 from framework.replication.partition import Partition
 from framework.security.authorizer import AclOperation, ResourceType
+from framework.security.quotas import CONSUMER_BYTE_RATE
 from framework.server import authz, metrics
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors, resolve_replica
@@ -139,11 +140,24 @@ def _read(
     return FetchResponse(session_id=0, responses=topics), total, error
 
 
+def _cap_to_quota(ctx: RequestContext, req: FetchRequest, v: int) -> None:
+    """A consumer with a consumer_byte_rate gets at most what its quota allows in one window
+    (Kafka's getMaxValueInQuotaWindow), so one answer cannot overshoot it many times over; the
+    listener records the answer's size and throttles."""
+    quotas = ctx.services.quotas
+    if quotas is None or not quotas.active or _replica_id(req, v) >= 0:
+        return
+    cap = quotas.max_in_window(CONSUMER_BYTE_RATE, ctx.principal.name, ctx.header.client_id or "")
+    if cap is not None:
+        req.max_bytes = min(req.max_bytes, cap) if req.max_bytes > 0 else cap
+
+
 def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse | Coroutine[Any, Any, FetchResponse]:
     v = ctx.version
     if v >= 7 and req.session_id != 0:
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
     topics, targets = _resolve(ctx, req)
+    _cap_to_quota(ctx, req, v)
     resp, total, error = _read(req, v, topics, targets)
     if error or total >= req.min_bytes or req.max_wait_ms <= 0 or not targets:
         return resp
