@@ -114,6 +114,26 @@ def test_kafka_configs_describe_and_alter_topic_configs(cli: Cli, broker: Any, t
     assert "Default configs for brokers in the cluster are:" in out
 
 
+def test_kafka_configs_client_quotas(cli: Cli) -> None:
+    """kafka-configs over DescribeClientQuotas/AlterClientQuotas (issue 18): users, client ids,
+    both, and the defaults."""
+    user = "kafka-configs --entity-type users --entity-name qalice"
+    out = cli(f"{user} --alter --add-config producer_byte_rate=1048576,consumer_byte_rate=2097152").stdout
+    assert "Completed updating config for user qalice." in out
+    described = cli(f"{user} --describe").stdout
+    assert "Quota configs for user-principal 'qalice' are" in described
+    assert "producer_byte_rate=1048576.0" in described and "consumer_byte_rate=2097152.0" in described
+    pair = "kafka-configs --entity-type users --entity-name qalice --entity-type clients --entity-default"
+    cli(f"{pair} --alter --add-config request_percentage=25")
+    assert "request_percentage=25.0" in cli(f"{pair} --describe").stdout
+    clients = "kafka-configs --entity-type clients --entity-name qapp"
+    cli(f"{clients} --alter --add-config producer_byte_rate=4096")
+    cli(f"{clients} --alter --delete-config producer_byte_rate")
+    assert "producer_byte_rate" not in cli(f"{clients} --describe").stdout
+    bad = cli(f"{clients} --alter --add-config producer_byte_rate=1.5", check=False)
+    assert bad.returncode != 0
+
+
 # -- console producer / consumer -----------------------------------------------------------------
 def test_console_producer_and_consumer_round_trip(cli: Cli, broker: Any, topic_name: Any) -> None:
     t = topic_name("console")
