@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 
+from deploy.local.process import ClusterProcesses, wait_for
 from framework.client.wire import WireClient
 from framework.protocol import records as rb
 from framework.protocol.errors import ErrorCode
@@ -324,3 +326,42 @@ def test_consumer_over_its_byte_rate_is_throttled(broker_factory: BrokerFactory)
     # first bytes over quota.window.num - 1 windows); unthrottled it would read all 8 MB at once
     assert got <= quota * (elapsed + 10) * 1.15
     assert got >= quota * elapsed * 0.5
+
+
+def test_quotas_reach_every_broker_of_a_cluster(tmp_path: Path) -> None:
+    """AlterClientQuotas through one broker goes through the metadata quorum: every broker
+    describes it and throttles with it at once, and it survives a broker's restart."""
+    cl = ClusterProcesses(tmp_path / "cluster", size=3)
+    cl.start()
+    try:
+        first, *others = cl.brokers
+        alter_ok(first.bootstrap, {"client-id": "raw"}, {"producer_byte_rate": 1000})
+        for b in others:
+            wait_for(
+                lambda b=b: describe(b.bootstrap, [("client-id", EXACT, "raw")]) != {},  # type: ignore[misc]
+                15,
+                0.1,
+                f"the quota on broker {b.bootstrap}",
+            )
+        # 15 kB judged over the first 10 s window: 1500 B/s, over the quota on every broker
+        # (quotas are per broker); the topic does not exist, the bytes count all the same
+        req = ProduceRequest(
+            acks=1,
+            timeout_ms=5000,
+            topic_data=[
+                TopicProduceData(
+                    name="quota-none",
+                    partition_data=[
+                        PartitionProduceData(index=0, records=rb.build_batch([(None, b"x" * 15_000)]))
+                    ],
+                )
+            ],
+        )
+        for b in cl.brokers:
+            with WireClient(b.bootstrap, client_id="raw").connect() as c:
+                assert c.send(req, ProduceResponse).throttle_time_ms > 0, b.bootstrap
+        others[0].stop()
+        others[0].start()
+        assert describe(others[0].bootstrap, []) == {(("client-id", "raw"),): {"producer_byte_rate": 1000.0}}
+    finally:
+        cl.stop()
