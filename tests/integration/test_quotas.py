@@ -196,6 +196,20 @@ def test_throttled_response_carries_throttle_time_and_mutes_the_connection(
         assert c.send(req, ProduceResponse).throttle_time_ms == 0
 
 
+def test_request_percentage_throttles_any_request(broker_factory: BrokerFactory) -> None:
+    """request_percentage: handler time against a share of one thread; a tiny share throttles
+    even a Metadata request, and another client id is not."""
+    from framework.protocol.messages.metadata import MetadataRequest, MetadataResponse
+
+    b = broker_factory()
+    alter_ok(b.bootstrap, {"user": None, "client-id": "busy"}, {"request_percentage": 0.0001})
+    with WireClient(b.bootstrap, client_id="busy").connect() as c:
+        resp = c.send(MetadataRequest(topics=None), MetadataResponse)
+    assert resp.throttle_time_ms > 0
+    with WireClient(b.bootstrap, client_id="idle").connect() as c:
+        assert c.send(MetadataRequest(topics=None), MetadataResponse).throttle_time_ms == 0
+
+
 class Meter:
     """Bytes acknowledged by a confluent-kafka producer, with their times."""
 
