@@ -47,6 +47,7 @@ from framework.errors import StoreError
 from framework.protocol import codec
 from framework.protocol.errors import ErrorCode
 from framework.protocol.frames import encode_response, parse_request_header, peek_header
+from framework.protocol.messages.fetch import FetchResponse
 from framework.security import quotas as client_quotas
 from framework.security.listeners import Endpoint
 from framework.security.principal import ANONYMOUS, KafkaPrincipal
@@ -522,7 +523,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             throttle = 0
             if self.quota_who is not None:
                 throttle = self._throttle(route, sum(map(len, parts)))
-                if throttle > getattr(resp, "throttle_time_ms", throttle):
+                if throttle and route.entry.key == FETCH and not resp.error_code:
+                    # Kafka answers a throttled fetch empty (its bytes unrecorded): the client
+                    # fetches the same offsets again once the throttle time has passed
+                    resp = FetchResponse(throttle_time_ms=throttle, session_id=0)
+                    parts = encode_response(route.entry.key, version, corr, resp)
+                elif throttle > getattr(resp, "throttle_time_ms", throttle):
                     resp.throttle_time_ms = throttle
                     parts = encode_response(route.entry.key, version, corr, resp)
         except codec.EncodeError:
@@ -546,6 +552,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if quotas is None or who is None:
             return 0
         user, client_id, request_bytes, handler_s, follower = who
+        if follower:
+            return 0  # replication is not a client's (Kafka: ClusterAction is exempt)
         now = time.monotonic()
         throttle = quotas.record(client_quotas.REQUEST_PERCENTAGE, user, client_id, handler_s * 100, now)
         key = route.entry.key
@@ -553,11 +561,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             throttle = max(
                 throttle, quotas.record(client_quotas.PRODUCER_BYTE_RATE, user, client_id, request_bytes, now)
             )
-        elif key == FETCH and not follower:
+        elif key == FETCH:
             throttle = max(
                 throttle,
                 quotas.record(client_quotas.CONSUMER_BYTE_RATE, user, client_id, response_bytes, now),
             )
+            if throttle:
+                quotas.unrecord(client_quotas.CONSUMER_BYTE_RATE, user, client_id, response_bytes)
         return throttle
 
     def _mute(self, throttle_ms: int) -> None:
