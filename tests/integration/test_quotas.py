@@ -7,11 +7,11 @@ managed with raw requests (framework.client.wire); tests/kafka/test_tools.py run
 
 The throughput test is about behaviour, not our speed: a producer over its ``producer_byte_rate``
 is held to the quota (±10 %) while a producer with another client id keeps its own unthrottled
-throughput: at least 75 % of a baseline measured alone, a generous bound because the machine is
-shared (the quota'd producer needs little CPU). The baseline is the mean of runs alone before
-and after, as the machine's load drifts, and the bound is one-sided: the other client must not
-be held back, and a faster reading is the machine's noise. The issue asks for 10 %; on this
-shared 2-core machine runs alone differ by up to 1.4x from one minute to the next.
+throughput, within 25 % (a generous bound: the machine is shared; the issue asks for 10 %, and
+runs measured a minute apart differ by up to 1.4x here). The other client's figure with and
+without the throttled one comes from alternating 2 s slices, the throttled producer's process
+stopped (SIGSTOP) and running in turn, so the machine's drift cancels out (0.965x and 0.990x in
+two runs; a before/after baseline gave 0.73x-1.34x).
 
 Kafka's Rate lets a new client's first bytes be judged over ``quota.window.num - 1`` windows,
 so a throttled client starts with a burst and its rate moves in cycles of ``quota.window.num ×
@@ -21,6 +21,9 @@ whole cycles (22 s).
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -265,46 +268,61 @@ def _produce_for(bootstrap: str, topic: str, client_id: str, seconds: float, met
     p.flush(30)
 
 
+def _slow_producer(bootstrap: str, seconds: float, results: Any) -> None:
+    """Child process: produce as client id ``slow``; sends its start time, then (acks, throttle)."""
+    meter = Meter()
+    results.put(time.monotonic())
+    _produce_for(bootstrap, "quota-slow", "slow", seconds, meter)
+    results.put((meter.acks, meter.throttle_max))
+
+
 def test_producer_over_quota_is_held_to_it_and_another_client_is_not(broker_factory: BrokerFactory) -> None:
     b = broker_factory()
     create_topic(b.bootstrap, "quota-slow", 1)
     create_topic(b.bootstrap, "quota-fast", 1)
     quota = 512_000
     alter_ok(b.bootstrap, {"client-id": "slow"}, {"producer_byte_rate": quota})
+    # the throttled producer in a process of its own (no shared interpreter lock; CLOCK_MONOTONIC
+    # is the same in both processes), alone for a warm-up and two whole quota cycles
+    warmup, cycles, slices = 4.0, 22.0, 8
+    ctx = multiprocessing.get_context("spawn")
+    results: Any = ctx.Queue()
+    proc = ctx.Process(target=_slow_producer, args=(b.bootstrap, warmup + cycles + 2 * slices + 4, results))
+    proc.start()
+    start = results.get(timeout=60)
+    time.sleep(max(start + warmup + cycles - time.monotonic(), 0))
+    # then the other client, in 2 s slices with the throttled process stopped (SIGSTOP) and
+    # running in turn: alternating cancels the shared machine's drift
+    fast = Meter()
+    marks: list[tuple[bool, float]] = []
 
-    baseline = Meter()
-    t = time.monotonic()
-    _produce_for(b.bootstrap, "quota-fast", "fast", 5.0, baseline)
-    fast_alone = baseline.rate(t + 1.0, t + 5.0)
+    def toggle() -> None:
+        time.sleep(1.0)  # the other producer's start
+        for k in range(slices):
+            os.kill(proc.pid, signal.SIGSTOP if k % 2 == 0 else signal.SIGCONT)
+            marks.append((k % 2 == 0, time.monotonic()))
+            time.sleep(2.0)
+        os.kill(proc.pid, signal.SIGCONT)
 
-    slow, fast = Meter(), Meter()
-    warmup, cycles = 4.0, 22.0  # two whole quota cycles (11 windows of 1 s) after a warm-up
-    start = time.monotonic()
-    th = threading.Thread(
-        target=_produce_for, args=(b.bootstrap, "quota-slow", "slow", warmup + cycles + 1, slow)
-    )
+    th = threading.Thread(target=toggle)
     th.start()
-    time.sleep(warmup + 2.0)
-    t = time.monotonic()
-    _produce_for(b.bootstrap, "quota-fast", "fast", 5.0, fast)
-    fast_with_slow = fast.rate(t + 1.0, t + 5.0)
+    _produce_for(b.bootstrap, "quota-fast", "fast", 1.0 + 2 * slices + 0.5, fast)
     th.join()
+    slow = Meter()
+    slow.acks, slow.throttle_max = results.get(timeout=90)
+    proc.join(30)
     slow_rate = slow.rate(start + warmup, start + warmup + cycles)
-    after = Meter()  # the baseline again, after: the mean of both stands for the machine's mood
-    t = time.monotonic()
-    _produce_for(b.bootstrap, "quota-fast", "fast", 5.0, after)
-    fast_alone = (fast_alone + after.rate(t + 1.0, t + 5.0)) / 2
+    alone = sum(fast.rate(t + 0.2, t + 2.0) for stopped, t in marks if stopped) / (slices / 2)
+    beside = sum(fast.rate(t + 0.2, t + 2.0) for stopped, t in marks if not stopped) / (slices / 2)
     print(
         f"quota {quota} B/s: throttled client {slow_rate:.0f} B/s ({slow_rate / quota:.3f}x), "
-        f"throttle max {slow.throttle_max} ms; other client alone {fast_alone:.0f} B/s, "
-        f"beside it {fast_with_slow:.0f} B/s ({fast_with_slow / fast_alone:.3f}x)"
+        f"throttle max {slow.throttle_max} ms; other client alone {alone:.0f} B/s, "
+        f"beside it {beside:.0f} B/s ({beside / alone:.3f}x)"
     )
     assert slow_rate == pytest.approx(quota, rel=0.10)
     assert slow.throttle_max > 0  # librdkafka saw throttle_time_ms in the responses
     assert fast.throttle_max == 0
-    # not slowed by the throttled client (one-sided: on a shared machine a reading beside it has
-    # come out 1.34x the one alone, when other work stopped; the bound is on being held back)
-    assert fast_with_slow >= 0.75 * fast_alone
+    assert beside == pytest.approx(alone, rel=0.25)
 
 
 def test_consumer_over_its_byte_rate_is_throttled(broker_factory: BrokerFactory) -> None:
