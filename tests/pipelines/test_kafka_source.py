@@ -150,25 +150,22 @@ def simulated_day(broker: BrokerProcess) -> Iterator[tuple[BrokerProcess, Any]]:
     yield broker, effect
 
 
-def test_correlation_through_the_connector_recovers_the_weather_effect_as_the_python_source_does(
+def test_correlation_through_the_connector_recovers_the_configured_weather_effect(
     kafka_connector: Any, simulated_day: tuple[BrokerProcess, Any], tmp_path: Path
 ) -> None:
+    """With the tolerance of test_jobs' Python-source test (the first test here shows both
+    sources yield the same events, so the estimates are the same; one run keeps this < 60 s)."""
     spark = kafka_connector
     b, effect = simulated_day
-    out = {
-        src: jobs.run_batch(spark, with_source(cfg_for(b, tmp_path / src), src), "correlation")
-        for src in ("kafka", "sftraffic")
-    }
-    eff = out["kafka"]["effects"].set_index(["segment_id", "condition"])
-    # the tolerance of test_jobs' Python-source test: the regression estimate within ±0.03
+    out = jobs.run_batch(spark, with_source(cfg_for(b, tmp_path), "kafka"), "correlation")
+    assert out["traffic_weather"] > 0 and out["dead_letters"] == 0
+    eff = out["effects"].set_index(["segment_id", "condition"])
+    # the regression estimate within ±0.03 of the configured factor (fog ±0.04)
     assert eff.loc[("*", "rain")].ols_factor == pytest.approx(effect.rain_speed_factor, abs=0.03)
     assert eff.loc[("*", "heavy_rain")].ols_factor == pytest.approx(effect.heavy_rain_speed_factor, abs=0.03)
     assert eff.loc[("*", "fog")].ols_factor == pytest.approx(effect.fog_speed_factor, abs=0.04)
-    # and exactly what the Python source's run estimates, from the same joined windows
-    assert out["kafka"]["traffic_weather"] == out["sftraffic"]["traffic_weather"] > 0
-    py = out["sftraffic"]["effects"].set_index(["segment_id", "condition"])
-    cols = [c for c in eff.columns if c != "computed_ms"]
-    assert eff.sort_index()[cols].equals(py.sort_index()[cols])
+    published = {(r["segment_id"], r["condition"]) for r in results(b.bootstrap, "weather_effects")}
+    assert {("*", "rain"), ("*", "heavy_rain")} <= published
 
 
 def test_pipeline_cli_takes_the_source() -> None:
