@@ -306,11 +306,16 @@ def test_producer_over_quota_is_held_to_it_and_another_client_is_not(broker_fact
 
     th = threading.Thread(target=toggle)
     th.start()
-    _produce_for(b.bootstrap, "quota-fast", "fast", 1.0 + 2 * slices + 0.5, fast)
-    th.join()
     slow = Meter()
-    slow.acks, slow.throttle_max = results.get(timeout=90)
-    proc.join(30)
+    try:
+        _produce_for(b.bootstrap, "quota-fast", "fast", 1.0 + 2 * slices + 0.5, fast)
+        th.join()
+        slow.acks, slow.throttle_max = results.get(timeout=90)
+        proc.join(30)
+    finally:
+        if proc.is_alive():  # never leave a stopped child behind
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.kill()
     slow_rate = slow.rate(start + warmup, start + warmup + cycles)
     alone = sum(fast.rate(t + 0.2, t + 2.0) for stopped, t in marks if stopped) / (slices / 2)
     beside = sum(fast.rate(t + 0.2, t + 2.0) for stopped, t in marks if not stopped) / (slices / 2)
