@@ -415,8 +415,7 @@ define(
     "quota.window.size.seconds",
     "int",
     1,
-    "Length of each client quota sample; a client's rate is measured over quota.window.num "
-    "of them.",
+    "Length of each client quota sample; a client's rate is measured over quota.window.num of them.",
     [B],
     validator=at_least(1),
 )
