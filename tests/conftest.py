@@ -53,6 +53,13 @@ SFTRAFFIC_ONLY: dict[str, str] = {
         f"{_OWN}: damages a segment file in its data dir, restarts it"
     ),
     "tests/integration/test_metrics.py": "sftraffic's Prometheus endpoint (metrics.listen)",
+    # security (issue 18): our brokers started with listeners, SASL users in their data dirs,
+    # the authorizer or quota windows; test-on-kafka's Kafka has one PLAINTEXT listener and none
+    "tests/integration/test_security.py": f"{_OWN}: SASL/TLS listeners, users added to its data dir",
+    "tests/integration/test_security_cluster.py": f"{_OWN}: 3 brokers replicating over SASL_SSL",
+    "tests/integration/test_authorization.py": f"{_OWN}: StandardAuthorizer on, SASL users",
+    "tests/integration/test_abuse.py": f"{_OWN}: its connection limits, RSS and SASL listener",
+    "tests/integration/test_quotas.py": f"{_OWN}: quota windows set at start, a 3-broker cluster",
     # what our broker answers beyond or unlike Kafka (README "Apache Kafka as the judge")
     "tests/integration/test_bad_input.py::test_bad_crc_is_rejected_and_nothing_written": (
         "asserts our error_message for a CRC failure (Kafka: CORRUPT_MESSAGE without a message)"
