@@ -43,17 +43,24 @@ def _page_figures(url: str, deadline: float) -> tuple[list[Any], list[Any]]:
     options.add_argument("--headless=new")  # dash[testing] adds it for its own browser tests
     driver = webdriver.Chrome(options=options)
     script = "var g = document.querySelector('#%s .js-plotly-plot'); return g ? g.data : null;"
+    got: tuple[list[Any], list[Any]] = ([], [])
+
+    def drawn() -> bool:
+        nonlocal got
+        effects = driver.execute_script(script % "effects") or []
+        series = driver.execute_script(script % "series") or []
+        got = (effects, series)
+        return bool(effects) and effects[0].get("type") == "bar" and any(t.get("y") for t in series)
+
     try:
         driver.get(url)
-        while True:
-            effects = driver.execute_script(script % "effects") or []
-            series = driver.execute_script(script % "series") or []
-            drawn = bool(effects) and effects[0].get("type") == "bar" and any(t.get("y") for t in series)
-            if drawn or time.monotonic() > deadline:
-                return effects, series
-            time.sleep(0.5)  # the page polls the store every 2 s: nothing to await but its redraw
+        # the page polls the store every 2 s: nothing to await but its redraw
+        wait_for(drawn, max(0.5, deadline - time.monotonic()), 0.5, "the charts drawn")
+    except TimeoutError:
+        pass  # the caller's assertions say what was missing
     finally:
         driver.quit()
+    return got
 
 
 def test_up_backfills_the_past_then_goes_on_live(tmp_path: Path) -> None:
