@@ -66,7 +66,7 @@ def host_of(peer: str) -> str:
 class Authz:
     """The broker's authorizer and the decision caches of its connections."""
 
-    MAX_CONNECTIONS = 20_000  # caches kept; more (connections come and go) start over
+    MAX_CONNECTIONS = 20_000  # caches kept (closed connections' are dropped); more start over
 
     def __init__(self, authorizer: StandardAuthorizer) -> None:
         self.authorizer = authorizer
@@ -75,6 +75,10 @@ class Authz:
     def load(self, acls: list[AclBinding]) -> None:
         """The ACLs changed (CreateAcls/DeleteAcls applied here, or a snapshot restored)."""
         self.authorizer.load(acls)
+
+    def forget(self, peer: str) -> None:
+        """The connection from ``peer`` closed: drop its decision cache."""
+        self._sessions.pop(peer, None)
 
     def session(self, peer: str, principal: KafkaPrincipal) -> DecisionCache:
         s = self._sessions.get(peer)

@@ -286,6 +286,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.deadline is not None:
             self.deadline.cancel()
         self.listener.connections.discard(self)
+        if self.services.authz is not None:
+            self.services.authz.forget(self.peer)  # its decision cache goes with it
         self.queue.clear()
         if self.task is not None and not self.task.done():
             self.task.cancel()
