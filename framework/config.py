@@ -691,6 +691,73 @@ define(
     validator=at_least(1),
 )
 
+# ---- transactions (issue 19) --------------------------------------------------------------
+define(
+    "transaction.state.log.num.partitions",
+    "int",
+    50,
+    "Partitions of __transaction_state (the transaction coordinators' log).",
+    [B],
+    validator=between(1, 1000),
+)
+define(
+    "transaction.state.log.replication.factor",
+    "int",
+    3,
+    "Replicas of each __transaction_state partition (at most the live brokers when created).",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "transaction.state.log.min.isr",
+    "int",
+    2,
+    "min.insync.replicas of __transaction_state (at most its replication factor).",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "transaction.state.log.segment.bytes",
+    "int",
+    104_857_600,
+    "Segment size of __transaction_state.",
+    [B],
+    validator=at_least(1024),
+)
+define(
+    "transaction.max.timeout.ms",
+    "int",
+    900_000,
+    "Largest transaction.timeout.ms a transactional producer may ask for "
+    "(else INVALID_TRANSACTION_TIMEOUT).",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "transactional.id.expiration.ms",
+    "int",
+    604_800_000,
+    "Forget a transactional id with no transaction open and no request for this long.",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "int",
+    10_000,
+    "How often the coordinator aborts transactions open longer than their timeout.",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "transaction.remove.expired.transaction.cleanup.interval.ms",
+    "int",
+    3_600_000,
+    "How often the coordinator removes expired transactional ids.",
+    [B],
+    validator=at_least(1),
+)
+
 # ---- authorization (issue 18) -------------------------------------------------------------
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 AUTHORIZER_CHOICES = (

@@ -79,6 +79,13 @@ APIS = [
     "delete_acls",
     "describe_client_quotas",
     "alter_client_quotas",
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "write_txn_markers",
+    "txn_offset_commit",
+    "describe_transactions",
+    "list_transactions",
 ]
 DATA = ["consumer_protocol_subscription", "consumer_protocol_assignment"]
 

@@ -12,7 +12,7 @@ import importlib
 import io
 import random
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -141,8 +141,8 @@ def _random_kio(kcls: type, rnd: random.Random) -> Any:
                 return uuid.UUID(bytes=rnd.randbytes(16))
             if t == "timedelta_i32" or t == "timedelta_i64":
                 return timedelta(milliseconds=rnd.randint(0, 10000))
-            if t == "datetime_i64":
-                return None
+            if t == "datetime_i64":  # whole milliseconds: kio writes int(timestamp * 1000)
+                return datetime.fromtimestamp(rnd.randint(0, 2**40) / 1000, tz=UTC)
             raise AssertionError(t)
 
         if fc.is_array:
