@@ -728,8 +728,7 @@ define(
     "transaction.max.timeout.ms",
     "int",
     900_000,
-    "Largest transaction.timeout.ms a transactional producer may ask for "
-    "(else INVALID_TRANSACTION_TIMEOUT).",
+    "Largest transaction.timeout.ms a producer may ask for (else INVALID_TRANSACTION_TIMEOUT).",
     [B],
     validator=at_least(1),
 )
