@@ -422,6 +422,10 @@ def read_range(opts: Options, r: Range) -> Iterator[pa.RecordBatch]:
             "fetch.max.bytes": 52_428_800,
             "max.partition.fetch.bytes": 10_485_760,
             "queued.min.messages": 200_000,
+            # librdkafka pauses a partition's fetches for this long once its queue holds
+            # queued.min.messages; the default (1 s) idles a reader that drains the queue in
+            # a fraction of that (issue 17: the consume stalls traced with client defaults)
+            "fetch.queue.backoff.ms": 10,
         }
     )
     schema_ = _arrow_schema(opts.include_headers)
