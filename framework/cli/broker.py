@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import re
+import socket
 
 from framework import config as cfg
 from framework.errors import ConfigError
@@ -16,7 +18,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         description="Run one event-store node. Settings come from --config (TOML), SFTRAFFIC_* "
         "environment variables and these flags, in increasing precedence.",
     )
-    p.add_argument("--node-id", type=int, help="this broker's id (node.id)")
+    ident = p.add_mutually_exclusive_group()
+    ident.add_argument("--node-id", type=int, help="this broker's id (node.id)")
+    ident.add_argument(
+        "--node-id-from-hostname",
+        action="store_true",
+        help="node.id is the number ending this host's name: sftraffic-broker-2 is node 2 (a "
+        "Kubernetes StatefulSet's pod ordinal), so every broker can share one command line",
+    )
     p.add_argument(
         "--listen",
         metavar="HOST:PORT",
@@ -51,6 +60,8 @@ def load_config(args: argparse.Namespace) -> cfg.BrokerConfig:
     overrides: dict[str, object] = {}
     if args.node_id is not None:
         overrides["node.id"] = args.node_id
+    elif getattr(args, "node_id_from_hostname", False):
+        overrides["node.id"] = node_id_from_hostname(socket.gethostname())
     if args.listen:
         overrides["listeners"] = args.listen
     if args.advertise:
@@ -67,6 +78,18 @@ def load_config(args: argparse.Namespace) -> cfg.BrokerConfig:
             raise ConfigError(f"--override {item!r}: expected KEY=VALUE")
         overrides[k.strip()] = v.strip()
     return cfg.BrokerConfig.load(args.config, overrides)
+
+
+def node_id_from_hostname(hostname: str) -> int:
+    """The number ending the first label of ``hostname`` (``broker-3.example.org`` is 3)."""
+    label = hostname.split(".", 1)[0]
+    m = re.search(r"(\d+)$", label)
+    if m is None:
+        raise ConfigError(
+            f"--node-id-from-hostname: host name {hostname!r} does not end with a number "
+            "(e.g. sftraffic-broker-1)"
+        )
+    return int(m.group(1))
 
 
 def run(args: argparse.Namespace) -> int:
