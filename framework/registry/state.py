@@ -130,11 +130,11 @@ class RegistryState:
                     ver.deleted = True
 
     def _apply_schema(self, subject: str, version: int, value: Any) -> None:
-        versions = self.subjects.setdefault(subject, {})
         if not isinstance(value, dict):  # tombstone: permanently deleted
+            versions = self.subjects.get(subject, {})
             versions.pop(version, None)
             if not versions:
-                del self.subjects[subject]
+                self.subjects.pop(subject, None)
             return
         sid, text = value.get("id"), value.get("schema")
         if not isinstance(sid, int) or not isinstance(text, str):
@@ -145,9 +145,7 @@ class RegistryState:
             self.schemas[sid] = SchemaEntry(sid, text, stype, list(refs))
             self._by_text.setdefault((stype, text, _refs_key(refs)), sid)
         self.max_id = max(self.max_id, sid)
-        versions[version] = Version(sid, bool(value.get("deleted", False)))
-        if not versions:
-            del self.subjects[subject]
+        self.subjects.setdefault(subject, {})[version] = Version(sid, bool(value.get("deleted", False)))
 
     # -- queries ----------------------------------------------------------------------------------
     def subject_names(self, deleted: bool = False) -> list[str]:
