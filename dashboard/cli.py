@@ -19,6 +19,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--lookback", default="3h", help="how far back to load data at start (e.g. 30m, 3h, 1d)")
     p.add_argument("--window", help="the Spark jobs' window, if not their default (e.g. '1 minute')")
     p.add_argument("--watermark", help="the Spark jobs' watermark, if not their default (e.g. '2 minutes')")
+    p.add_argument(
+        "--kafka-config",
+        metavar="FILE",
+        help="the Kafka clients' security settings (librdkafka's names, KEY=VALUE lines; default "
+        "$SFTRAFFIC_KAFKA_CONFIG)",
+    )
     p.set_defaults(func=run)
 
 
@@ -26,7 +32,11 @@ def run(args: argparse.Namespace) -> int:
     from dashboard.app import create_app
     from dashboard.data import DashboardData
     from dashboard.status import spark_interval_ms
+    from framework.client.security import configure
     from framework.config import parse_duration_ms
+
+    if args.kafka_config:
+        configure(args.kafka_config)
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request (~5 % of the CPU)

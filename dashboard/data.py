@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from framework.client.security import client_security
 from sensors.layout import STREAM, topic
 from sensors.model import CONDITIONS, WeatherEffect
 
@@ -203,6 +204,7 @@ class DashboardData:
                 if consumer is None:
                     consumer = Consumer(
                         {
+                            **client_security(),
                             "bootstrap.servers": self.bootstrap,
                             "group.id": "sftraffic-dashboard",
                             "enable.auto.commit": False,
@@ -280,12 +282,18 @@ class DashboardData:
             known = self.health.topics
             try:
                 admin = AdminClient(
-                    {"bootstrap.servers": self.bootstrap, "logger": _quiet(), "socket.timeout.ms": 3000}
+                    {
+                        **client_security(),
+                        "bootstrap.servers": self.bootstrap,
+                        "logger": _quiet(),
+                        "socket.timeout.ms": 3000,
+                    }
                 )
                 md = admin.list_topics(timeout=3)
                 h.brokers = [f"{b.id}@{b.host}:{b.port}" for b in md.brokers.values()]
                 c = Consumer(
                     {
+                        **client_security(),
                         "bootstrap.servers": self.bootstrap,
                         "group.id": "sftraffic-dashboard-health",
                         "logger": _quiet(),

@@ -97,6 +97,36 @@ KAFKA_CONNECTOR_CONSUMER = {
 }
 
 
+def security_options(source: str) -> dict[str, str]:
+    """This process's client security (``$SFTRAFFIC_KAFKA_CONFIG``, librdkafka's names) as
+    options of ``source``: ``kafka.<key>`` for our data source; for Spark's Kafka connector (the
+    Java client) ``kafka.security.protocol``, ``kafka.sasl.mechanism``, a SCRAM/PLAIN
+    ``kafka.sasl.jaas.config`` and the CA as a PEM trust store."""
+    from framework.client.security import client_security
+
+    sec = client_security()
+    if source != "kafka":
+        return {f"kafka.{k}": v for k, v in sec.items()}
+    out: dict[str, str] = {}
+    if "security.protocol" in sec:
+        out["kafka.security.protocol"] = sec["security.protocol"].upper()
+    mech = sec.get("sasl.mechanism", "SCRAM-SHA-256").upper()
+    if "sasl.username" in sec:
+        module = (
+            "org.apache.kafka.common.security.plain.PlainLoginModule"
+            if mech == "PLAIN"
+            else "org.apache.kafka.common.security.scram.ScramLoginModule"
+        )
+        user = sec["sasl.username"].replace("\\", "\\\\").replace('"', '\\"')
+        password = sec.get("sasl.password", "").replace("\\", "\\\\").replace('"', '\\"')
+        out["kafka.sasl.mechanism"] = mech
+        out["kafka.sasl.jaas.config"] = f'{module} required username="{user}" password="{password}";'
+    if "ssl.ca.location" in sec:
+        out["kafka.ssl.truststore.type"] = "PEM"
+        out["kafka.ssl.truststore.location"] = sec["ssl.ca.location"]
+    return out
+
+
 def _read(
     spark: Any,
     cfg: JobConfig,
@@ -116,6 +146,8 @@ def _read(
     if batch and starting == "latest":  # a batch starts at the beginning (what ours does)
         starting = "earliest"
     r = r.option("startingOffsets", starting).option("maxRecordsPerPartition", MAX_RECORDS_PER_PARTITION)
+    for k, v in security_options(cfg.source).items():
+        r = r.option(k, v)
     if cfg.event_from_ms is not None:  # record timestamps are event times (CreateTime)
         r = r.option("startingTimestamp", cfg.event_from_ms)
     if not batch and cfg.max_offsets_per_trigger:
@@ -160,10 +192,12 @@ class ResultProducer:
         from confluent_kafka import Producer
 
         from framework.client.producer import producer_config
+        from framework.client.security import client_security
         from sensors.publish import _quiet
 
         self.errors: list[str] = []
-        conf = producer_config(bootstrap, client_id="sftraffic-pipeline", extra={"logger": _quiet()})
+        extra = {**client_security(), "logger": _quiet()}
+        conf = producer_config(bootstrap, client_id="sftraffic-pipeline", extra=extra)
         self.p = Producer(conf)
 
     @classmethod
@@ -224,6 +258,8 @@ def _dead_letters(bad: Any, cfg: JobConfig) -> None:
     # through the source's own writer: ours (an idempotent confluent-kafka producer per task) or
     # the connector's (the Java producer); both take kafka.bootstrap.servers and topic
     w = out.write.format(cfg.source).option("kafka.bootstrap.servers", cfg.bootstrap)
+    for k, v in security_options(cfg.source).items():
+        w = w.option(k, v)
     w.option("topic", t("dead_letter")).mode("append").save()
 
 
@@ -647,24 +683,35 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="how Spark reads the topics: sftraffic, our Python data source (default), or kafka, Spark's "
         "own Kafka connector (JVM jars, resolved with Maven into .cache/maven on first use)",
     )
+    p.add_argument(
+        "--kafka-config",
+        metavar="FILE",
+        help="the Kafka clients' security settings (librdkafka's names: security.protocol, sasl.*, "
+        "ssl.ca.location; KEY=VALUE lines; default $SFTRAFFIC_KAFKA_CONFIG)",
+    )
     p.set_defaults(func=run)
 
 
 def preflight(bootstrap: str) -> None:
     """Fail with one line before starting Spark when the store or the topics are missing."""
     from framework.cli.common import ensure_reachable
+    from framework.client.security import check_credentials
     from sensors.layout import ensure_layout
 
     ensure_reachable(bootstrap)
+    check_credentials(bootstrap)
     ensure_layout(bootstrap, extra_topics={t(n): {} for n in RESULT_TOPICS if n != "dead_letter"})
 
 
 def run(args: argparse.Namespace) -> int:
+    from framework.client.security import configure
     from pipelines.spark import session
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+    if args.kafka_config:
+        configure(args.kafka_config)
     cfg = JobConfig(
         bootstrap=args.bootstrap,
         checkpoint_dir=args.checkpoint_dir,

@@ -252,6 +252,10 @@ class Options:
     poll_timeout_s: float
     value_schema: str | None = None
     value_required: tuple[str, ...] = ()
+    # the client's security settings in librdkafka's names: options kafka.security.protocol,
+    # kafka.sasl.*, kafka.ssl.* (as Spark's Kafka source passes kafka.* to its client), over
+    # the driver's $SFTRAFFIC_KAFKA_CONFIG (framework.client.security)
+    security: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def parse(cls, opts: dict[str, str]) -> Options:
@@ -288,6 +292,7 @@ class Options:
             poll_timeout_s=float(o.get("polltimeoutms", "30000")) / 1000,
             value_schema=cls._value_schema(o),
             value_required=tuple(n.strip() for n in o.get("valuerequired", "").split(",") if n.strip()),
+            security=tuple(security_options(o).items()),
         )
 
     @staticmethod
@@ -305,6 +310,16 @@ class Options:
         return vs
 
 
+def security_options(o: dict[str, str]) -> dict[str, str]:
+    """The security settings of lower-cased options ``o`` (``kafka.sasl.username`` ...), over
+    this process's own (:func:`framework.client.security.client_security`)."""
+    from framework.client.security import client_security, is_security_key
+
+    conf = client_security()
+    conf.update({k[6:]: v for k, v in o.items() if k.startswith("kafka.") and is_security_key(k[6:])})
+    return conf
+
+
 class _Offsets:
     """Driver-side offset look-ups (created lazily: never pickled to executors)."""
 
@@ -314,6 +329,7 @@ class _Offsets:
         self.opts = opts
         self.c = Consumer(
             {
+                **dict(opts.security),
                 "bootstrap.servers": opts.bootstrap,
                 "group.id": "sftraffic-spark-offsets",
                 "enable.auto.commit": False,
@@ -413,6 +429,7 @@ def read_range(opts: Options, r: Range) -> Iterator[pa.RecordBatch]:
 
     c = Consumer(
         {
+            **dict(opts.security),
             "bootstrap.servers": opts.bootstrap,
             "group.id": "sftraffic-spark",
             "enable.auto.commit": False,
@@ -613,7 +630,9 @@ def _write_rows(opts: dict[str, str], rows: Iterator[Any]) -> _Written:
     default_topic = o.get("topic")
     p = Producer(
         producer_config(
-            bootstrap, client_id="sftraffic-spark-sink", extra={"logger": _quiet(), "linger.ms": 20}
+            bootstrap,
+            client_id="sftraffic-spark-sink",
+            extra={**security_options(o), "logger": _quiet(), "linger.ms": 20},
         )
     )
     errors: list[str] = []

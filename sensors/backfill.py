@@ -143,9 +143,11 @@ def end_offsets(bootstrap: str, topics: list[str]) -> int:
     """Sum of the log end offsets of ``topics`` (every partition)."""
     from confluent_kafka import Consumer, TopicPartition
 
+    from framework.client.security import secured
     from sensors.publish import _quiet
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "sftraffic-backfill", "logger": _quiet()})
+    conf = {"bootstrap.servers": bootstrap, "group.id": "sftraffic-backfill", "logger": _quiet()}
+    c = Consumer(secured(conf))
     try:
         md = c.list_topics(timeout=10)
         total = 0

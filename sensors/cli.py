@@ -18,12 +18,14 @@ import datetime as dt
 import multiprocessing as mp
 import re
 import signal
+import ssl
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from framework.cli.common import add_bootstrap, ensure_reachable, require_modules
+from framework.client.security import check_credentials, configure
 
 require_modules("numpy", "msgspec", "paho")  # the fleet, its encoder, MQTT devices
 
@@ -42,6 +44,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--via", choices=["kafka", "mqtt"], default="kafka", help="publish directly to the store or over MQTT"
     )
     p.add_argument("--mqtt", default="127.0.0.1:1883", metavar="HOST:PORT", help="MQTT broker for --via mqtt")
+    p.add_argument(
+        "--mqtt-credentials",
+        metavar="FILE",
+        help="--via mqtt: DEVICE:PASSWORD lines; each device then logs in as itself on its own connection",
+    )
+    p.add_argument("--mqtt-ca", metavar="FILE", help="--via mqtt: TLS, trusting this CA (PEM)")
+    p.add_argument(
+        "--kafka-config",
+        metavar="FILE",
+        help="the Kafka clients' security settings (librdkafka's names, KEY=VALUE lines; default "
+        "$SFTRAFFIC_KAFKA_CONFIG)",
+    )
     p.add_argument(
         "--speed",
         type=parse_speed,
@@ -191,7 +205,7 @@ def _worker(
 ) -> None:
     from sensors.fleet import SensorFleet, load_seq_state, save_seq_state
     from sensors.model import ModelConfig
-    from sensors.publish import KafkaSink, MqttSink
+    from sensors.publish import KafkaSink, MqttSink, read_credentials
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the parent sets stop, then the fleet flushes
@@ -214,7 +228,15 @@ def _worker(
         fleet.restore_seq(load_seq_state(args.seq_state))
     if args.via == "mqtt":
         host, _, port = args.mqtt.rpartition(":")
-        sink: Any = MqttSink(host, int(port), client_prefix=f"sftraffic-devices-{index}{args.prefix}")
+        creds = read_credentials(args.mqtt_credentials) if args.mqtt_credentials else None
+        tls = ssl.create_default_context(cafile=args.mqtt_ca) if args.mqtt_ca else None
+        sink: Any = MqttSink(
+            host,
+            int(port),
+            client_prefix=f"sftraffic-devices-{index}{args.prefix}",
+            credentials=creds,
+            tls=tls,
+        )
     else:
         sink = KafkaSink(args.bootstrap, client_id=f"sftraffic-sensors-{index}")
 
@@ -254,7 +276,14 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     start, duration = _period(args)
+    if args.kafka_config:
+        configure(args.kafka_config)  # the environment of the worker processes too
+    if args.mqtt_credentials:
+        from sensors.publish import read_credentials
+
+        read_credentials(args.mqtt_credentials)  # a bad file: one line, before anything starts
     ensure_reachable(args.bootstrap)
+    check_credentials(args.bootstrap)
     ensure_layout(args.bootstrap, partitions=args.partitions)
     _publish_truth(args)
     ctx = mp.get_context("spawn")

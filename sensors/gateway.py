@@ -24,7 +24,9 @@ gmqtt; the default of ``sftraffic gateway``, ~5x the throughput) and :class:`Gat
 
 from __future__ import annotations
 
+import functools
 import logging
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -77,6 +79,24 @@ class GatewayConfig:
     # 5 adds a session expiry.
     mqtt_version: int = 311
     dead_letter_topic: str | None = None  # default: <stream>.dead_letter
+    # MQTT authentication (Mosquitto's password file) and TLS: mqtt_ca, a PEM CA file to trust
+    # (TLS with it), or mqtt_tls with the system's CAs
+    mqtt_username: str | None = None
+    mqtt_password: str | None = field(default=None, repr=False)
+    mqtt_ca: str | None = None
+    mqtt_tls: bool = False
+
+
+def mqtt_tls_context(cfg: GatewayConfig) -> ssl.SSLContext | None:
+    """The TLS context towards Mosquitto (None: plain TCP); the server's certificate must chain
+    to ``mqtt_ca`` (or a system CA) and name the host."""
+    if not (cfg.mqtt_ca or cfg.mqtt_tls):
+        return None
+    return ssl.create_default_context(cafile=cfg.mqtt_ca or None)
+
+
+class MqttRefused(Exception):
+    """Mosquitto refused the connection (credentials) or no TLS session could be made."""
 
 
 def gateway_producer(cfg: GatewayConfig, error_cb: Any) -> Any:
@@ -84,20 +104,23 @@ def gateway_producer(cfg: GatewayConfig, error_cb: Any) -> Any:
     from confluent_kafka import Producer
 
     from framework.client.producer import producer_config
+    from framework.client.security import secured
     from sensors.publish import _quiet
 
     return Producer(
-        producer_config(
-            cfg.bootstrap,
-            exactly_once=True,
-            client_id=f"sftraffic-gateway-{cfg.gateway_id}",
-            linger_ms=5,
-            extra={
-                "message.timeout.ms": cfg.delivery_timeout_ms,
-                "queue.buffering.max.messages": 200_000,
-                "error_cb": error_cb,
-                "logger": _quiet(),
-            },
+        secured(
+            producer_config(
+                cfg.bootstrap,
+                exactly_once=True,
+                client_id=f"sftraffic-gateway-{cfg.gateway_id}",
+                linger_ms=5,
+                extra={
+                    "message.timeout.ms": cfg.delivery_timeout_ms,
+                    "queue.buffering.max.messages": 200_000,
+                    "error_cb": error_cb,
+                    "logger": _quiet(),
+                },
+            )
         )
     )
 
@@ -127,6 +150,13 @@ class Gateway:
             manual_ack=True,
         )
         self.mqtt.max_inflight_messages_set(65535)
+        if cfg.mqtt_username:
+            self.mqtt.username_pw_set(cfg.mqtt_username, cfg.mqtt_password)
+        context = mqtt_tls_context(cfg)
+        if context is not None:
+            self.mqtt.tls_set_context(context)
+        self._connected = threading.Event()
+        self._refused: str | None = None
         self.mqtt.on_connect = self._on_connect
         self.mqtt.on_message = self._on_message
         self._threads: list[threading.Thread] = []
@@ -141,12 +171,27 @@ class Gateway:
             props = Properties(PacketTypes.CONNECT)
             props.SessionExpiryInterval = self.cfg.session_expiry_s
             props.ReceiveMaximum = 65535
-            self.mqtt.connect(
-                self.cfg.mqtt_host, self.cfg.mqtt_port, keepalive=30, clean_start=False, properties=props
+            connect = functools.partial(
+                self.mqtt.connect,
+                self.cfg.mqtt_host,
+                self.cfg.mqtt_port,
+                keepalive=30,
+                clean_start=False,
+                properties=props,
             )
         else:
-            self.mqtt.connect(self.cfg.mqtt_host, self.cfg.mqtt_port, keepalive=30)
+            connect = functools.partial(
+                self.mqtt.connect, self.cfg.mqtt_host, self.cfg.mqtt_port, keepalive=30
+            )
+        where = f"Mosquitto at {self.cfg.mqtt_host}:{self.cfg.mqtt_port}"
+        try:
+            connect()
+        except (ssl.SSLError, OSError) as exc:
+            raise MqttRefused(f"cannot connect to {where}: {exc}") from None
         self.mqtt.loop_start()
+        if not self._connected.wait(30) or self._refused:
+            self.mqtt.loop_stop()
+            raise MqttRefused(f"{where} refused the gateway: {self._refused or 'no CONNACK in 30 s'}")
         for target in (self._poll_loop, self._drain_loop):
             t = threading.Thread(target=target, daemon=True, name=target.__name__)
             t.start()
@@ -185,7 +230,10 @@ class Gateway:
     ) -> None:
         if getattr(reason, "is_failure", False):
             log.error("MQTT connect refused: %s", reason)
+            self._refused = str(reason)
+            self._connected.set()
             return
+        self._connected.set()
         client.subscribe(self._subscription(), qos=1)
 
     def _ack(self, msg: Any) -> None:

@@ -38,7 +38,14 @@ import msgspec
 
 from sensors import schema
 from sensors.disk_queue import DiskQueue, QueueFull
-from sensors.gateway import RETRIABLE_DOWN, GatewayConfig, GatewayStats, gateway_producer
+from sensors.gateway import (
+    RETRIABLE_DOWN,
+    GatewayConfig,
+    GatewayStats,
+    MqttRefused,
+    gateway_producer,
+    mqtt_tls_context,
+)
 from sensors.layout import STREAM
 
 log = logging.getLogger("sftraffic.gateway")
@@ -250,14 +257,33 @@ class AsyncGateway:
         client.on_connect = self._on_connect
         client.on_subscribe = lambda *_: self._subscribed.set() if self._subscribed else None
         client.set_config({"reconnect_delay": 1})
+        if self.cfg.mqtt_username:
+            client.set_auth_credentials(self.cfg.mqtt_username, self.cfg.mqtt_password)
         self.client = client
         self._tasks = [
             asyncio.create_task(self._poll_loop(), name="poll"),
             asyncio.create_task(self._drain_loop(), name="drain"),
         ]
-        await client.connect(
-            self.cfg.mqtt_host, self.cfg.mqtt_port, keepalive=30, version=MQTTv50 if v5 else MQTTv311
-        )
+        where = f"Mosquitto at {self.cfg.mqtt_host}:{self.cfg.mqtt_port}"
+        try:
+            await asyncio.wait_for(
+                client.connect(
+                    self.cfg.mqtt_host,
+                    self.cfg.mqtt_port,
+                    ssl=mqtt_tls_context(self.cfg) or False,
+                    keepalive=30,
+                    version=MQTTv50 if v5 else MQTTv311,
+                ),
+                timeout,
+            )
+        except TimeoutError:
+            raise MqttRefused(f"{where}: no CONNACK in {timeout:.0f} s") from None
+        except OSError as exc:  # refused, TLS handshake failed (ssl.SSLError) ...
+            raise MqttRefused(f"cannot connect to {where}: {exc}") from None
+        except Exception as exc:  # gmqtt's MQTTConnectError: a refused CONNACK
+            if type(exc).__name__ != "MQTTConnectError":
+                raise
+            raise MqttRefused(f"{where} refused the gateway: {exc}") from None
         await asyncio.wait_for(self._subscribed.wait(), timeout)
         log.info(
             "gateway %s forwarding MQTT %s:%d → %s",

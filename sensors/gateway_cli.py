@@ -1,4 +1,14 @@
-"""``sftraffic gateway``: run one MQTT → store edge gateway until Ctrl-C."""
+"""``sftraffic gateway``: run one MQTT → store edge gateway until Ctrl-C.
+
+Security, both sides optional: towards Mosquitto a username (``--mqtt-username`` or
+``$SFTRAFFIC_MQTT_USERNAME``) and its password (``--mqtt-password-file`` or
+``$SFTRAFFIC_MQTT_PASSWORD``), TLS with ``--mqtt-ca FILE`` (or ``--mqtt-tls``: the system's CAs);
+towards the store librdkafka's settings from ``--kafka-config FILE`` (or
+``$SFTRAFFIC_KAFKA_CONFIG``) and ``-X KEY=VALUE`` (``security.protocol=SASL_SSL``,
+``sasl.mechanism``, ``sasl.username``, ``sasl.password``, ``ssl.ca.location``), handed to the
+confluent-kafka producer as they are. Credentials are checked once at start: a refused password
+on either side stops the gateway with one line (exit code 2).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +16,15 @@ import argparse
 import gc
 import importlib.util
 import logging
+import os
 import signal
 import sys
 import threading
 from typing import TYPE_CHECKING
 
-from framework.cli.common import add_bootstrap, require_modules
+from framework.cli.common import add_bootstrap, parse_kv, require_modules
+from framework.client.wire import BrokerUnavailable
+from framework.errors import StoreError
 
 require_modules("msgspec", "paho")  # validation and MQTT (gmqtt is optional: see run)
 
@@ -41,14 +54,54 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         default="gmqtt",
         help="gmqtt: asyncio gateway (default, several times faster); paho: the threaded paho-mqtt one",
     )
+    p.add_argument(
+        "--mqtt-username",
+        default=os.environ.get("SFTRAFFIC_MQTT_USERNAME"),
+        help="MQTT user (default $SFTRAFFIC_MQTT_USERNAME; none: anonymous)",
+    )
+    p.add_argument(
+        "--mqtt-password-file",
+        metavar="FILE",
+        help="file holding the MQTT password (default: $SFTRAFFIC_MQTT_PASSWORD)",
+    )
+    p.add_argument("--mqtt-ca", metavar="FILE", help="TLS towards Mosquitto, trusting this CA (PEM)")
+    p.add_argument("--mqtt-tls", action="store_true", help="TLS towards Mosquitto with the system's CAs")
+    p.add_argument(
+        "--kafka-config",
+        metavar="FILE",
+        help="the store client's security settings, KEY=VALUE lines in librdkafka's names "
+        "(security.protocol, sasl.*, ssl.ca.location; default $SFTRAFFIC_KAFKA_CONFIG)",
+    )
+    p.add_argument(
+        "-X",
+        dest="kafka_overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="one security setting of the store client (wins over --kafka-config)",
+    )
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=run)
+
+
+def _mqtt_password(args: argparse.Namespace) -> str | None:
+    if args.mqtt_password_file:
+        try:
+            with open(args.mqtt_password_file) as f:
+                return f.read().strip()
+        except OSError as exc:
+            raise StoreError(f"--mqtt-password-file {args.mqtt_password_file}: {exc.strerror}") from None
+    return os.environ.get("SFTRAFFIC_MQTT_PASSWORD")
 
 
 def _config(args: argparse.Namespace) -> GatewayConfig:
     from sensors.gateway import GatewayConfig
 
     host, _, port = args.mqtt.rpartition(":")
+    if not host or not port.isdigit():
+        raise StoreError(f"--mqtt {args.mqtt!r}: expected HOST:PORT")
+    if args.mqtt_ca and not os.path.isfile(args.mqtt_ca):
+        raise StoreError(f"--mqtt-ca {args.mqtt_ca}: no such file")
     return GatewayConfig(
         bootstrap=args.bootstrap,
         mqtt_version=5 if args.mqtt_version == "5" else 311,
@@ -58,6 +111,10 @@ def _config(args: argparse.Namespace) -> GatewayConfig:
         share_group=args.group,
         queue_dir=args.queue_dir,
         queue_max_bytes=args.queue_max_bytes,
+        mqtt_username=args.mqtt_username,
+        mqtt_password=_mqtt_password(args),
+        mqtt_ca=args.mqtt_ca,
+        mqtt_tls=args.mqtt_tls,
     )
 
 
@@ -89,7 +146,22 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+    from framework.client.security import check_credentials, configure
+    from sensors.gateway import MqttRefused
+
     cfg = _config(args)
+    configure(args.kafka_config, parse_kv(args.kafka_overrides, "-X"))
+    try:
+        check_credentials(cfg.bootstrap)
+    except BrokerUnavailable as exc:  # messages are parked on disk until it answers
+        logging.getLogger("sftraffic.gateway").warning("%s", exc.message)
+    try:
+        return _run(args, cfg)
+    except MqttRefused as exc:
+        raise StoreError(str(exc)) from None
+
+
+def _run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
     if args.mqtt_client == "paho":
         return _run_paho(args, cfg)
     if importlib.util.find_spec("gmqtt") is None:

@@ -24,6 +24,7 @@ import json
 import time
 from typing import Any
 
+from framework.client.security import secured
 from sensors.layout import topic
 
 TOPIC = topic("ground_truth")
@@ -40,7 +41,7 @@ def ensure_topic(bootstrap: str, replication_factor: int = 1) -> None:
     """Create the compacted topic when it is missing."""
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _quiet()})
+    admin = AdminClient(secured({"bootstrap.servers": bootstrap, "logger": _quiet()}))
     if TOPIC in admin.list_topics(timeout=15).topics:
         return
     new = NewTopic(
@@ -59,7 +60,7 @@ def publish(bootstrap: str, key: str, value: dict[str, Any]) -> None:
 
     ensure_topic(bootstrap)
     errors: list[str] = []
-    p = Producer({"bootstrap.servers": bootstrap, "logger": _quiet(), "enable.idempotence": True})
+    p = Producer(secured({"bootstrap.servers": bootstrap, "logger": _quiet(), "enable.idempotence": True}))
     p.produce(
         TOPIC,
         json.dumps({**value, "published_ms": int(time.time() * 1000)}).encode(),
@@ -91,13 +92,15 @@ def read(bootstrap: str, timeout: float = 5.0) -> dict[str, dict[str, Any]]:
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "sftraffic-ground-truth",
-            "enable.auto.commit": False,
-            "logger": _quiet(),
-            "enable.partition.eof": True,
-        }
+        secured(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "sftraffic-ground-truth",
+                "enable.auto.commit": False,
+                "logger": _quiet(),
+                "enable.partition.eof": True,
+            }
+        )
     )
     out: dict[str, dict[str, Any]] = {}
     try:

@@ -39,7 +39,9 @@ def ensure_layout(
     quiet = logging.getLogger("sftraffic.librdkafka")
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet})
+    from framework.client.security import secured
+
+    admin = AdminClient(secured({"bootstrap.servers": bootstrap, "logger": quiet}))
     existing = set(admin.list_topics(timeout=15).topics)
     wanted: dict[str, dict[str, str]] = {}
     for name in TOPICS:

@@ -5,18 +5,26 @@
 * :class:`MqttSink` — devices publish ``sf/<stream>/<topic>/<sensor-id>`` at QoS 1 (MQTT 5).
   Thousands of simulated devices share a few connections (a device concentrator); at most
   ``window`` publishes per connection wait for their PUBACK, which bounds memory.
+  With ``credentials`` (device -> password, :func:`read_credentials`) every device has its own
+  connection and logs in as itself (username = sensor id), as Mosquitto's per-device ACLs
+  require; ``tls`` (an :class:`ssl.SSLContext`) puts every connection in TLS.
 """
 
 from __future__ import annotations
 
 import logging
+import ssl
 import threading
 import time
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from framework.client.producer import producer_config
+from framework.client.security import secured
+from framework.errors import StoreError
 from sensors.layout import STREAM
 
 _enc = msgspec.json.Encoder()
@@ -58,7 +66,7 @@ class KafkaSink:
                 **(extra or {}),
             },
         )
-        self.producer = Producer(conf)
+        self.producer = Producer(secured(conf))
         self.errors = 0
         self.sent = 0
         self.last_error: str | None = None
@@ -85,6 +93,23 @@ class KafkaSink:
         return int(self.producer.flush(timeout))
 
 
+def read_credentials(path: str | Path) -> dict[str, str]:
+    """``device:password`` lines (Mosquitto users), one-line errors."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise StoreError(f"MQTT credentials {path}: {exc.strerror or exc}") from None
+    out: dict[str, str] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        user, sep, password = line.partition(":")
+        if not sep or not user:
+            raise StoreError(f"MQTT credentials {path}, line {n}: expected DEVICE:PASSWORD")
+        out[user] = password
+    return out
+
+
 class MqttSink:
     def __init__(
         self,
@@ -94,6 +119,8 @@ class MqttSink:
         connections: int = 2,
         window: int = 1000,
         client_prefix: str = "sftraffic-devices",
+        credentials: Mapping[str, str] | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         import paho.mqtt.client as mqtt
 
@@ -103,7 +130,14 @@ class MqttSink:
         self.inflight: list[threading.Semaphore] = []
         self.published = 0
         self.acked = 0
+        self.refused = 0  # PUBACKs with a failure reason (MQTT 5: e.g. not authorized by the ACL)
         self._lock = threading.Lock()
+        self.host, self.port, self.tls = host, port, tls
+        self.credentials = credentials
+        self._devices: dict[str, int] = {}  # device -> index of its own client (with credentials)
+        if credentials is not None:
+            self._rr = 0
+            return
         for i in range(connections):
             c = mqtt.Client(
                 mqtt.CallbackAPIVersion.VERSION2, client_id=f"{client_prefix}-{i}", protocol=mqtt.MQTTv5
@@ -112,24 +146,76 @@ class MqttSink:
             c.max_queued_messages_set(0)
             sem = threading.Semaphore(window)
             c.on_publish = self._on_publish(sem)
+            if tls is not None:
+                c.tls_set_context(tls)
             c.connect(host, port, keepalive=30)
             c.loop_start()
             self.clients.append(c)
             self.inflight.append(sem)
         self._rr = 0
 
+    def _device_client(self, device: str) -> int:
+        """The index of ``device``'s own client, connected (and accepted) on first use."""
+        import paho.mqtt.client as mqtt
+
+        assert self.credentials is not None
+        password = self.credentials.get(device)
+        if password is None:
+            raise StoreError(f"no MQTT password for device {device!r} in the credentials")
+        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=device, protocol=mqtt.MQTTv5)
+        c.username_pw_set(device, password)
+        if self.tls is not None:
+            c.tls_set_context(self.tls)
+        window = min(self.window, 100)
+        c.max_inflight_messages_set(window)
+        c.max_queued_messages_set(0)
+        sem = threading.Semaphore(window)
+        c.on_publish = self._on_publish(sem)
+        answer: list[Any] = []
+        connected = threading.Event()
+
+        def on_connect(client: Any, userdata: Any, flags: Any, reason: Any, properties: Any = None) -> None:
+            answer.append(reason)
+            connected.set()
+
+        c.on_connect = on_connect
+        try:
+            c.connect(self.host, self.port, keepalive=30)
+        except (ssl.SSLError, OSError) as exc:
+            raise StoreError(
+                f"device {device}: cannot connect to MQTT {self.host}:{self.port}: {exc}"
+            ) from None
+        c.loop_start()
+        if not connected.wait(15) or getattr(answer[0], "is_failure", False):
+            c.loop_stop()
+            why = answer[0] if answer else "no CONNACK in 15 s"
+            raise StoreError(f"device {device}: MQTT {self.host}:{self.port} refused it: {why}")
+        self.clients.append(c)
+        self.inflight.append(sem)
+        self._devices[device] = len(self.clients) - 1
+        return self._devices[device]
+
     def _on_publish(self, sem: threading.Semaphore) -> Any:
         def cb(client: Any, userdata: Any, mid: int, reason_code: Any = None, properties: Any = None) -> None:
             sem.release()
             with self._lock:
                 self.acked += 1
+                if getattr(reason_code, "is_failure", False):
+                    if not self.refused:
+                        log.warning("MQTT broker refused a publish: %s", reason_code)
+                    self.refused += 1
 
         return cb
 
     def send(self, topic: str, key: str, value: dict[str, Any], ts_ms: int) -> None:
         name = topic.split(".", 1)[1] if "." in topic else topic
         mqtt_topic = f"sf/{self.stream}/{name}/{key}"
-        i = self._rr = (self._rr + 1) % len(self.clients)
+        if self.credentials is not None:
+            i = self._devices.get(key)
+            if i is None:
+                i = self._device_client(key)
+        else:
+            i = self._rr = (self._rr + 1) % len(self.clients)
         self.inflight[i].acquire()
         self.clients[i].publish(mqtt_topic, _enc.encode(value), qos=1)
         self.published += 1

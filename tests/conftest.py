@@ -60,6 +60,8 @@ SFTRAFFIC_ONLY: dict[str, str] = {
     "tests/integration/test_authorization.py": f"{_OWN}: StandardAuthorizer on, SASL users",
     "tests/integration/test_abuse.py": f"{_OWN}: its connection limits, RSS and SASL listener",
     "tests/integration/test_quotas.py": f"{_OWN}: quota windows set at start, a 3-broker cluster",
+    "tests/integration/test_mqtt_security.py": f"{_OWN}: SASL_SSL only, users and ACLs in its data dir",
+    "tests/system/test_up_secure.py": "sftraffic up --secure starts its own secured store",
     # what our broker answers beyond or unlike Kafka (README "Apache Kafka as the judge")
     "tests/integration/test_bad_input.py::test_bad_crc_is_rejected_and_nothing_written": (
         "asserts our error_message for a CRC failure (Kafka: CORRUPT_MESSAGE without a message)"

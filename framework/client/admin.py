@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from framework.client.wire import WireClient
+from framework.client.security import wire_client
 from framework.errors import StoreError
 from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from framework.protocol.messages.stream_admin import (
     CREATE,
+    DESCRIBE,
     StreamAdminRequest,
     StreamAdminResponse,
     StreamConfig,
@@ -24,7 +25,7 @@ from framework.protocol.messages.stream_admin import (
 def live_broker_ids(bootstrap: str, timeout: float = 3.0) -> list[int] | None:
     """Broker ids the store's Metadata lists, or None when that broker does not answer."""
     try:
-        with WireClient(bootstrap, timeout=timeout) as c:
+        with wire_client(bootstrap, timeout) as c:
             md = c.send(MetadataRequest(topics=[]), MetadataResponse)
     except (OSError, StoreError):
         return None
@@ -36,11 +37,16 @@ def ensure_stream(
 ) -> bool:
     """Create stream ``name`` unless it exists; False when the store has no streams (Kafka).
 
-    Raises :class:`StoreError` with the store's message when the stream cannot be created.
+    Raises :class:`StoreError` with the store's message when the stream cannot be created. An
+    existing stream is looked up first, so a client that may describe it but not create streams
+    (a producer with the stream's produce permission) gets True.
     """
-    with WireClient(bootstrap, timeout=10, client_id=client_id) as w:
+    with wire_client(bootstrap, 10, client_id) as w:
         if w.version_for(StreamAdminRequest.API_KEY) is None:
             return False
+        found = w.send(StreamAdminRequest(operation=DESCRIBE, names=[name]), StreamAdminResponse).streams
+        if found and found[0].error_code == ErrorCode.NONE:
+            return True
         req = StreamAdminRequest(
             operation=CREATE, names=[name], configs=[StreamConfig(k, v) for k, v in configs.items()]
         )

@@ -1,0 +1,218 @@
+"""``sftraffic up --secure``: certificates, passwords, users and permissions of the demo.
+
+Everything is made at the first secure start and kept in ``<data-dir>/secure/`` (mode 0700;
+every file holding a key or a password 0600), then reused by later starts:
+
+* ``ca.pem``, ``server.crt``/``server.key`` (and ``server.pem``, both in one file, for the
+  store's ``ssl.keystore.location``): a CA made for this data dir and one server certificate
+  for 127.0.0.1/localhost, made with ``trustme`` (on ``cryptography``); the store's SASL_SSL
+  listener and Mosquitto's TLS listener present it, every client trusts ``ca.pem`` only.
+* ``passwords.json``: one random password per principal (:data:`PRINCIPALS`: the store's
+  admin, the gateway, the direct fleet, Spark, the dashboard) and per MQTT device, generated
+  with :mod:`secrets`. It is the only place they are in clear; the store keeps SCRAM
+  credentials (salted, hashed) and Mosquitto PBKDF2 hashes.
+* ``<principal>.properties``: each Kafka client's settings in librdkafka's names
+  (``security.protocol=SASL_SSL``, ``sasl.mechanism=SCRAM-SHA-256``, ``sasl.username``,
+  ``sasl.password``, ``ssl.ca.location``), handed to that part as ``$SFTRAFFIC_KAFKA_CONFIG``
+  (:mod:`framework.client.security`); ``mqtt-gateway.password`` and ``mqtt-devices.txt``
+  (``device:password`` lines) for the MQTT side; ``mosquitto.passwd``/``mosquitto.acl``.
+
+The store's users are written into its data dir before its first start (as
+``sftraffic users add --data-dir``), and once it runs the grants are made as ACLs by the admin
+(:func:`grant`): least privilege, through the seeds' stream permissions where they fit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from deploy.local.mosquitto import MqttSecurity, write_acl_file, write_password_file
+from framework.client.security import write_properties
+from framework.errors import StoreError
+from framework.security.authorizer import AclBinding
+
+STREAM_OF_DEMO = "traffic_monitoring"
+MECHANISM = "SCRAM-SHA-256"
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+ADMIN = "sftraffic-admin"
+# Kafka principals of the demo's parts (SCRAM users), besides the admin
+GATEWAY, SENSORS, SPARK, DASHBOARD = "gateway", "sensors", "spark", "dashboard"
+PRINCIPALS = (ADMIN, GATEWAY, SENSORS, SPARK, DASHBOARD)
+MQTT_GATEWAY = "sftraffic-gateway"  # the gateway's MQTT user (devices are named by sensor id)
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """The files of ``<data-dir>/secure``."""
+
+    dir: Path
+
+    @property
+    def ca(self) -> Path:
+        return self.dir / "ca.pem"
+
+    @property
+    def server_pem(self) -> Path:
+        return self.dir / "server.pem"
+
+    @property
+    def passwords_file(self) -> Path:
+        return self.dir / "passwords.json"
+
+    def properties(self, principal: str) -> Path:
+        return self.dir / f"{principal}.properties"
+
+    @property
+    def mqtt_gateway_password(self) -> Path:
+        return self.dir / "mqtt-gateway.password"
+
+    @property
+    def mqtt_devices(self) -> Path:
+        return self.dir / "mqtt-devices.txt"
+
+    @property
+    def mqtt(self) -> MqttSecurity:
+        return MqttSecurity(
+            certfile=self.dir / "server.crt",
+            keyfile=self.dir / "server.key",
+            password_file=self.dir / "mosquitto.passwd",
+            acl_file=self.dir / "mosquitto.acl",
+        )
+
+    def passwords(self) -> dict[str, str]:
+        data: dict[str, str] = json.loads(self.passwords_file.read_text())
+        return data
+
+
+def _password() -> str:
+    return secrets.token_urlsafe(24)
+
+
+def _private_json(path: Path, data: dict[str, str]) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=1)
+    os.chmod(path, 0o600)
+
+
+def ensure_certs(d: Path) -> bool:
+    """A CA and a server certificate for 127.0.0.1/localhost in ``d``; False when already there."""
+    if all((d / n).exists() for n in ("ca.pem", "server.crt", "server.key", "server.pem")):
+        return False
+    import trustme
+
+    ca = trustme.CA(organization_name="sftraffic demo")
+    server = ca.issue_cert("127.0.0.1", "localhost", common_name="sftraffic")
+    ca.cert_pem.write_to_path(str(d / "ca.pem"))
+    chain = b"".join(p.bytes() for p in server.cert_chain_pems)
+    (d / "server.crt").write_bytes(chain)
+    for name, data in (
+        ("server.key", server.private_key_pem.bytes()),
+        ("server.pem", server.private_key_and_cert_chain_pem.bytes()),
+    ):
+        fd = os.open(d / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    return True
+
+
+def ensure(root: Path, devices: list[str]) -> tuple[Secrets, list[str]]:
+    """Make (or reuse) everything in ``<root>/secure`` for these MQTT ``devices``; returns the
+    secrets and what was made this time (for the start-up lines)."""
+    d = root / "secure"
+    d.mkdir(parents=True, exist_ok=True)
+    os.chmod(d, 0o700)
+    s = Secrets(d)
+    made: list[str] = []
+    if ensure_certs(d):
+        made.append("certificates")
+    try:
+        pw = s.passwords() if s.passwords_file.exists() else {}
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"{s.passwords_file}: unreadable ({exc}); remove it to start afresh") from None
+    wanted = [*(f"kafka:{p}" for p in PRINCIPALS), f"mqtt:{MQTT_GATEWAY}", *(f"mqtt:{x}" for x in devices)]
+    new = [k for k in wanted if k not in pw]
+    if new:
+        pw.update({k: _password() for k in new})
+        _private_json(s.passwords_file, pw)
+        made.append(f"{len(new)} passwords")
+    for p in PRINCIPALS:
+        write_properties(
+            s.properties(p),
+            {
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": MECHANISM,
+                "sasl.username": p,
+                "sasl.password": pw[f"kafka:{p}"],
+                "ssl.ca.location": str(s.ca),
+            },
+        )
+    write_properties(s.mqtt_gateway_password, {})  # 0600 first, then the password alone
+    s.mqtt_gateway_password.write_text(pw[f"mqtt:{MQTT_GATEWAY}"] + "\n")
+    mqtt_users = {k.split(":", 1)[1]: v for k, v in pw.items() if k.startswith("mqtt:")}
+    fd = os.open(s.mqtt_devices, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.writelines(f"{u}:{v}\n" for u, v in mqtt_users.items() if u != MQTT_GATEWAY)
+    write_password_file(s.mqtt.password_file, mqtt_users)
+    write_acl_file(s.mqtt.acl_file, [MQTT_GATEWAY])
+    return s, made
+
+
+# -- the store ------------------------------------------------------------------------------------
+def broker_settings(s: Secrets, listen: str) -> dict[str, str]:
+    """The settings of the secured store (``-o KEY=VALUE`` each): one SASL_SSL listener on ``listen``,
+    SCRAM-SHA-256, the server certificate, Kafka's StandardAuthorizer with the admin as the only
+    super user and nothing allowed that no ACL allows. No password among them."""
+    opts = {
+        "listeners": f"SASL_SSL://{listen}",
+        "sasl.enabled.mechanisms": MECHANISM,
+        "ssl.keystore.location": str(s.server_pem),
+        "authorizer.class.name": AUTHORIZER,
+        "super.users": f"User:{ADMIN}",
+        "allow.everyone.if.no.acl.found": "false",
+    }
+    return opts
+
+
+def acls(stream: str = STREAM_OF_DEMO) -> list[AclBinding]:
+    """Least privilege, as ``sftraffic streams grant`` makes it: the gateway and the direct fleet
+    produce to the stream; Spark consumes and produces (its results are topics of the stream);
+    the dashboard consumes, and may describe the cluster (brokers) and groups (lag)."""
+    from framework.security.authorizer import AclOperation, PatternType, Permission, ResourceType
+    from framework.security.stream_permissions import bindings
+
+    grants = {GATEWAY: ("produce",), SENSORS: ("produce",), SPARK: ("produce", "consume")}
+    grants[DASHBOARD] = ("consume",)
+    out = [b for user, perms in grants.items() for p in perms for b in bindings(stream, p, f"User:{user}")]
+    for rt, name, pt in (
+        (ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL),
+        (ResourceType.GROUP, "*", PatternType.LITERAL),
+    ):
+        out.append(
+            AclBinding(rt, name, pt, f"User:{DASHBOARD}", "*", AclOperation.DESCRIBE, Permission.ALLOW)
+        )
+    return out
+
+
+def prepare_store(data_dir: Path, s: Secrets) -> None:
+    """Before the store starts: its SCRAM users (as ``sftraffic users add --data-dir``, with the
+    passwords of ``passwords.json``) and the ACLs of :func:`acls`, written into its data dir.
+    Users are set again on every start (the passwords file is the reference); an ACL that is
+    already there is left as it is."""
+    from framework import config as cfg
+    from framework.metadata.store import MetadataStore
+    from framework.security import scram
+
+    pw = s.passwords()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    store = MetadataStore(data_dir, cfg.BrokerConfig.load(overrides={"log.dirs": str(data_dir)}, environ={}))
+    store.load()
+    for p in PRINCIPALS:
+        store.scram_credentials(p, [scram.from_password(MECHANISM, pw[f"kafka:{p}"])], [])
+    failed = [e for e in store.create_acls(acls()) if e is not None]
+    if failed:
+        raise StoreError(f"the demo's ACLs: {failed[0].message}")
