@@ -286,6 +286,8 @@ class GroupCoordinator:
         self.partition_exists = partition_exists
         self.groups: dict[str, Group] = {}
         self._background: set[asyncio.Future[None]] = set()
+        # TxnOffsetCommit: producer id -> group -> offsets, stored once the transaction commits
+        self.pending_txn: dict[int, dict[str, dict[tuple[str, int], CommittedOffset]]] = {}
 
     # -- helpers ---------------------------------------------------------------------------
     def _set_state(self, g: Group, state: GroupState) -> None:
@@ -831,6 +833,55 @@ class GroupCoordinator:
             await self.store.write_offsets(group_id, accepted)
             g.offsets.update(accepted)
         return result
+
+    def txn_commit(
+        self,
+        group_id: str,
+        producer_id: int,
+        generation: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[tuple[str, int], tuple[int, int, str | None]],
+    ) -> dict[tuple[str, int], int]:
+        """TxnOffsetCommit: keep the offsets aside until the producer's transaction ends
+        (:meth:`complete_txn`); only a committed transaction makes them the group's."""
+        if not group_id:
+            return dict.fromkeys(offsets, E.INVALID_GROUP_ID)
+        g = self.groups.get(group_id)
+        if g is not None and (generation >= 0 or member_id or group_instance_id) and g.members:
+            # KIP-447: the member and generation of a consumer group are checked as for OffsetCommit
+            m, code = g.member(member_id, group_instance_id)
+            if m is None:
+                return dict.fromkeys(offsets, code)
+            if generation != g.generation:
+                return dict.fromkeys(offsets, E.ILLEGAL_GENERATION)
+        now = self.now_ms()
+        result: dict[tuple[str, int], int] = {}
+        pending = self.pending_txn.setdefault(producer_id, {}).setdefault(group_id, {})
+        for tp, (off, epoch, meta) in offsets.items():
+            if meta is not None and len(meta.encode()) > self.config.offset_metadata_max_bytes:
+                result[tp] = E.OFFSET_METADATA_TOO_LARGE
+            elif not self.partition_exists(*tp):
+                result[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                pending[tp] = CommittedOffset(off, epoch, meta or "", now)
+                result[tp] = E.NONE
+        return result
+
+    async def complete_txn(self, producer_id: int, commit: bool, owns: Callable[[str], bool]) -> None:
+        """The transaction marker of ``producer_id`` reached the groups ``owns`` selects (one
+        ``__consumer_offsets`` partition): store their pending offsets on commit, drop them on abort."""
+        by_group = self.pending_txn.get(producer_id)
+        if not by_group:
+            return
+        for group_id in [gid for gid in by_group if owns(gid)]:
+            offsets = by_group.pop(group_id)
+            if commit and offsets:
+                await self.store.write_offsets(group_id, offsets)
+                g = self.groups.setdefault(group_id, Group(group_id, state_ms=self.now_ms()))
+                g.offsets.update(offsets)
+        if not by_group:
+            self.pending_txn.pop(producer_id, None)
 
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from framework.errors import NotEnoughReplicas, NotLeader, OffsetOutOfRange, StoreError
+from framework.protocol.control import EndTxnMarker
 from framework.protocol.errors import ErrorCode
 from framework.storage.log import AppendInfo, Log
 
@@ -112,8 +113,14 @@ class Partition:
             )
 
     # -- leader: appends and the high watermark ---------------------------------------------
-    def append_records(self, payload: memoryview, acks: int, now_ms: int) -> AppendInfo:
-        """Validate, then append a producer's record set as leader (check, then apply)."""
+    def append_records(
+        self, payload: memoryview, acks: int, now_ms: int, transactional: bool = False
+    ) -> AppendInfo:
+        """Validate, then append a producer's record set as leader (check, then apply).
+
+        ``transactional``: the caller checked with the transaction coordinator that the
+        producer's transaction includes this partition (else transactional batches are refused).
+        """
         if not self.is_leader:
             self.check_leader()
         lg = self.log
@@ -122,7 +129,19 @@ class Partition:
                 f"{self.topic}-{self.index}: {len(self.isr)} in-sync replica(s), "
                 f"min.insync.replicas={lg.config.min_insync_replicas}"
             )
-        info = lg.append_as_leader(payload, now_ms)
+        info = lg.append_as_leader(payload, now_ms, transactional=transactional)
+        if len(self.isr) <= 1 and self.pending_isr is None:
+            self.advance_high_watermark(lg.log_end_offset)
+        elif info.records:
+            self.wake()  # followers long-polling for new data
+        return info
+
+    def append_txn_marker(self, marker: EndTxnMarker, now_ms: int) -> AppendInfo:
+        """Write a transaction's COMMIT/ABORT marker as leader (WriteTxnMarkers)."""
+        if not self.is_leader:
+            self.check_leader()
+        lg = self.log
+        info, _ = lg.append_txn_marker(marker, now_ms)
         if len(self.isr) <= 1 and self.pending_isr is None:
             self.advance_high_watermark(lg.log_end_offset)
         elif info.records:

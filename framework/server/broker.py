@@ -10,6 +10,8 @@ The parts, as Kafka keeps them apart::
     MetadataAdmin    metadata changes asked for by clients: plan, then apply or propose
     ReplicaManager   the partitions this broker holds: roles, fetchers, ISR, housekeeping
     GroupService     the group coordinator and ``__consumer_offsets``
+    TransactionService  the transaction coordinator and ``__transaction_state``; its markers
+                     go through a MarkerChannel (in process, or WriteTxnMarkers to other brokers)
     KafkaListener    the sockets (one per named listener, TLS and SASL as each needs);
                      handlers see the parts above through narrow interfaces
 
@@ -32,6 +34,8 @@ from framework.coordinator.group_service import GroupService
 from framework.coordinator.groups import LoopScheduler
 from framework.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from framework.coordinator.producer_ids import ProducerIdManager
+from framework.coordinator.transaction_log import TOPIC as TXN_TOPIC
+from framework.coordinator.transaction_service import TransactionService
 from framework.errors import ConfigError, StoreError
 from framework.metadata.admin import MetadataAdmin
 from framework.metadata.cache import MetadataCache
@@ -48,6 +52,7 @@ from framework.server import metrics, tls
 from framework.server.authz import Authz
 from framework.server.context import BrokerServices
 from framework.server.listener import KafkaListener, ListenerSecurity
+from framework.server.txn_markers import CacheLeaders, MarkerChannel
 from framework.storage.log_manager import LogManager
 
 log = logging.getLogger("sftraffic.broker")
@@ -108,6 +113,25 @@ class Broker:
         )
         self.groups = GroupService(config, self.cache, self.admin, self.replicas, LoopScheduler(), _now_ms)
         self.replicas.on_leadership(OFFSETS_TOPIC, self.groups.on_offsets_leadership)
+        self.txn_channel = MarkerChannel(
+            CacheLeaders(self.cache),
+            self.replicas,
+            lambda: self.groups.coordinator,
+            self.groups._partition_count,
+            fetch_tls,
+            fetch_sasl,
+        )
+        self.transactions = TransactionService(
+            config,
+            self.cache,
+            self.admin,
+            self.replicas,
+            LoopScheduler(),
+            self.txn_channel,
+            self.producer_ids.next_id,
+            _now_ms,
+        )
+        self.replicas.on_leadership(TXN_TOPIC, self.transactions.on_leadership)
         self.stopping = asyncio.Event()
         self.listener = KafkaListener(
             BrokerServices(
@@ -120,6 +144,8 @@ class Broker:
                 self.stopping,
                 self.authz,
                 self.quotas,
+                self.transactions,
+                self.txn_channel,
             ),
             self._listener_security(),
         )
@@ -192,7 +218,8 @@ class Broker:
             if port == 0:  # bound to a free port: advertise the one chosen
                 self.cache.endpoints[name] = (host, self.ports[name])
         self.cache.endpoint = self.cache.endpoints[self.listeners.inter_broker]
-        for interval, fn in [*self.replicas.periodic(), *self.groups.periodic()]:
+        periodic = [*self.replicas.periodic(), *self.groups.periodic(), *self.transactions.periodic()]
+        for interval, fn in periodic:
             self._tasks.append(loop.create_task(self._every(interval, fn)))
         listen = self.config["metrics.listen"]
         if listen:  # closed when ``stopping`` is set
@@ -220,6 +247,7 @@ class Broker:
         self.store.listeners.append(self.replicas.on_metadata)
         self.groups.ensure_offsets_topic()
         self.groups.load_all()
+        self.transactions.load_all()
 
     async def _join_cluster(self, loop: asyncio.AbstractEventLoop) -> None:
         """Catch up with the metadata quorum and register before serving clients.
@@ -353,6 +381,8 @@ class Broker:
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=1.0)
         self._tasks.clear()
+        await self.transactions.coordinator.stop()
+        self.txn_channel.close()
         await self.replicas.stop(timeout=1.0)
         quorum = self.cache.quorum
         if quorum is not None:

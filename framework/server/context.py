@@ -10,6 +10,9 @@ tests/unit/server/handlers/) and the parts can change behind it:
 * ``admin``: metadata changes, each returning a :class:`Proposal` to await;
 * ``groups``: the group service (which broker coordinates a group; the coordinator itself);
 * ``producer_ids``: the producer-id allocator;
+* ``transactions``: the transaction service (which broker coordinates a transactional id; the
+  coordinator itself) and ``txn_channel``, how this broker asks a remote coordinator (KIP-890
+  verification) and writes markers to remote leaders (None: not wired, as in handler tests);
 * ``authz``: the authorizer and its per-connection decision caches (None when off), asked
   through :mod:`framework.server.authz`.
 """
@@ -17,12 +20,13 @@ tests/unit/server/handlers/) and the parts can change behind it:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from framework import config as cfg
 from framework.coordinator.groups import GroupCoordinator
+from framework.coordinator.transactions import TP, TransactionCoordinator
 from framework.errors import StoreError
 from framework.metadata.admin import Proposal
 from framework.metadata.cache import Node
@@ -148,6 +152,20 @@ class ProducerIdSource(Protocol):
     def next_id(self) -> int: ...
 
 
+class TransactionDirectory(Protocol):
+    coordinator: TransactionCoordinator
+
+    def coordinator_node(self, transactional_id: str, listener: str | None = None) -> Node | None: ...
+
+    def coordinator_error(self, transactional_id: str) -> ErrorCode: ...
+
+
+class TxnChannel(Protocol):
+    def verify(
+        self, node_id: int, transactional_id: str, producer_id: int, epoch: int, tps: list[TP]
+    ) -> Awaitable[dict[TP, int]]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerServices:
     """The parts handlers may use, built once by the broker."""
@@ -161,6 +179,8 @@ class BrokerServices:
     stopping: asyncio.Event
     authz: Authz | None = None  # the authorizer (authorizer.class.name), None: everything allowed
     quotas: ClientQuotas | None = None  # client quotas (the listener records and throttles)
+    transactions: TransactionDirectory | None = None  # the transaction coordinator (issue 19)
+    txn_channel: TxnChannel | None = None  # requests to other brokers' coordinators / leaders
 
 
 @dataclass(slots=True)

@@ -1,4 +1,5 @@
-"""FindCoordinator (10): which broker coordinates a group (this one, or the offsets-topic leader)."""
+"""FindCoordinator (10): which broker coordinates a group (the leader of its __consumer_offsets
+partition) or a transactional id (key type 1: the leader of its __transaction_state partition)."""
 
 from __future__ import annotations
 
@@ -32,15 +33,21 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
             ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             "not authorized to Describe the transactional id",
         )
-    if key_type != GROUP:
-        return _none(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported by sftraffic")
+    if key_type not in (GROUP, TRANSACTION):
+        return _none(key, ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
     if not key:
-        return _none(key, ErrorCode.INVALID_REQUEST, "empty group id")
-    node = ctx.groups.coordinator_node(key, ctx.listener)
-    if node is None:  # cluster: __consumer_offsets not created yet, or its partition has no leader
         return _none(
-            key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's coordinator is being elected; retry"
+            key,
+            ErrorCode.INVALID_REQUEST,
+            "empty group id" if key_type == GROUP else "empty transactional id",
         )
+    if key_type == TRANSACTION:
+        txns = ctx.services.transactions
+        node = txns.coordinator_node(key, ctx.listener) if txns is not None else None
+    else:
+        node = ctx.groups.coordinator_node(key, ctx.listener)
+    if node is None:  # cluster: the state topic not created yet, or its partition has no leader
+        return _none(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator is being elected; retry")
     return Coordinator(
         key=key, node_id=node.node_id, host=node.host, port=node.port, error_code=ErrorCode.NONE
     )

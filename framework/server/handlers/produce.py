@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from framework.errors import CorruptRecord, InvalidRecord, StoreError
+from framework.protocol import records as rb
 from framework.protocol.api import API_TABLE
 from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.produce import (
@@ -113,13 +115,105 @@ def _refused(ctx: RequestContext, topic: str, index: int, exc: StoreError) -> No
 
 def handle(
     ctx: RequestContext, req: ProduceRequest
-) -> ProduceResponse | Coroutine[Any, Any, ProduceResponse] | None:
-    partitions = ctx.partitions
+) -> ProduceResponse | Coroutine[Any, Any, ProduceResponse | None] | None:
     acks = req.acks
     if acks not in (0, 1, -1):
         raise StoreError(f"acks must be 0, 1 or -1 (all), not {acks}", ErrorCode.INVALID_REQUIRED_ACKS)
-    if req.transactional_id is not None:
-        authz.check(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
+    if req.transactional_id is None:
+        return _produce(ctx, req, None)
+    authz.check(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
+    found = _unverified(ctx, req)
+    if found is None:
+        return _produce(ctx, req, {})
+    pid, epoch, tps = found
+    svc = ctx.services.transactions
+    node = svc.coordinator_node(req.transactional_id) if svc is not None else None
+    if svc is None or node is None:
+        return _produce(ctx, req, dict.fromkeys(tps, ErrorCode.NOT_ENOUGH_REPLICAS))
+    if node.node_id == ctx.node_id or ctx.services.txn_channel is None:
+        codes = svc.coordinator.verify_partitions(req.transactional_id, pid, epoch, tps)
+        return _produce(ctx, req, _refusals(codes))
+    return _verify_remote(ctx, req, node.node_id, pid, epoch, tps)
+
+
+def _refusals(codes: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """Partitions the coordinator did not vouch for, with the error their batch answers."""
+    out = {}
+    for tp, code in codes.items():
+        if code == ErrorCode.NONE:
+            continue
+        if code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_ID_MAPPING):
+            code = ErrorCode.INVALID_PRODUCER_EPOCH
+        elif code in (
+            ErrorCode.NOT_COORDINATOR,
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+            ErrorCode.CONCURRENT_TRANSACTIONS,
+        ):
+            code = ErrorCode.NOT_ENOUGH_REPLICAS  # retriable, as Kafka answers a failed verification
+        out[tp] = code
+    return out
+
+
+async def _verify_remote(
+    ctx: RequestContext, req: ProduceRequest, node_id: int, pid: int, epoch: int, tps: list[tuple[str, int]]
+) -> ProduceResponse | None:
+    assert ctx.services.txn_channel is not None and req.transactional_id is not None
+    codes = await ctx.services.txn_channel.verify(node_id, req.transactional_id, pid, epoch, tps)
+    resp = _produce(ctx, req, _refusals(codes))
+    if resp is None or isinstance(resp, ProduceResponse):
+        return resp
+    return await resp
+
+
+def _unverified(ctx: RequestContext, req: ProduceRequest) -> tuple[int, int, list[tuple[str, int]]] | None:
+    """KIP-890 part 1: (producer id, epoch, partitions) whose transactional batch opens the
+    producer's transaction here, so the coordinator must confirm the partition is in it;
+    None when there is none (later batches of an open transaction need no check)."""
+    pid = epoch = -1
+    need: list[tuple[str, int]] = []
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            recs = pd.records
+            if not recs or len(recs) < rb.HEADER_SIZE:
+                continue
+            try:
+                h = rb.read_header(recs)
+            except struct.error:
+                continue
+            if not h.is_transactional or h.producer_id < 0:
+                continue
+            pid, epoch = h.producer_id, h.producer_epoch
+            try:
+                part = ctx.partitions.replica(td.name, pd.index)
+            except StoreError:
+                continue  # answered by the append
+            ps = part.log.producer_state
+            entry = ps.producers.get(pid)
+            if pid in ps.ongoing and entry is not None and entry.epoch == epoch:
+                continue
+            need.append((td.name, pd.index))
+    return (pid, epoch, need) if need else None
+
+
+def _check_verified(refused: dict[tuple[str, int], int], name: str, index: int) -> None:
+    code = refused.get((name, index))
+    if code is not None:
+        raise StoreError(
+            f"{name}-{index}: the transaction coordinator did not confirm this partition "
+            f"is in the producer's transaction ({ErrorCode(code).name})",
+            ErrorCode(code),
+        )
+
+
+def _produce(
+    ctx: RequestContext, req: ProduceRequest, refused: dict[tuple[str, int], int] | None
+) -> ProduceResponse | Coroutine[Any, Any, ProduceResponse] | None:
+    """The append; ``refused``: None without a transactional id, else partitions the
+    transaction coordinator did not vouch for (the rest may hold transactional batches)."""
+    partitions = ctx.partitions
+    acks = req.acks
+    transactional = refused is not None
     az = ctx.services.authz
     decisions = az.session(ctx.peer, ctx.principal) if az is not None else None
     now = int(time.time() * 1000)
@@ -144,12 +238,14 @@ def handle(
             r = PartitionProduceResponse(index=pd.index, base_offset=-1)
             out.append(r)
             with answer_errors(r):
+                if refused:
+                    _check_verified(refused, name, pd.index)
                 part = partitions.replica(name, pd.index)
                 records = pd.records
                 if not records:
                     raise CorruptRecord("empty record set")
                 try:
-                    info = part.append_records(records, acks, now)  # type: ignore[arg-type]
+                    info = part.append_records(records, acks, now, transactional)  # type: ignore[arg-type]
                 except StoreError as exc:
                     if isinstance(exc, InvalidRecord) and exc.record_errors:
                         r.record_errors = [

@@ -1,0 +1,251 @@
+"""Transactions over real sockets (issue 19): confluent-kafka's and aiokafka's transactional
+producers against the transaction coordinator, read by read_committed / read_uncommitted
+consumers.
+
+Committed records are visible at read_committed, aborted ones never; a read_committed consumer
+stops at an open transaction's first offset while read_uncommitted reads past it; a transaction
+left open longer than its timeout is aborted by the coordinator; a zombie producer with the old
+epoch is fenced; offsets sent with ``send_offsets_to_transaction`` become the group's only when
+the transaction commits; a broker restarted mid-transaction recovers the coordinator's state
+from ``__transaction_state``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from deploy.local.process import BrokerProcess
+from tests.conftest import BrokerFactory, create_topic, quiet_logger
+
+pytestmark = pytest.mark.integration
+
+
+def txn_producer(bootstrap: str, tid: str, **extra: Any) -> Producer:
+    conf: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "transactional.id": tid,
+        "linger.ms": 5,
+        "logger": quiet_logger(),
+    }
+    conf.update(extra)
+    p = Producer(conf)
+    p.init_transactions(30)
+    return p
+
+
+def consume(
+    bootstrap: str,
+    topic: str,
+    isolation: str,
+    partitions: int = 1,
+    expect: int | None = None,
+    idle_polls: int = 4,
+) -> list[bytes]:
+    """Every value from the start of ``topic``; stops after ``expect`` values, or when idle."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"t-{uuid.uuid4().hex[:8]}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "logger": quiet_logger(),
+        }
+    )
+    out: list[bytes] = []
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        idle = 0
+        while idle < idle_polls and (expect is None or len(out) < expect):
+            msgs = c.consume(500, timeout=0.5)
+            idle = 0 if msgs else idle + 1
+            for m in msgs:
+                if m.error() is not None:
+                    continue
+                out.append(bytes(m.value() or b""))
+    finally:
+        c.close()
+    return out
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_commit_is_visible_and_abort_never_across_two_topics(broker: BrokerProcess, topic_name: Any) -> None:
+    a, b = topic_name("txa"), topic_name("txb")
+    create_topic(broker.bootstrap, a, 2)
+    create_topic(broker.bootstrap, b, 1)
+    p = txn_producer(broker.bootstrap, f"tx-{a}")
+    p.begin_transaction()
+    for i in range(50):
+        p.produce(a, key=b"%d" % i, value=b"c%d" % i)
+        p.produce(b, value=b"c%d" % i)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(50):
+        p.produce(a, key=b"%d" % i, value=b"a%d" % i)
+        p.produce(b, value=b"a%d" % i)
+    p.flush(30)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    p.produce(b, value=b"last")
+    p.commit_transaction(30)
+    want = sorted(b"c%d" % i for i in range(50))
+    assert sorted(consume(broker.bootstrap, a, "read_committed", 2, expect=50)) == want
+    got_b = consume(broker.bootstrap, b, "read_committed", 1, expect=51)
+    assert sorted(got_b) == sorted([*want, b"last"])
+    # read_uncommitted sees the aborted records too (they are in the log)
+    assert len(consume(broker.bootstrap, b, "read_uncommitted", 1, expect=101)) == 101
+
+
+def test_read_committed_stops_at_an_open_transaction(broker: BrokerProcess, topic_name: Any) -> None:
+    t = topic_name("txopen")
+    create_topic(broker.bootstrap, t, 1)
+    plain = Producer({"bootstrap.servers": broker.bootstrap, "logger": quiet_logger()})
+    plain.produce(t, value=b"before")
+    plain.flush(10)
+    p = txn_producer(broker.bootstrap, f"tx-{t}")
+    p.begin_transaction()
+    p.produce(t, value=b"open")
+    p.flush(10)
+    plain.produce(t, value=b"after")  # after the open transaction's first offset
+    plain.flush(10)
+    assert consume(broker.bootstrap, t, "read_uncommitted", expect=3) == [b"before", b"open", b"after"]
+    assert consume(broker.bootstrap, t, "read_committed", idle_polls=3) == [b"before"]
+    p.commit_transaction(30)
+    assert consume(broker.bootstrap, t, "read_committed", expect=3) == [b"before", b"open", b"after"]
+
+
+def test_zombie_with_the_old_epoch_is_fenced(broker: BrokerProcess, topic_name: Any) -> None:
+    t = topic_name("txz")
+    create_topic(broker.bootstrap, t, 1)
+    tid = f"tx-{t}"
+    old = txn_producer(broker.bootstrap, tid)
+    old.begin_transaction()
+    old.produce(t, value=b"zombie")
+    old.flush(10)
+    new = txn_producer(broker.bootstrap, tid)  # aborts the zombie's transaction, bumps the epoch
+    new.begin_transaction()
+    new.produce(t, value=b"new")
+    new.commit_transaction(30)
+    with pytest.raises(KafkaException) as exc:
+        old.produce(t, value=b"zombie-2")
+        old.commit_transaction(10)
+    err = exc.value.args[0]
+    assert err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH), err
+    assert consume(broker.bootstrap, t, "read_committed", expect=1) == [b"new"]
+
+
+def test_transaction_timeout_aborts(broker_factory: BrokerFactory, topic_name: Any) -> None:
+    b = broker_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": 200})
+    t = topic_name("txto")
+    create_topic(b.bootstrap, t, 1)
+    p = txn_producer(b.bootstrap, f"tx-{t}", **{"transaction.timeout.ms": 1000})
+    p.begin_transaction()
+    p.produce(t, value=b"doomed")
+    p.flush(10)
+    # the coordinator aborts it: the ABORT marker makes the partition stable again
+    plain = Producer({"bootstrap.servers": b.bootstrap, "logger": quiet_logger()})
+    plain.produce(t, value=b"after")
+    plain.flush(10)
+    wait_until(
+        lambda: consume(b.bootstrap, t, "read_committed", idle_polls=2) == [b"after"],
+        what="the timed-out transaction to be aborted",
+    )
+    with pytest.raises(KafkaException):
+        p.commit_transaction(10)
+
+
+def test_send_offsets_commit_only_with_the_transaction(broker: BrokerProcess, topic_name: Any) -> None:
+    src, out = topic_name("txsrc"), topic_name("txout")
+    create_topic(broker.bootstrap, src, 1)
+    create_topic(broker.bootstrap, out, 1)
+    group = f"g-{src}"
+    c = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "logger": quiet_logger(),
+        }
+    )
+    try:
+        p = txn_producer(broker.bootstrap, f"tx-{src}")
+        meta = c.consumer_group_metadata()
+        # aborted: the offsets are not the group's
+        p.begin_transaction()
+        p.produce(out, value=b"x")
+        p.send_offsets_to_transaction([TopicPartition(src, 0, 7)], meta, 30)
+        p.abort_transaction(30)
+        assert c.committed([TopicPartition(src, 0)], timeout=10)[0].offset < 0
+        # committed: they are
+        p.begin_transaction()
+        p.produce(out, value=b"y")
+        p.send_offsets_to_transaction([TopicPartition(src, 0, 9)], meta, 30)
+        p.commit_transaction(30)
+        wait_until(
+            lambda: c.committed([TopicPartition(src, 0)], timeout=10)[0].offset == 9,
+            what="the transaction's offsets",
+        )
+    finally:
+        c.close()
+    assert consume(broker.bootstrap, out, "read_committed", expect=1) == [b"y"]
+
+
+def test_aiokafka_transactional_producer(broker: BrokerProcess, topic_name: Any) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    t = topic_name("txaio")
+    create_topic(broker.bootstrap, t, 2)
+
+    async def run() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=f"tx-{t}")
+        await p.start()
+        try:
+            async with p.transaction():
+                for i in range(20):
+                    await p.send(t, value=b"c%d" % i, partition=i % 2)
+            with pytest.raises(RuntimeError):
+                async with p.transaction():
+                    await p.send_and_wait(t, value=b"aborted", partition=0)
+                    raise RuntimeError("abort it")
+        finally:
+            await p.stop()
+
+    asyncio.run(run())
+    got = consume(broker.bootstrap, t, "read_committed", 2, expect=20)
+    assert sorted(got) == sorted(b"c%d" % i for i in range(20))
+
+
+def test_restart_mid_transaction_recovers_coordinator_state(
+    broker_factory: BrokerFactory, topic_name: Any
+) -> None:
+    b = broker_factory()
+    t = topic_name("txrs")
+    create_topic(b.bootstrap, t, 1)
+    tid = f"tx-{t}"
+    p = txn_producer(b.bootstrap, tid)
+    p.begin_transaction()
+    p.produce(t, value=b"open")
+    p.flush(10)
+    b.stop()
+    b.start()
+    # the coordinator knows the open transaction: a new producer's init aborts it and fences
+    # the old one, and the partition becomes stable
+    new = txn_producer(b.bootstrap, tid)
+    new.begin_transaction()
+    new.produce(t, value=b"new")
+    new.commit_transaction(30)
+    assert consume(b.bootstrap, t, "read_committed", expect=1) == [b"new"]
+    assert consume(b.bootstrap, t, "read_uncommitted", expect=2) == [b"open", b"new"]
