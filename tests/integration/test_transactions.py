@@ -142,7 +142,11 @@ def test_zombie_with_the_old_epoch_is_fenced(broker: BrokerProcess, topic_name: 
         old.produce(t, value=b"zombie-2")
         old.commit_transaction(10)
     err = exc.value.args[0]
-    assert err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH), err
+    assert err.code() in (
+        KafkaError._FENCED,
+        KafkaError.PRODUCER_FENCED,
+        KafkaError.INVALID_PRODUCER_EPOCH,
+    ), err
     assert consume(broker.bootstrap, t, "read_committed", expect=1) == [b"new"]
 
 
