@@ -49,6 +49,10 @@ SFTRAFFIC_ONLY: dict[str, str] = {
     "tests/integration/test_full_disk.py": f"{_OWN}: its data dir on a 2 MB tmpfs, restarts",
     "tests/integration/test_idempotence.py": f"{_OWN}: advertised through a fault-injecting proxy",
     "tests/integration/test_groups.py::test_commits_survive_a_coordinator_restart": f"{_OWN}: restarts it",
+    "tests/integration/test_transactions.py::test_restart_mid_transaction_recovers_coordinator_state": (
+        f"{_OWN}: restarts it mid-transaction"
+    ),
+    "tests/integration/test_transactions_cluster.py": f"{_OWN}: 3 brokers, the coordinator SIGKILLed",
     f"{_PV}::test_a_damaged_batch_on_disk_answers_precise_errors": (
         f"{_OWN}: damages a segment file in its data dir, restarts it"
     ),

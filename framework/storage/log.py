@@ -428,8 +428,8 @@ class Log:
             if h.is_control:
                 raise InvalidRequest(f"{self.name}: producers may not write control batches")
             if h.is_transactional and not transactional:
-                raise StoreError(
-                    f"{self.name}: transactions are not supported",
+                raise StoreError(  # as Kafka: transactional records need a transactional id
+                    f"{self.name}: a transactional batch in a produce request without a transactional id",
                     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 )
             if h.is_transactional and h.producer_id < 0:
