@@ -628,14 +628,19 @@ def _write_rows(opts: dict[str, str], rows: Iterator[Any]) -> _Written:
     if not bootstrap:
         raise SourceError("option kafka.bootstrap.servers (or bootstrap) is required")
     default_topic = o.get("topic")
+    errors: list[str] = []
+
+    def fatal(err: Any) -> None:  # e.g. no permission to write: reported below, in one line
+        if err.fatal():
+            errors.append(err.str())
+
     p = Producer(
         producer_config(
             bootstrap,
             client_id="sftraffic-spark-sink",
-            extra={**security_options(o), "logger": _quiet(), "linger.ms": 20},
+            extra={**security_options(o), "logger": _quiet(), "linger.ms": 20, "error_cb": fatal},
         )
     )
-    errors: list[str] = []
     n = 0
     for row in rows:
         d = row.asDict() if hasattr(row, "asDict") else dict(row)
@@ -663,7 +668,10 @@ def _write_rows(opts: dict[str, str], rows: Iterator[Any]) -> _Written:
             except BufferError:
                 p.poll(0.05)
         n += 1
-    left = p.flush(60)
+    try:
+        left = p.flush(60)
+    except Exception as exc:  # a fatal producer error (no permission to write) comes out of flush
+        raise SourceError(f"writing to the store failed: {exc.__cause__ or exc}") from None
     if errors or left:
         raise SourceError(f"writing to the store failed: {errors[:3]} ({left} unacknowledged)")
     return _Written(n)

@@ -181,20 +181,22 @@ def broker_settings(s: Secrets, listen: str) -> dict[str, str]:
 def acls(stream: str = STREAM_OF_DEMO) -> list[AclBinding]:
     """Least privilege, as ``sftraffic streams grant`` makes it: the gateway and the direct fleet
     produce to the stream; Spark consumes and produces (its results are topics of the stream);
-    the dashboard consumes, and may describe the cluster (brokers) and groups (lag)."""
+    the dashboard consumes, and may describe the cluster (brokers) and groups (lag); each
+    consumer may describe its own groups."""
     from framework.security.authorizer import AclOperation, PatternType, Permission, ResourceType
     from framework.security.stream_permissions import bindings
 
     grants = {GATEWAY: ("produce",), SENSORS: ("produce",), SPARK: ("produce", "consume")}
     grants[DASHBOARD] = ("consume",)
     out = [b for user, perms in grants.items() for p in perms for b in bindings(stream, p, f"User:{user}")]
-    for rt, name, pt in (
-        (ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL),
-        (ResourceType.GROUP, "*", PatternType.LITERAL),
+    # librdkafka's consumers look their group's coordinator up even when they only assign
+    # partitions and commit nothing (FindCoordinator: Describe on the group)
+    for user, rt, name, pt in (
+        (SPARK, ResourceType.GROUP, "sftraffic-spark", PatternType.PREFIXED),
+        (DASHBOARD, ResourceType.GROUP, "*", PatternType.LITERAL),  # and the lag of every group
+        (DASHBOARD, ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL),  # brokers, groups
     ):
-        out.append(
-            AclBinding(rt, name, pt, f"User:{DASHBOARD}", "*", AclOperation.DESCRIBE, Permission.ALLOW)
-        )
+        out.append(AclBinding(rt, name, pt, f"User:{user}", "*", AclOperation.DESCRIBE, Permission.ALLOW))
     return out
 
 

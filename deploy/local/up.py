@@ -22,6 +22,14 @@ session, its output appended to ``<data-dir>/logs/<part>.log``):
    gateway, from the minute the backfill ends (they catch up the minutes since at once), and
    Spark's streaming jobs over event time from the end of the backfill on
 
+``--secure`` runs the same demo with authentication, TLS and least privilege everywhere
+(:mod:`deploy.local.secure`): the store has one SASL_SSL listener (SCRAM-SHA-256) and Kafka's
+StandardAuthorizer; Mosquitto one TLS listener, a password file and per-device ACLs; each part
+logs in as its own user (the gateway, the fleets, Spark, the dashboard; ``up`` itself as the
+admin) with the settings file ``<data-dir>/secure/<user>.properties`` handed to it as
+``$SFTRAFFIC_KAFKA_CONFIG``, and every MQTT device as itself. Certificates and passwords are
+made at the first secure start and kept in ``<data-dir>/secure`` (0600) for later ones.
+
 The backfill runs once per data dir (``<data-dir>/backfill/plan.json``); a data dir whose Spark
 jobs already ran is continued as it is. Its range and the configured weather effects are in the
 ``traffic_monitoring.ground_truth`` topic (:mod:`sensors.ground_truth`).
@@ -47,9 +55,11 @@ from typing import Any
 
 from rich.console import Console
 
+from deploy.local import secure
 from deploy.local.mosquitto import MosquittoProcess
 from deploy.local.process import ManagedProcess, sftraffic
 from framework.cli.common import require_modules
+from framework.client.security import ENV, configure
 from framework.config import parse_duration_ms
 from framework.errors import StoreError
 from pipelines.jobs import RESULT_TOPICS, STREAMING_CHECKPOINTS
@@ -111,6 +121,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         metavar="HOST:PORT",
         help="use this existing Kafka cluster (any Kafka implementation); no store is started",
     )
+    p.add_argument(
+        "--secure",
+        action="store_true",
+        help="authentication, TLS and ACLs everywhere: the store on SASL_SSL (SCRAM-SHA-256) with its "
+        "authorizer, Mosquitto on TLS with a password per device; certificates and passwords made at "
+        "the first start in <data-dir>/secure (single node only)",
+    )
     p.set_defaults(func=run)
 
 
@@ -119,10 +136,17 @@ def _part(name: str, cmd: list[str], ready: str | None, root: Path, env: dict[st
 
 
 def store_part(
-    py: list[str], root: Path, bootstrap: str, metrics_port: int, env: dict[str, str]
+    py: list[str],
+    root: Path,
+    bootstrap: str,
+    metrics_port: int,
+    env: dict[str, str],
+    settings: dict[str, str] | None = None,
 ) -> ManagedProcess:
-    """The embedded single-node store, data in ``<root>/store-1``."""
+    """The embedded single-node store, data in ``<root>/store-1``; ``settings`` as ``-o``."""
     cmd = [*py, "broker", "--node-id", "1", "--listen", bootstrap, "--data-dir", str(root / "store-1")]
+    for k, v in (settings or {}).items():
+        cmd += ["-o", f"{k}={v}"]
     if metrics_port:
         cmd += ["--metrics", f"127.0.0.1:{metrics_port}"]
     return _part("store", cmd, " listening on ", root, env)
@@ -165,15 +189,64 @@ def external_replication(bootstrap: str) -> int:
     return max(1, min(len(ids), 3))
 
 
-def mosquitto_part(root: Path, port: int) -> MosquittoProcess:
-    """Mosquitto with its own config and persistence in ``<root>/mosquitto``."""
-    return MosquittoProcess(root / "mosquitto", port, persistence=True, log=root / "logs" / "mosquitto.log")
+def mosquitto_part(root: Path, port: int, sec: secure.Secrets | None = None) -> MosquittoProcess:
+    """Mosquitto with its own config and persistence in ``<root>/mosquitto`` (secured: TLS,
+    passwords and ACLs from ``<root>/secure``)."""
+    return MosquittoProcess(
+        root / "mosquitto",
+        port,
+        persistence=True,
+        log=root / "logs" / "mosquitto.log",
+        security=sec.mqtt if sec is not None else None,
+    )
 
 
-def gateway_part(py: list[str], root: Path, bootstrap: str, mqtt: str, env: dict[str, str]) -> ManagedProcess:
+def gateway_part(
+    py: list[str],
+    root: Path,
+    bootstrap: str,
+    mqtt: str,
+    env: dict[str, str],
+    sec: secure.Secrets | None = None,
+) -> ManagedProcess:
     cmd = [*py, "gateway", "-b", bootstrap, "--mqtt", mqtt, "--id", "gw-1"]
     cmd += ["--queue-dir", str(root / "gateway-queue")]
+    if sec is not None:
+        cmd += [
+            "--mqtt-username",
+            secure.MQTT_GATEWAY,
+            "--mqtt-password-file",
+            str(sec.mqtt_gateway_password),
+        ]
+        cmd += ["--mqtt-ca", str(sec.ca)]
     return _part("gateway", cmd, "ready", root, env)
+
+
+def device_args(sec: secure.Secrets | None) -> list[str]:
+    """The MQTT devices' extra arguments when secured: their passwords and the CA."""
+    if sec is None:
+        return []
+    return ["--mqtt-credentials", str(sec.mqtt_devices), "--mqtt-ca", str(sec.ca)]
+
+
+def mqtt_device_ids(n: int) -> list[str]:
+    """The ids (MQTT user names) of the ``n`` MQTT devices ``up`` runs (``--prefix mqtt-``)."""
+    from sensors import geo
+
+    return ["mqtt-" + s.sensor_id for s in geo.build_fleet(n).traffic] if n else []
+
+
+class Envs:
+    """Each part's environment: with ``--secure`` its own user's client settings."""
+
+    def __init__(self, base: dict[str, str], sec: secure.Secrets | None) -> None:
+        self.base = base
+        self.sec = sec
+
+    def __call__(self, principal: str) -> dict[str, str]:
+        if self.sec is None:
+            return self.base
+        return {**self.base, ENV: str(self.sec.properties(principal))}
 
 
 def dashboard_part(
@@ -342,14 +415,14 @@ def replay(
             [*cmd, "--sensors", str(args.sensors), "--seq-state", str(root / "fleet" / "sensors.json")],
             None,
             root,
-            env,
+            env(secure.SENSORS),
         )
     ]
     if args.mqtt_devices:
         mqtt = ["--via", "mqtt", "--mqtt", ctx["mqtt"], "--sensors", str(args.mqtt_devices)]
-        mqtt += ["--prefix", "mqtt-", "--no-infrastructure"]
+        mqtt += ["--prefix", "mqtt-", "--no-infrastructure", *device_args(ctx["secure"])]
         mqtt += ["--seq-state", str(root / "fleet" / "devices.json")]
-        parts.append(_part("backfill-mqtt", [*cmd, *mqtt], None, root, env))
+        parts.append(_part("backfill-mqtt", [*cmd, *mqtt], None, root, env(secure.SENSORS)))
     seen: dict[str, bf.Progress] = {p.name: bf.Progress(sim_ms=plan.from_ms) for p in parts}
     for p in parts:
         p.on_line(functools.partial(_progress_line, seen, p.name))
@@ -463,6 +536,10 @@ def run(args: argparse.Namespace) -> int:
             f"--cluster {args.cluster}: use 1 (a single node) or 3 to 9 brokers "
             "(a 2-broker quorum cannot survive the loss of either)"
         )
+    if args.secure and (args.cluster != 1 or args.bootstrap or args.store != "sftraffic"):
+        raise StoreError(
+            "--secure runs the embedded single-node store: not with --cluster, --store kafka or --bootstrap"
+        )
     root = Path(args.data_dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
     py = sftraffic()
@@ -474,8 +551,17 @@ def run(args: argparse.Namespace) -> int:
     else:
         bootstrap = ",".join(f"127.0.0.1:{args.port + i}" for i in range(args.cluster))
     mqtt = f"127.0.0.1:{args.mqtt_port}"
-    env = {"SFTRAFFIC_BOOTSTRAP": bootstrap, "PYTHONUNBUFFERED": "1"}
-    ctx = {"root": root, "bootstrap": bootstrap, "mqtt": mqtt, "env": env}
+    sec: secure.Secrets | None = None
+    if args.secure:
+        sec, made = secure.ensure(root, mqtt_device_ids(args.mqtt_devices))
+        configure(sec.properties(secure.ADMIN))  # up's own clients (layout, ground truth) as the admin
+        what = f"made {' and '.join(made)}" if made else "certificates and passwords reused"
+        console.print(
+            f"[green]✓[/green] security: {what} in {sec.dir} (mode 0600; each part's in its "
+            f"<user>.properties, the MQTT devices' in {sec.mqtt_devices.name})"
+        )
+    env = Envs({"SFTRAFFIC_BOOTSTRAP": bootstrap, "PYTHONUNBUFFERED": "1"}, sec)
+    ctx = {"root": root, "bootstrap": bootstrap, "mqtt": mqtt, "env": env, "secure": sec}
     sup = Supervisor(root)
     sup.install_signals()
     replicas = min(args.cluster, 3)
@@ -487,17 +573,27 @@ def run(args: argparse.Namespace) -> int:
             what = f"Apache Kafka ({args.cluster} KRaft node{'s' if args.cluster > 1 else ''}) on {bootstrap}"
             sup.launch(kafka, 120, what, survivable=args.cluster > 1)
         elif args.cluster == 1:
+            settings = None
+            if sec is not None:
+                secure.prepare_store(root / "store-1", sec)  # its users and ACLs, before it starts
+                settings = secure.broker_settings(sec, bootstrap)
             sup.launch(
-                store_part(py, root, bootstrap, args.metrics_port, env), 60, f"event store on {bootstrap}"
+                store_part(py, root, bootstrap, args.metrics_port, env.base, settings),
+                60,
+                f"event store on {bootstrap}{' (SASL_SSL, SCRAM-SHA-256, ACLs)' if sec else ''}",
             )
         else:
             sup.launch(
-                cluster_parts(py, root, args.cluster, args.port, args.metrics_port, env),
+                cluster_parts(py, root, args.cluster, args.port, args.metrics_port, env.base),
                 90,
                 f"{args.cluster}-broker event store cluster on {bootstrap}",
                 survivable=True,
             )
-        sup.launch(mosquitto_part(root, args.mqtt_port), 30, f"Mosquitto on {mqtt}")
+        sup.launch(
+            mosquitto_part(root, args.mqtt_port, sec),
+            30,
+            f"Mosquitto on {mqtt}{' (TLS, a password per device, ACLs)' if sec else ''}",
+        )
         ensure_layout(
             bootstrap,
             replication_factor=replicas,
@@ -505,7 +601,7 @@ def run(args: argparse.Namespace) -> int:
         )
         ground_truth.ensure_topic(bootstrap, replication_factor=replicas)
         console.print(f"[green]✓[/green] stream {STREAM} and its topics")
-        sup.launch(gateway_part(py, root, bootstrap, mqtt, env), 60, "MQTT gateway")
+        sup.launch(gateway_part(py, root, bootstrap, mqtt, env(secure.GATEWAY), sec), 60, "MQTT gateway")
         plan, fresh = backfill_plan(args, root)
         plan_file = root / "backfill" / "plan.json"
         stored = root / "backfill" / "stored"
@@ -518,10 +614,10 @@ def run(args: argparse.Namespace) -> int:
             cmd += ["--output-dir", str(root / "parquet"), "--trigger", "2 seconds"]
             if plan is not None:
                 cmd += ["--backfill", f"{plan.from_ms},{plan.until_ms}", "--wait-for", str(stored)]
-            spark = _part("spark", cmd, "pipeline all running", root, env)
+            spark = _part("spark", cmd, "pipeline all running", root, env(secure.SPARK))
             sup.start(spark)  # its JVM warms up meanwhile
         dash = f"dashboard on http://127.0.0.1:{args.dashboard_port}"
-        sup.launch(dashboard_part(py, root, bootstrap, args.dashboard_port, env), 60, dash)
+        sup.launch(dashboard_part(py, root, bootstrap, args.dashboard_port, env(secure.DASHBOARD)), 60, dash)
         if plan is not None and fresh:
             console.print(
                 f"backfill: replaying {_sim(plan.duration_ms)} of simulated time ({plan.describe()}), "
@@ -548,17 +644,17 @@ def run(args: argparse.Namespace) -> int:
                 [*live, "--sensors", str(args.sensors), "--seq-state", str(fleet / "sensors.json")],
                 None,
                 root,
-                env,
+                env(secure.SENSORS),
             ),
             10,
             f"{args.sensors:,} sensors producing directly",
         )
         if args.mqtt_devices:
             devices = [*live, "--via", "mqtt", "--mqtt", mqtt, "--sensors", str(args.mqtt_devices)]
-            devices += ["--prefix", "mqtt-", "--no-infrastructure"]
+            devices += ["--prefix", "mqtt-", "--no-infrastructure", *device_args(sec)]
             devices += ["--seq-state", str(fleet / "devices.json")]
             sup.launch(
-                _part("devices", devices, None, root, env),
+                _part("devices", devices, None, root, env(secure.SENSORS)),
                 10,
                 f"{args.mqtt_devices} MQTT devices via the gateway",
             )
@@ -570,6 +666,11 @@ def run(args: argparse.Namespace) -> int:
             f"\n[bold]dashboard: http://127.0.0.1:{args.dashboard_port}[/bold]   store: {bootstrap}"
             f"{'' if ours else ' (Apache Kafka)' if kafka else ' (external)'}   MQTT: {mqtt}{metrics}"
         )
+        if sec is not None:
+            console.print(
+                f"secured: store SASL_SSL (SCRAM-SHA-256), MQTT over TLS; CA {sec.ca}; "
+                f"client settings (passwords, 0600) in {sec.dir}/<user>.properties"
+            )
         console.print("press Ctrl-C to stop everything")
         sup.watch()
     except KeyboardInterrupt:

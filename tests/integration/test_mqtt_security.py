@@ -240,3 +240,38 @@ def test_no_clear_password_in_the_stores_data_dir_or_mosquittos_files(setup: Set
         if f.is_file():
             data = f.read_bytes()
             assert not [p for p in secrets if p in data], f"a password in clear in {f}"
+
+
+def test_secrets_are_made_once_and_reused(setup: Setup) -> None:
+    ca = setup.s.ca.read_bytes()
+    s, made = secure.ensure(setup.root, DEVICES)
+    assert made == [] and s.passwords() == setup.pw and s.ca.read_bytes() == ca
+    private = [p for p in s.dir.iterdir() if p.name not in ("ca.pem", "server.crt")]
+    assert {oct(p.stat().st_mode & 0o777) for p in private} == {"0o600"}, private
+    assert oct(s.dir.stat().st_mode & 0o777) == "0o700"
+
+
+def _spark_options(setup: Setup, principal: str, topic: str) -> dict[str, str]:
+    conf = read_properties(setup.s.properties(principal))
+    return {
+        "kafka.bootstrap.servers": setup.bootstrap,
+        "subscribe": topic,
+        "topic": topic,
+        "startingOffsets": "earliest",
+        **{f"kafka.{k}": v for k, v in conf.items()},
+    }
+
+
+def test_the_spark_data_source_reads_and_writes_with_its_credentials(setup: Setup) -> None:
+    """pipelines/source.py's reader and writer (driver and executor code, without a JVM) as the
+    spark user over SASL_SSL; the dashboard's user, which may only consume, cannot write."""
+    from pipelines.source import Options, SourceError, _Reader, _write_rows
+
+    topic = layout.topic("dead_letter")
+    rows = [{"topic": topic, "key": f"k{i}", "value": f"v{i}"} for i in range(3)]
+    with pytest.raises(SourceError, match="authorization failed"):
+        _write_rows(_spark_options(setup, secure.DASHBOARD, topic), iter(rows[:1]))
+    assert _write_rows(_spark_options(setup, secure.SPARK, topic), iter(rows)).count == 3
+    reader = _Reader(Options.parse(_spark_options(setup, secure.SPARK, topic)))
+    values = [v.as_py() for r in reader.partitions() for b in reader.read(r) for v in b.column("value")]
+    assert {b"v0", b"v1", b"v2"} <= set(values)

@@ -1,0 +1,116 @@
+"""``sftraffic up --secure``: the demo with TLS, SCRAM and ACLs everywhere, end to end.
+
+A reading published over TLS by a provisioned MQTT device (its own user name and password)
+reaches the dashboard through Mosquitto's ACLs, the gateway (SCRAM-SHA-256 over TLS to the
+store) and the dashboard's own consumer (its user, which may only consume); the store listens
+on SASL_SSL only; after the stop, no password is in clear in the store's data dir (metadata
+included), nor in Mosquitto's. Without Spark (its credentials are covered by
+tests/integration/test_mqtt_security.py), to stay quick.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import ssl
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from deploy.local import secure
+from deploy.local.process import free_port, wait_for
+from sensors import layout
+from tests.system.test_up import _get, _start_up, _stop_and_check_nothing_left, _up_cmd
+
+pytestmark = pytest.mark.system
+
+
+def _publish_as_device(port: int, ca: Path, device: str, password: str, dash: str) -> None:
+    import paho.mqtt.client as mqtt
+
+    speed = 23.456
+    ev = {
+        "type": "traffic",
+        "sensor_id": device,
+        "seq": 10_000_000,
+        "event_time": int(time.time() * 1000),
+        "segment_id": "market-st-03",
+        "speed_kmh": speed,
+        "vehicle_class": "truck",
+        "lat": 37.78,
+        "lon": -122.41,
+    }
+    # its own user name, another client id: the running fleet keeps its connection
+    c = mqtt.Client(
+        mqtt.CallbackAPIVersion.VERSION2, client_id=f"probe-{uuid.uuid4().hex[:6]}", protocol=mqtt.MQTTv5
+    )
+    c.username_pw_set(device, password)
+    c.tls_set_context(ssl.create_default_context(cafile=str(ca)))
+    c.connect("127.0.0.1", port)
+    c.loop_start()
+    try:
+        info = c.publish(f"sf/{layout.STREAM}/traffic/{device}", json.dumps(ev), qos=1)
+        info.wait_for_publish(10)
+    finally:
+        c.loop_stop()
+        c.disconnect()
+
+    def shown() -> bool:
+        status, body = _get(f"{dash}/api/sensor/{device}")
+        return status == 200 and body.get("speed_kmh") == speed
+
+    wait_for(shown, timeout=60, interval=0.3, what=f"{device}'s reading on the dashboard")
+
+
+def test_up_secure_runs_the_demo_with_auth_everywhere(tmp_path: Path) -> None:
+    ports = {k: free_port() for k in ("store", "metrics", "mqtt", "dash")}
+    cmd = _up_cmd(tmp_path, ports["store"], ports, "--secure", "--no-spark", "--mqtt-devices", "10")
+    log = tmp_path / "up.out"
+    data = tmp_path / "up"
+    proc = _start_up(cmd, log)
+    dash = f"http://127.0.0.1:{ports['dash']}"
+    pids: dict[str, int] = {}
+    try:
+        wait_for(lambda: "press Ctrl-C" in log.read_text(), timeout=90, interval=0.3, what="every part ready")
+        pids = json.loads((data / "up.json").read_text())
+        s = secure.Secrets(data / "secure")
+        pw = s.passwords()
+        out = log.read_text()
+        assert not [p for p in pw.values() if p in out], "a password printed in clear"
+        assert str(s.dir) in out
+        device = next(k.split(":", 1)[1] for k in pw if k.startswith("mqtt:mqtt-"))
+        _publish_as_device(ports["mqtt"], s.ca, device, pw[f"mqtt:{device}"], dash)
+        # the fleet's devices get through too (each logged in as itself): the gateway's report
+        gateway_log = data / "logs" / "gateway.log"
+
+        def fleet_forwarded() -> bool:
+            return any(
+                int(n) > 1 for n in re.findall(r"received \d+ forwarded (\d+)", gateway_log.read_text())
+            )
+
+        wait_for(fleet_forwarded, timeout=30, interval=0.5, what="the MQTT fleet's readings forwarded")
+        devices_log = (data / "logs" / "devices.log").read_text()
+        assert "refused" not in devices_log and "Traceback" not in devices_log, devices_log[-2000:]
+        health = _get(f"{dash}/api/health")[1]
+        assert health["store_ok"] is True, health
+        # the store speaks TLS only: a plaintext Kafka request gets no answer but a closed socket
+        with socket.create_connection(("127.0.0.1", ports["store"]), timeout=5) as sock:
+            sock.sendall(b"\x00\x00\x00\x0a\x00\x12\x00\x00\x00\x00\x00\x01\x00\x00")
+            sock.settimeout(5)
+            try:
+                answer = sock.recv(100)
+            except (ConnectionResetError, TimeoutError):
+                answer = b""
+            assert not answer.startswith(b"\x00\x00\x00"), answer
+    finally:
+        _stop_and_check_nothing_left(proc, log, pids, data)
+    clear = [v.encode() for v in pw.values()]
+    for f in [*(data / "store-1").rglob("*"), *(data / "mosquitto").rglob("*"), *(data / "logs").rglob("*")]:
+        if f.is_file():
+            body = f.read_bytes()
+            assert not [p for p in clear if p in body], f"a password in clear in {f}"
+    metadata = (data / "store-1" / "__metadata" / "metadata.json").read_bytes()
+    assert b"SCRAM-SHA-256" in metadata and b'"gateway"' in metadata  # the users are there, hashed
