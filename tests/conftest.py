@@ -52,6 +52,9 @@ SFTRAFFIC_ONLY: dict[str, str] = {
     "tests/integration/test_transactions.py::test_restart_mid_transaction_recovers_coordinator_state": (
         f"{_OWN}: restarts it mid-transaction"
     ),
+    "tests/integration/test_transactions.py::test_offsets_sent_before_a_restart_commit_after_it": (
+        f"{_OWN}: restarts it mid-transaction"
+    ),
     "tests/integration/test_transactions_cluster.py": f"{_OWN}: 3 brokers, the coordinator SIGKILLed",
     f"{_PV}::test_a_damaged_batch_on_disk_answers_precise_errors": (
         f"{_OWN}: damages a segment file in its data dir, restarts it"

@@ -106,6 +106,14 @@ class OffsetStore(Protocol):
 
     def delete_group(self, group_id: str) -> Awaitable[None]: ...
 
+    def write_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: dict[tuple[str, int], CommittedOffset],
+    ) -> Awaitable[None]: ...
+
 
 @dataclass(eq=False)
 class Member:
@@ -834,10 +842,11 @@ class GroupCoordinator:
             g.offsets.update(accepted)
         return result
 
-    def txn_commit(
+    async def txn_commit(
         self,
         group_id: str,
         producer_id: int,
+        producer_epoch: int,
         generation: int,
         member_id: str,
         group_instance_id: str | None,
@@ -857,16 +866,26 @@ class GroupCoordinator:
                 return dict.fromkeys(offsets, E.ILLEGAL_GENERATION)
         now = self.now_ms()
         result: dict[tuple[str, int], int] = {}
-        pending = self.pending_txn.setdefault(producer_id, {}).setdefault(group_id, {})
+        accepted: dict[tuple[str, int], CommittedOffset] = {}
         for tp, (off, epoch, meta) in offsets.items():
             if meta is not None and len(meta.encode()) > self.config.offset_metadata_max_bytes:
                 result[tp] = E.OFFSET_METADATA_TOO_LARGE
             elif not self.partition_exists(*tp):
                 result[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                pending[tp] = CommittedOffset(off, epoch, meta or "", now)
+                accepted[tp] = CommittedOffset(off, epoch, meta or "", now)
                 result[tp] = E.NONE
+        if accepted:
+            # in the log first (the producer's epoch checked there: a fenced one is refused)
+            await self.store.write_txn_offsets(group_id, producer_id, producer_epoch, accepted)
+            self.pending_txn.setdefault(producer_id, {}).setdefault(group_id, {}).update(accepted)
         return result
+
+    def restore_txn_offset(
+        self, producer_id: int, group_id: str, tp: tuple[str, int], value: CommittedOffset
+    ) -> None:
+        """Loading: an offset of a transaction still open (its marker not yet written)."""
+        self.pending_txn.setdefault(producer_id, {}).setdefault(group_id, {})[tp] = value
 
     async def complete_txn(self, producer_id: int, commit: bool, owns: Callable[[str], bool]) -> None:
         """The transaction marker of ``producer_id`` reached the groups ``owns`` selects (one

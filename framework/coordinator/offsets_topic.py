@@ -33,6 +33,7 @@ from typing import Protocol
 
 from framework.coordinator.groups import CommittedOffset, Group, GroupCoordinator, Member
 from framework.protocol import records as rb
+from framework.protocol.control import EndTxnMarker, InvalidControlRecord, read_marker
 from framework.storage.log import AppendInfo, Log
 
 TOPIC = "__consumer_offsets"
@@ -54,7 +55,9 @@ class OffsetsPartition(Protocol):
     @property
     def log_end_offset(self) -> int: ...
 
-    def append_records(self, payload: memoryview, acks: int, now_ms: int) -> AppendInfo: ...
+    def append_records(
+        self, payload: memoryview, acks: int, now_ms: int, transactional: bool = False
+    ) -> AppendInfo: ...
 
     def wait_replicated(self, end_offset: int) -> asyncio.Future[None] | None: ...
 
@@ -277,6 +280,39 @@ class OffsetsTopicStore:
             [(offset_key(group_id, t, p), offset_value(o)) for (t, p), o in offsets.items()],
         )
 
+    async def write_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: dict[tuple[str, int], CommittedOffset],
+    ) -> None:
+        """TxnOffsetCommit: the offsets as a transactional batch of the producer (its next
+        sequence on this partition), so they survive a coordinator failover and the
+        transaction's COMMIT/ABORT marker decides them when the partition is loaded."""
+        if not offsets:
+            return
+        part = self.where.replica(TOPIC, partition_for(group_id, self.partitions))
+        entry = part.log.producer_state.producers.get(producer_id)
+        seq = entry.last_seq + 1 if entry is not None and entry.epoch == producer_epoch else 0
+        now = int(time.time() * 1000)
+        recs = [(offset_key(group_id, t, p), offset_value(o)) for (t, p), o in offsets.items()]
+        batch = bytearray(
+            rb.build_batch(
+                recs,
+                timestamp_ms=now,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                base_sequence=seq,
+                transactional=True,
+            )
+        )
+        end = part.append_records(memoryview(batch), -1 if part.replicated else 1, now, True).last_offset + 1
+        fut = part.wait_replicated(end) if part.replicated else None
+        if fut is not None:
+            async with asyncio.timeout(30):
+                await fut
+
     async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> None:
         await self._append(group_id, [(offset_key(group_id, t, p), None) for t, p in partitions])
 
@@ -306,11 +342,23 @@ class OffsetsTopicStore:
         if parts is None:
             parts = [(p, p.high_watermark) for p in self.where.topic_partitions(TOPIC) or [] if p is not None]
         for p, upper in parts:
-            for rec in _records(p.log, upper):
-                if isinstance(rec, OffsetRecord):
+            # TxnOffsetCommit records per producer, until its transaction's marker decides them
+            in_txn: dict[int, list[OffsetRecord]] = {}
+            for pid, rec in _records(p.log, upper):
+                if isinstance(rec, EndTxnMarker):
+                    for r in in_txn.pop(rec.producer_id, []) if rec.commit else []:
+                        offsets[(r.group, r.topic, r.partition)] = r.value
+                    in_txn.pop(rec.producer_id, None)
+                elif pid >= 0 and isinstance(rec, OffsetRecord):
+                    in_txn.setdefault(pid, []).append(rec)
+                elif isinstance(rec, OffsetRecord):
                     offsets[(rec.group, rec.topic, rec.partition)] = rec.value
                 elif isinstance(rec, GroupRecord):
                     groups[rec.group] = rec
+            for pid, recs in in_txn.items():  # still open: pending until the marker comes
+                for r in recs:
+                    if r.value is not None:
+                        coordinator.restore_txn_offset(pid, r.group, (r.topic, r.partition), r.value)
         n_off = 0
         for (g, t, part), value in offsets.items():
             if value is not None:
@@ -335,7 +383,8 @@ class OffsetsTopicStore:
         return n_groups, n_off
 
 
-def _records(lg: Log, upper: int) -> Iterable[OffsetRecord | GroupRecord]:
+def _records(lg: Log, upper: int) -> Iterable[tuple[int, OffsetRecord | GroupRecord | EndTxnMarker]]:
+    """(producer id of a transactional batch, else -1; record or transaction marker) in order."""
     offset = lg.log_start_offset
     while offset < upper:
         data = lg.read(offset, 1 << 20, upper, True)
@@ -343,16 +392,29 @@ def _records(lg: Log, upper: int) -> Iterable[OffsetRecord | GroupRecord]:
         for pos, h in rb.iter_batches(data):
             if h.next_offset <= offset:
                 continue
+            raw = memoryview(data)[pos : pos + h.size]
+            if h.is_control:
+                try:
+                    marker = read_marker(raw)
+                except (rb.InvalidBatch, InvalidControlRecord) as exc:
+                    log.error("%s: skipping unreadable control batch at %d: %s", lg.name, h.base_offset, exc)
+                    marker = None
+                if marker is not None:
+                    yield h.producer_id, marker
+                offset = h.next_offset
+                progressed = True
+                continue
             try:
-                _, recs = rb.decode_batch(memoryview(data)[pos : pos + h.size])
+                _, recs = rb.decode_batch(raw)
             except rb.InvalidBatch as exc:
                 log.error("%s: skipping undecodable batch at %d: %s", lg.name, h.base_offset, exc)
                 recs = []
+            pid = h.producer_id if h.is_transactional else -1
             for r in recs:
                 if r.offset >= offset and r.key is not None:
                     parsed = parse(r.key, r.value)
                     if parsed is not None:
-                        yield parsed
+                        yield pid, parsed
             offset = h.next_offset
             progressed = True
         if not progressed:

@@ -3,8 +3,8 @@
 
 :func:`write_local` writes one transaction's markers to partitions led here: a COMMIT/ABORT
 control batch in each data partition's log (acks=all: answered once every in-sync replica has
-it), or, for a ``__consumer_offsets`` partition, the group coordinator stores (commit) or drops
-(abort) the offsets the producer sent with TxnOffsetCommit for that partition's groups. The
+it); for a ``__consumer_offsets`` partition the group coordinator then also stores (commit) or
+drops (abort) the offsets the producer sent with TxnOffsetCommit for that partition's groups. The
 WriteTxnMarkers handler and :class:`MarkerChannel` both use it.
 
 :class:`MarkerChannel` is the coordinator's :class:`MarkerWriter`: partitions led here are
@@ -87,13 +87,11 @@ async def write_local(
         topic, index = tp
         try:
             part = partitions.leader(topic, index)
-            if topic == OFFSETS_TOPIC:
-                n = offsets_partitions()
-                await groups.complete_txn(marker.producer_id, marker.commit, _in_partition(index, n))
-                out[tp] = ErrorCode.NONE
-                continue
             info = part.append_txn_marker(end, now)
             out[tp] = ErrorCode.NONE
+            if topic == OFFSETS_TOPIC:  # the group coordinator applies it (commit: stores them)
+                n = offsets_partitions()
+                await groups.complete_txn(marker.producer_id, marker.commit, _in_partition(index, n))
             if part.replicated:
                 fut = part.wait_replicated(info.last_offset + 1)
                 if fut is not None:

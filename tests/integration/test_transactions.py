@@ -253,3 +253,29 @@ def test_restart_mid_transaction_recovers_coordinator_state(
     new.commit_transaction(30)
     assert consume(b.bootstrap, t, "read_committed", expect=1) == [b"new"]
     assert consume(b.bootstrap, t, "read_uncommitted", expect=2) == [b"open", b"new"]
+
+
+def test_offsets_sent_before_a_restart_commit_after_it(
+    broker_factory: BrokerFactory, topic_name: Any
+) -> None:
+    b = broker_factory()
+    src, out = topic_name("txrs-src"), topic_name("txrs-out")
+    create_topic(b.bootstrap, src, 1)
+    create_topic(b.bootstrap, out, 1)
+    group = f"g-{src}"
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "logger": quiet_logger()})
+    try:
+        p = txn_producer(b.bootstrap, f"tx-{src}")
+        p.begin_transaction()
+        p.produce(out, value=b"result")
+        p.send_offsets_to_transaction([TopicPartition(src, 0, 42)], c.consumer_group_metadata(), 30)
+        b.stop()  # the pending offsets are in __consumer_offsets, the transaction in __transaction_state
+        b.start()
+        p.commit_transaction(60)
+        wait_until(
+            lambda: c.committed([TopicPartition(src, 0)], timeout=10)[0].offset == 42,
+            what="the transaction's offsets after the restart",
+        )
+    finally:
+        c.close()
+    assert consume(b.bootstrap, out, "read_committed", expect=1) == [b"result"]

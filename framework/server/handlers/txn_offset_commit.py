@@ -45,10 +45,14 @@ def _response(
     )
 
 
-def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> object:
     authz.check(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
     authz.check(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id)
     ctx.groups.check_coordinator(req.group_id)
+    return _commit(ctx, req)
+
+
+async def _commit(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     v = ctx.version
     readable = {
         t.name for t in req.topics if authz.allowed(ctx, AclOperation.READ, ResourceType.TOPIC, t.name)
@@ -63,9 +67,10 @@ def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitR
         if t.name in readable
         for p in t.partitions
     }
-    codes = ctx.groups.coordinator.txn_commit(
+    codes = await ctx.groups.coordinator.txn_commit(
         req.group_id,
         req.producer_id,
+        req.producer_epoch,
         req.generation_id if v >= 3 else -1,
         req.member_id if v >= 3 else "",
         req.group_instance_id if v >= 3 else None,

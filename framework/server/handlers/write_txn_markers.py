@@ -2,8 +2,8 @@
 
 Sent between brokers (ClusterAction on the cluster, else CLUSTER_AUTHORIZATION_FAILED for every
 partition). Each marker is written to each partition's log as a control batch, answered once
-every in-sync replica has it; a ``__consumer_offsets`` partition instead stores (commit) or
-drops (abort) the offsets the producer sent with TxnOffsetCommit. A partition not led here
+every in-sync replica has it; for a ``__consumer_offsets`` partition the group coordinator then
+stores (commit) or drops (abort) the offsets the producer sent with TxnOffsetCommit. A partition not led here
 answers NOT_LEADER_OR_FOLLOWER, a stale producer epoch INVALID_PRODUCER_EPOCH, a deposed
 coordinator TRANSACTION_COORDINATOR_FENCED (see server/txn_markers.py).
 """

@@ -111,6 +111,15 @@ class FakeStore:
         self.calls.append(("write_group", group.group_id, snap))
         self.groups[group.group_id] = snap
 
+    async def write_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: dict[tuple[str, int], CommittedOffset],
+    ) -> None:
+        self.calls.append(("write_txn_offsets", group_id, producer_id, dict(offsets)))
+
     async def delete_group(self, group_id: str) -> None:
         self.calls.append(("delete_group", group_id))
         self.groups.pop(group_id, None)
