@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import multiprocessing as mp
+import os
 import re
 import signal
 import ssl
@@ -120,6 +121,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     p.add_argument("--quiet", action="store_true", help="no live status line")
     p.add_argument("--progress", action="store_true", help=f"print '{PROGRESS} ...' lines (for scripts)")
+    p.add_argument(
+        "--format",
+        choices=["json", "avro"],
+        default="json",
+        help="value format (--via kafka): avro is Confluent's wire format with schemas in --registry",
+    )
+    p.add_argument(
+        "--registry",
+        default=os.environ.get("SFTRAFFIC_REGISTRY", "http://127.0.0.1:8081"),
+        metavar="URL",
+        help="schema registry for --format avro ($SFTRAFFIC_REGISTRY, http://127.0.0.1:8081)",
+    )
     # `--from -6h`: argparse takes "-6h" for an option unless it looks like a negative number
     p._negative_number_matcher = re.compile(r"^-\d+(\.\d+)?[a-z]*$")
     p.set_defaults(func=run)
@@ -238,7 +251,12 @@ def _worker(
             tls=tls,
         )
     else:
-        sink = KafkaSink(args.bootstrap, client_id=f"sftraffic-sensors-{index}")
+        encode = None
+        if args.format == "avro":
+            from sensors.avro import AvroEncoder
+
+            encode = AvroEncoder(args.registry).encode
+        sink = KafkaSink(args.bootstrap, client_id=f"sftraffic-sensors-{index}", encode=encode)
 
     def tick(st: Any) -> None:
         with counter.get_lock():
@@ -276,6 +294,11 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     start, duration = _period(args)
+    if args.format == "avro" and args.via == "mqtt":
+        raise SystemExit(
+            "sftraffic sensors: devices publish JSON over MQTT; the gateway converts it "
+            "(sftraffic gateway --format avro)"
+        )
     if args.kafka_config:
         configure(args.kafka_config)  # the environment of the worker processes too
     if args.mqtt_credentials:

@@ -85,6 +85,29 @@ class GatewayConfig:
     mqtt_password: str | None = field(default=None, repr=False)
     mqtt_ca: str | None = None
     mqtt_tls: bool = False
+    # what goes to the store: the devices' JSON as received, or "avro" (Confluent's wire
+    # format, schemas registered in registry_url: sensors.avro)
+    value_format: str = "json"
+    registry_url: str = "http://127.0.0.1:8081"
+
+
+def value_encoder(cfg: GatewayConfig) -> Any:
+    """``encode(topic, event) -> bytes`` for ``cfg.value_format`` (None: forward the JSON as is)."""
+    if cfg.value_format == "json":
+        return None
+    if cfg.value_format != "avro":
+        raise ValueError(f"value_format must be json or avro, not {cfg.value_format!r}")
+    from sensors.avro import AvroEncoder
+
+    return AvroEncoder(cfg.registry_url).encode
+
+
+def reencode(encode: Any, topic: str, event: dict[str, Any]) -> bytes:
+    """The event in the store's format; InvalidEvent (dead-lettered) when it cannot be."""
+    try:
+        return bytes(encode(topic, event))
+    except Exception as exc:  # a field of the wrong type, no schema for the topic, registry down
+        raise schema.InvalidEvent(f"cannot be encoded for the store ({type(exc).__name__}): {exc}") from None
 
 
 def mqtt_tls_context(cfg: GatewayConfig) -> ssl.SSLContext | None:
@@ -139,6 +162,7 @@ class Gateway:
         self._lock = threading.Lock()
         self._taking = threading.Lock()  # held by the MQTT thread while it takes a message
         self.producer = gateway_producer(cfg, self._on_kafka_error)
+        self._encode = value_encoder(cfg)
         if cfg.mqtt_version not in (311, 5):
             raise ValueError(f"mqtt_version must be 311 or 5, not {cfg.mqtt_version}")
         v5 = cfg.mqtt_version == 5
@@ -266,7 +290,14 @@ class Gateway:
                 msg, stream, f"payload sensor_id {event['sensor_id']!r} != topic sensor {sensor!r}"
             )
             return
-        self._forward(msg, f"{stream}.{name}", sensor.encode(), bytes(msg.payload), int(event["event_time"]))
+        value = bytes(msg.payload)
+        if self._encode is not None:
+            try:
+                value = reencode(self._encode, f"{stream}.{name}", event)
+            except schema.InvalidEvent as exc:
+                self._dead_letter(msg, stream, str(exc))
+                return
+        self._forward(msg, f"{stream}.{name}", sensor.encode(), value, int(event["event_time"]))
 
     def _forward(self, msg: Any, topic: str, key: bytes, value: bytes, ts: int) -> None:
         if self.degraded.is_set():

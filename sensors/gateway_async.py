@@ -45,6 +45,8 @@ from sensors.gateway import (
     MqttRefused,
     gateway_producer,
     mqtt_tls_context,
+    reencode,
+    value_encoder,
 )
 from sensors.layout import STREAM
 
@@ -228,6 +230,7 @@ class AsyncGateway:
         self.stopping = False
         logging.getLogger("gmqtt").setLevel(logging.WARNING)
         self.producer = gateway_producer(cfg, self._on_kafka_error)
+        self._encode = value_encoder(cfg)
         self.client: Any = None
         self._link: _Link | None = None
         self._acks: list[int] = []  # mids of self._link to acknowledge at the next write
@@ -407,6 +410,12 @@ class AsyncGateway:
                 self._topics.clear()
             kafka_topic = self._topics[(stream, name)] = f"{stream}.{name}"
         key, ts = sensor.encode(), int(event["event_time"])
+        if self._encode is not None:
+            try:
+                payload = reencode(self._encode, kafka_topic, event)
+            except schema.InvalidEvent as exc:
+                self._dead_letter(link, tag, topic, payload, stream, str(exc))
+                return
         if self.degraded:
             self._park(link, tag, (kafka_topic, key, payload, ts))
             return

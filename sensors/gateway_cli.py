@@ -80,6 +80,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         metavar="KEY=VALUE",
         help="one security setting of the store client (wins over --kafka-config)",
     )
+    p.add_argument(
+        "--format",
+        choices=["json", "avro"],
+        default="json",
+        help="what goes to the store: the devices' JSON, or Avro (Confluent's wire format, --registry)",
+    )
+    p.add_argument(
+        "--registry",
+        default=os.environ.get("SFTRAFFIC_REGISTRY", "http://127.0.0.1:8081"),
+        metavar="URL",
+        help="schema registry for --format avro ($SFTRAFFIC_REGISTRY, http://127.0.0.1:8081)",
+    )
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=run)
 
@@ -115,6 +127,8 @@ def _config(args: argparse.Namespace) -> GatewayConfig:
         mqtt_password=_mqtt_password(args),
         mqtt_ca=args.mqtt_ca,
         mqtt_tls=args.mqtt_tls,
+        value_format=args.format,
+        registry_url=args.registry,
     )
 
 

@@ -16,7 +16,7 @@ import logging
 import ssl
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,9 @@ class KafkaSink:
         client_id: str = "sftraffic-sensors",
         exactly_once: bool = True,
         extra: dict[str, Any] | None = None,
+        encode: Callable[[str, dict[str, Any]], bytes] | None = None,
     ) -> None:
+        """``encode(topic, event)``: the value's bytes (default: JSON; sensors.avro for Avro)."""
         from confluent_kafka import Producer
 
         conf = producer_config(
@@ -67,6 +69,7 @@ class KafkaSink:
             },
         )
         self.producer = Producer(secured(conf))
+        self._encode = encode
         self.errors = 0
         self.sent = 0
         self.last_error: str | None = None
@@ -77,7 +80,7 @@ class KafkaSink:
             self.last_error = str(err)
 
     def send(self, topic: str, key: str, value: dict[str, Any], ts_ms: int) -> None:
-        data = _enc.encode(value)
+        data = _enc.encode(value) if self._encode is None else self._encode(topic, value)
         while True:
             try:
                 self.producer.produce(topic, data, key, timestamp=ts_ms)  # str key: UTF-8 in C
