@@ -187,7 +187,7 @@ def test_old_magic_is_unsupported_for_message_format(log: Log) -> None:
 def test_producers_may_not_write_control_or_transactional_batches(log: Log) -> None:
     with pytest.raises(InvalidRequest, match="control"):
         append(log, rb.build_batch([(b"k", b"v")], timestamp_ms=NOW, control=True))
-    with pytest.raises(StoreError, match="transactions") as ei:
+    with pytest.raises(StoreError, match="transactional id") as ei:
         append(
             log,
             rb.build_batch(
