@@ -27,6 +27,7 @@ COMMANDS = [
     "framework.cli.groups",
     "framework.cli.config_cmd",
     "framework.cli.users",
+    "framework.cli.transactions",
 ]
 # where applications installed with the store register their subcommands
 ENTRY_POINT_GROUP = "sftraffic.commands"

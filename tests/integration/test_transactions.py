@@ -279,3 +279,34 @@ def test_offsets_sent_before_a_restart_commit_after_it(
     finally:
         c.close()
     assert consume(b.bootstrap, out, "read_committed", expect=1) == [b"result"]
+
+
+def test_transactions_cli_lists_describes_and_aborts_a_hanging_transaction(
+    broker: BrokerProcess, topic_name: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from framework.cli.main import main
+
+    t = topic_name("txcli")
+    create_topic(broker.bootstrap, t, 1)
+    tid = "cli-" + t[-6:]
+    p = txn_producer(broker.bootstrap, tid)
+    p.begin_transaction()
+    p.produce(t, value=b"hanging")
+    p.flush(10)
+    plain = Producer({"bootstrap.servers": broker.bootstrap, "logger": quiet_logger()})
+    plain.produce(t, value=b"after")
+    plain.flush(10)
+    b = ["--bootstrap", broker.bootstrap]
+    capsys.readouterr()
+    assert main(["transactions", "list", "--state", "Ongoing", *b]) == 0
+    assert tid in capsys.readouterr().out
+    assert main(["transactions", "describe", tid, *b]) == 0
+    out = capsys.readouterr().out
+    assert "Ongoing" in out and f"{t}-0" in out
+    assert main(["transactions", "describe-producers", "--topic", t, "--partition", "0", *b]) == 0
+    assert main(["transactions", "abort", "--topic", t, "--partition", "0", "--start-offset", "5", *b]) == 2
+    # the partition is stuck at the open transaction until its ABORT marker is written
+    assert consume(broker.bootstrap, t, "read_committed", idle_polls=2) == []
+    assert main(["transactions", "abort", "--topic", t, "--partition", "0", "--start-offset", "0", *b]) == 0
+    assert consume(broker.bootstrap, t, "read_committed", expect=1) == [b"after"]
+    assert main(["transactions", "describe", "nobody-" + t, *b]) == 2

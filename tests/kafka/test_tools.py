@@ -335,25 +335,28 @@ def test_producer_and_consumer_perf_tests(cli: Cli, broker: Any, topic_name: Any
     assert int(lines(out)[-1].split(", ")[4]) >= 50000, out  # data.consumed.in.nMsg
 
 
+def test_transactional_perf_producer_and_kafka_transactions(cli: Cli, broker: Any, topic_name: Any) -> None:
+    """Issue 19: the Java producer's transactions, then kafka-transactions list / describe."""
+    t = topic_name("txtool")
+    create_topic(broker.bootstrap, t, 1)
+    out = cli(
+        f"kafka-producer-perf-test --topic {t} --num-records 100 --record-size 10 --throughput -1 "
+        f"--transactional-id tx-{t} --transaction-duration-ms 100 --producer-props max.block.ms=10000",
+        timeout=60,
+    ).stdout
+    assert "100 records sent" in out, out
+    out = cli("kafka-transactions list", timeout=60).stdout
+    assert "TransactionalId" in out and f"tx-{t}" in out, out
+    out = cli(f"kafka-transactions describe --transactional-id tx-{t}", timeout=60).stdout
+    assert f"tx-{t}" in out and "CompleteCommit" in out, out
+
+
 # -- known gaps: APIs the store does not serve (README "Kafka tools") -----------------------------
 def gap(reason: str) -> pytest.MarkDecorator:
     return pytest.mark.xfail(not EXTERNAL_BOOTSTRAP, reason=reason, strict=True)
 
 
 GAPS: list[Any] = [
-    pytest.param(
-        "kafka-transactions list",
-        "TransactionalId",
-        marks=gap("no transactions: ListTransactions (66) and the transaction APIs are not served"),
-        id="kafka-transactions",
-    ),
-    pytest.param(
-        "kafka-producer-perf-test --topic {t} --num-records 100 --record-size 10 --throughput -1 "
-        "--transactional-id tx-{t} --transaction-duration-ms 100 --producer-props max.block.ms=10000",
-        "100 records sent",
-        marks=gap("no transactions: a transactional id in InitProducerId, AddPartitionsToTxn, EndTxn"),
-        id="transactional-producer",
-    ),
     pytest.param(
         "kafka-console-consumer --topic {t} --group g848-{t} --from-beginning --max-messages 1 "
         "--timeout-ms 20000 --command-property group.protocol=consumer",
