@@ -17,6 +17,7 @@ the live brokers).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from framework import config as cfg
@@ -30,6 +31,7 @@ from framework.metadata.cache import MetadataCache, Node
 from framework.protocol.errors import ErrorCode
 
 log = logging.getLogger("sftraffic.transactions")
+CREATE_RETRY_S = 5.0  # a creation not applied by then (no quorum, too few brokers) is asked again
 
 
 class TransactionService:
@@ -49,7 +51,7 @@ class TransactionService:
         self.admin = admin
         self.partitions = partitions
         self.store = TxnLogStore(partitions, self._partition_count)
-        self._creating = False
+        self._asked_until = 0.0
         self.coordinator = TransactionCoordinator(
             scheduler,
             self.store,
@@ -101,9 +103,10 @@ class TransactionService:
     # -- the state topic -----------------------------------------------------------------------
     def ensure_topic(self) -> None:
         """Create __transaction_state when missing (the change is not awaited)."""
-        if TOPIC in self.cache.topics or self._creating:
+        now = time.monotonic()
+        if TOPIC in self.cache.topics or now < self._asked_until:
             return
-        self._creating = True
+        self._asked_until = now + CREATE_RETRY_S  # cluster: the quorum applies it meanwhile
         rf = min(int(self.config["transaction.state.log.replication.factor"]), len(self.cache.broker_ids()))
         self.admin.create_topic(
             TOPIC,
@@ -116,7 +119,6 @@ class TransactionService:
             },
             internal=True,
         ).detach()
-        self._creating = self.cache.clustered  # cluster: asked once; the quorum applies it
 
     def _load(self, index: int) -> int:
         p, records = self.store.read_partition(index)

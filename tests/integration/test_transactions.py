@@ -310,3 +310,90 @@ def test_transactions_cli_lists_describes_and_aborts_a_hanging_transaction(
     assert main(["transactions", "abort", "--topic", t, "--partition", "0", "--start-offset", "0", *b]) == 0
     assert consume(broker.bootstrap, t, "read_committed", expect=1) == [b"after"]
     assert main(["transactions", "describe", "nobody-" + t, *b]) == 2
+
+
+def test_wire_a_transactional_batch_needs_its_partition_in_the_transaction(
+    broker: BrokerProcess, topic_name: Any
+) -> None:
+    """KIP-890 part 1 and the coordinator's error codes, request by request."""
+    from framework.client.wire import WireClient
+    from framework.protocol import records as rb
+    from framework.protocol.errors import ErrorCode as E
+    from framework.protocol.messages.add_partitions_to_txn import (
+        AddPartitionsToTxnRequest,
+        AddPartitionsToTxnResponse,
+        AddPartitionsToTxnTopic,
+    )
+    from framework.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
+    from framework.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+    from framework.protocol.messages.produce import (
+        PartitionProduceData,
+        ProduceRequest,
+        ProduceResponse,
+        TopicProduceData,
+    )
+
+    t = topic_name("txwire")
+    create_topic(broker.bootstrap, t, 2)
+    tid = f"tx-{t}"
+
+    def produce(w: WireClient, pid: int, epoch: int, seq: int, part: int) -> int:
+        batch = rb.build_batch(
+            [(None, b"v")],
+            timestamp_ms=int(time.time() * 1000),
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=seq,
+            transactional=True,
+        )
+        req = ProduceRequest(
+            transactional_id=tid,
+            acks=-1,
+            timeout_ms=5000,
+            topic_data=[
+                TopicProduceData(name=t, partition_data=[PartitionProduceData(index=part, records=batch)])
+            ],
+        )
+        r = w.send(req, ProduceResponse, 9)
+        return r.responses[0].partition_responses[0].error_code
+
+    def add(w: WireClient, pid: int, epoch: int, *parts: int) -> list[int]:
+        req = AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=tid,
+            v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=[AddPartitionsToTxnTopic(name=t, partitions=list(parts))],
+        )
+        r = w.send(req, AddPartitionsToTxnResponse, 3)
+        return [
+            p.partition_error_code for tr in r.results_by_topic_v3_and_below for p in tr.results_by_partition
+        ]
+
+    with WireClient(broker.bootstrap) as w:
+        too_long = w.send(
+            InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=10**9),
+            InitProducerIdResponse,
+            4,
+        )
+        assert too_long.error_code == E.INVALID_TRANSACTION_TIMEOUT
+        r = w.send(
+            InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60_000),
+            InitProducerIdResponse,
+            4,
+        )
+        assert r.error_code == E.NONE
+        pid, epoch = r.producer_id, r.producer_epoch
+        assert produce(w, pid, epoch, 0, 0) == E.INVALID_TXN_STATE  # not added: refused
+        assert add(w, pid, epoch, 0) == [E.NONE]
+        assert produce(w, pid, epoch, 0, 0) == E.NONE
+        assert produce(w, pid, epoch, 0, 1) == E.INVALID_TXN_STATE  # partition 1 still not in it
+        assert add(w, pid, epoch - 1, 1) == [E.PRODUCER_FENCED]
+        assert add(w, pid + 1, epoch, 1) == [E.INVALID_PRODUCER_ID_MAPPING]
+        assert add(w, pid, epoch, 1, 9) == [E.OPERATION_NOT_ATTEMPTED, E.UNKNOWN_TOPIC_OR_PARTITION]
+        end = EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=True)
+        assert w.send(end, EndTxnResponse, 3).error_code == E.NONE
+        old = EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch - 1, committed=True)
+        assert (
+            w.send(old, EndTxnResponse, 1).error_code == E.INVALID_PRODUCER_EPOCH
+        )  # v0-1: no PRODUCER_FENCED
+    assert consume(broker.bootstrap, t, "read_committed", 2, expect=1) == [b"v"]
