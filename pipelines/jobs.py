@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -81,6 +82,10 @@ class JobConfig:
     event_until_ms: int | None = None
     # "sftraffic": our Python data source; "kafka": Spark's JVM Kafka connector (deploy/spark)
     source: str = "sftraffic"
+    # the events' format: "json", or "avro" (Confluent's wire format; writers' schemas from
+    # registry_url, the reader schema sensors.avro's; our data source only)
+    value_format: str = "json"
+    registry_url: str = "http://127.0.0.1:8081"
 
 
 SOURCES = ("sftraffic", "kafka")
@@ -159,8 +164,13 @@ def _read(
         for k, v in KAFKA_CONNECTOR_CONSUMER.items():
             r = r.option(k, v)
     elif value_schema is not None:
-        r = r.option("valueFormat", "json").option("valueSchema", value_schema.json())
+        r = r.option("valueFormat", cfg.value_format).option("valueSchema", value_schema.json())
         r = r.option("valueRequired", ",".join(required))
+        if cfg.value_format == "avro":
+            from sensors.avro import schema_for
+
+            r = r.option("schemaRegistryUrl", cfg.registry_url)
+            r = r.option("valueAvroSchema", json.dumps(schema_for(topic)))
     return r.load()
 
 
@@ -689,6 +699,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="the Kafka clients' security settings (librdkafka's names: security.protocol, sasl.*, "
         "ssl.ca.location; KEY=VALUE lines; default $SFTRAFFIC_KAFKA_CONFIG)",
     )
+    p.add_argument(
+        "--format",
+        choices=["json", "avro"],
+        default="json",
+        help="the events' format: json, or avro (Confluent's wire format, schemas in --registry; "
+        "--source sftraffic only); a topic mixing both reads as one",
+    )
+    p.add_argument(
+        "--registry",
+        default=os.environ.get("SFTRAFFIC_REGISTRY", "http://127.0.0.1:8081"),
+        metavar="URL",
+        help="schema registry for --format avro ($SFTRAFFIC_REGISTRY, http://127.0.0.1:8081)",
+    )
     p.set_defaults(func=run)
 
 
@@ -723,7 +746,11 @@ def run(args: argparse.Namespace) -> int:
         max_offsets_per_trigger=args.max_offsets_per_trigger,
         master=args.master,
         source=args.source,
+        value_format=args.format,
+        registry_url=args.registry,
     )
+    if cfg.value_format == "avro" and cfg.source != "sftraffic":
+        raise SystemExit("sftraffic pipeline: --format avro needs --source sftraffic (it decodes Avro)")
     backfill: tuple[int, int] | None = None
     if args.backfill:
         a, _, b = args.backfill.partition(",")

@@ -85,3 +85,43 @@ def test_avro_options_are_checked_on_the_driver() -> None:
         Options.parse({"bootstrap": "x:1", "subscribe": "t", "valueFormat": "avro", "valueSchema": vs})
     with pytest.raises(SourceError, match="valueAvroSchema"):
         AvroValues(vs, "http://127.0.0.1:1", reader='{"type": "nope"}')
+
+
+def test_batch_jobs_run_on_avro_events(spark: Any, broker_factory: BrokerFactory, tmp_path: Any) -> None:
+    """The fleet's events written as Avro: the batch jobs read them (--format avro) and find the
+    same windows as the events hold, with no dead letters."""
+    from pipelines import jobs
+    from sensors.fleet import SensorFleet
+    from sensors.layout import ensure_layout
+    from sensors.model import ModelConfig
+    from sensors.publish import KafkaSink
+
+    b = broker_factory()
+    ensure_layout(
+        b.bootstrap,
+        partitions=2,
+        extra_topics={jobs.t(n): {} for n in jobs.RESULT_TOPICS if n != "dead_letter"},
+    )
+    registry = RegistryProcess(b.bootstrap).start(timeout=60)
+    try:
+        sink = KafkaSink(b.bootstrap, encode=avro.AvroEncoder(registry.url).encode)  # type: ignore[attr-defined]
+        fleet = SensorFleet(100, ModelConfig(seed=3), infrastructure=False)
+        segments = set()
+        for i in range(180):
+            for topic, key, ev, ts in fleet.tick(T0 + i * 1000):
+                sink.send(topic, key, ev, ts)
+                if ev["type"] == "traffic":
+                    segments.add((ev["segment_id"], (ev["event_time"] - T0) // 60_000))
+        assert sink.flush(30) == 0
+        cfg = jobs.JobConfig(
+            bootstrap=b.bootstrap,
+            checkpoint_dir=str(tmp_path / "ck"),
+            output_dir=str(tmp_path / "out"),
+            value_format="avro",
+            registry_url=registry.url,  # type: ignore[attr-defined]
+        )
+        out = jobs.run_batch(spark, cfg, "aggregates")
+        assert out.get("dead_letters", 0) == 0, out
+        assert out["aggregates"] == len(segments), out
+    finally:
+        registry.stop()
