@@ -11,6 +11,7 @@ quorum are checked as the broker checks them before it binds anything.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import socket
@@ -35,9 +36,14 @@ def _id(inv: Invocation) -> str:
     return inv.where
 
 
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    return build_parser()
+
+
 def _parse(inv: Invocation) -> argparse.Namespace:
     try:
-        return build_parser().parse_args(inv.argv)
+        return _parser().parse_args(inv.argv)
     except SystemExit as exc:
         raise AssertionError(f"the CLI refuses {inv}") from exc
 

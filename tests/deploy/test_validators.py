@@ -178,3 +178,51 @@ def test_dockerfile_is_multi_stage_and_runs_unprivileged() -> None:
             images = {c["image"] for c in spec["containers"]}
             if any(df.is_sftraffic_image(i) for i in images):
                 assert spec["securityContext"]["runAsUser"] == uid, doc["metadata"]["name"]
+
+
+# -- Mosquitto ---------------------------------------------------------------------------------
+def _settings(conf: str) -> list[str]:
+    return [line for line in conf.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_k8s_and_compose_run_mosquitto_with_the_same_settings() -> None:
+    configmap = next(
+        d
+        for _, d in df.k8s_documents()
+        if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("mosquitto")
+    )
+    compose_conf = (df.COMPOSE.parent / "mosquitto.conf").read_text()
+    assert _settings(configmap["data"]["mosquitto.conf"]) == _settings(compose_conf)
+    mount = df.compose()["services"]["mosquitto"]["volumes"][0]
+    assert mount.startswith("./mosquitto.conf:/mosquitto/config/mosquitto.conf")
+
+
+def test_mosquitto_starts_with_the_deployment_config(tmp_path: Path) -> None:
+    """Mosquitto itself reads the file (it stops at an unknown or bad setting), on a loopback
+    port and with its persistence in tmp_path instead of the container's."""
+    import getpass
+
+    from deploy.local.mosquitto import find_mosquitto
+    from deploy.local.process import ManagedProcess, free_port
+
+    try:
+        mosquitto = find_mosquitto()
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    text = (df.COMPOSE.parent / "mosquitto.conf").read_text()
+    assert "listener 1883 0.0.0.0\n" in text and "persistence_location /mosquitto/data/\n" in text
+    port = free_port()
+    text = text.replace("listener 1883 0.0.0.0", f"listener {port} 127.0.0.1")
+    text = text.replace("/mosquitto/data/", f"{tmp_path}/")
+    conf = tmp_path / "mosquitto.conf"
+    # started as root, Mosquitto would switch to user "mosquitto", who cannot write tmp_path
+    conf.write_text(f"user {getpass.getuser()}\n{text}")
+    proc = ManagedProcess(
+        "mosquitto",
+        [mosquitto, "-c", str(conf)],
+        ready=lambda line: "mosquitto version" in line and " running" in line,
+    )
+    try:
+        proc.start(timeout=15)
+    finally:
+        proc.stop()
