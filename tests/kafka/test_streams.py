@@ -1,6 +1,7 @@
 """A Kafka Streams application (``java/WindowedCount.java``: a count per key and 10-second
 tumbling window of event time) against the broker: its consumer group, its changelog topic,
-its output."""
+its output; at least once, and exactly once (``exactly_once_v2``: the transaction coordinator,
+TxnOffsetCommit with the group's generation, issue 19)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,10 @@ from tests.integration.test_clients import consume_all
 pytestmark = [pytest.mark.integration, pytest.mark.kafka]
 
 
-def test_windowed_count(broker: Any, java_classes: Path, topic_name: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
+def test_windowed_count(
+    broker: Any, java_classes: Path, topic_name: Any, tmp_path: Path, guarantee: str
+) -> None:
     b = broker.bootstrap
     src, out, app = topic_name("wc-in"), topic_name("wc-out"), topic_name("wc-app")
     create_topic(b, src, 2)
@@ -38,6 +42,7 @@ def test_windowed_count(broker: Any, java_classes: Path, topic_name: Any, tmp_pa
         src,
         out,
         str(tmp_path / "state"),
+        guarantee,
         heap="384m",
         extra_classpath=[java_classes],
     )

@@ -16,7 +16,7 @@ import org.apache.kafka.streams.kstream.TimeWindows;
  * key per 10-second tumbling window of event time, and writes every updated count to the output
  * topic as key "KEY@WINDOW_START_MS", value the count as text.
  *
- *   WindowedCount BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR
+ *   WindowedCount BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR [PROCESSING_GUARANTEE]
  *
  * Runs until SIGTERM (a shutdown hook closes the application); prints "RUNNING" once the
  * application has reached that state.
@@ -31,6 +31,7 @@ public final class WindowedCount {
         p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, "0");
         p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, "1");
         p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
+        if (args.length > 5) p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, args[5]);
 
         StreamsBuilder b = new StreamsBuilder();
         b.stream(args[2], Consumed.with(Serdes.String(), Serdes.String()))
