@@ -47,6 +47,23 @@ def _quiet() -> logging.Logger:
     return lg
 
 
+_avro: list[Any] = []  # the AvroDecoder, made on first use
+
+
+def _from_avro(value: bytes) -> bytes | None:
+    """An Avro event (writer's schema from $SFTRAFFIC_REGISTRY) as the JSON the caches hold."""
+    if not _avro:
+        import os
+
+        from sensors.avro import AvroDecoder
+
+        _avro.append(AvroDecoder(os.environ.get("SFTRAFFIC_REGISTRY", "http://127.0.0.1:8081")))
+    try:
+        return msgspec.json.encode({k: v for k, v in _avro[0].decode(value).items() if v is not None})
+    except Exception:  # an unknown id, a registry down, a damaged value: the record is skipped
+        return None
+
+
 class _Live(msgspec.Struct):
     """The few fields of a raw traffic event the live view needs (decoded without the rest)."""
 
@@ -143,6 +160,10 @@ class DashboardData:
         """Apply one record to the caches (also used directly by tests)."""
         if value is None:
             return
+        if value[:1] == b"\x00":  # Avro in Confluent's wire format (sftraffic up --format avro)
+            value = _from_avro(value)
+            if value is None:
+                return
         if topic == TOPICS["traffic"]:
             if key is not None:
                 self.sensors[key.decode()] = value

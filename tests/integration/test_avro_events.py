@@ -144,3 +144,17 @@ def test_gateway_converts_device_json_to_avro(broker: Any, registry: RegistryPro
     finally:
         gw.stop()
         mqtt.stop()
+
+
+def test_dashboard_reads_avro_events(registry: RegistryProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dashboard import data
+
+    monkeypatch.setenv("SFTRAFFIC_REGISTRY", registry.url)
+    monkeypatch.setattr(data, "_avro", [])
+    d = data.DashboardData("127.0.0.1:1")
+    topic = layout.topic("traffic")
+    ev = next(e for _, _, e, _ in fleet_events(5) if e["type"] == "traffic")
+    d.ingest(topic, ev["sensor_id"].encode(), avro.AvroEncoder(registry.url).encode(topic, ev))
+    d.ingest(topic, b"x", b"\x00\x00\x00\x7f\xffdamaged")  # skipped, not raised
+    assert d.events_seen == 1 and d.newest_event_ms == ev["event_time"]
+    assert d.live[ev["segment_id"]][1:] == [1, ev["speed_kmh"]]
