@@ -78,6 +78,29 @@ def test_the_compose_schema_refuses_a_broken_file() -> None:
     assert any("retrys" in e for e in errors) and any("ports" in e for e in errors), errors
 
 
+def test_compose_references_resolve() -> None:
+    """What ``docker compose config`` checks beyond the schema: services a service depends on
+    exist, named volumes are declared, bind-mounted files exist, no host port is taken twice."""
+    doc = df.compose()
+    services = doc["services"]
+    declared = set(doc.get("volumes") or {})
+    host_ports: list[str] = []
+    for name, service in services.items():
+        depends = service.get("depends_on", [])
+        assert set(depends) <= set(services), f"{name} depends on {set(depends) - set(services)}"
+        assert name not in depends
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith((".", "/")):
+                assert (df.COMPOSE.parent / source).exists(), f"{name} mounts a missing {source}"
+            else:
+                assert source in declared, f"{name} mounts an undeclared volume {source}"
+        host_ports += [p.rsplit(":", 1)[0] for p in service.get("ports", [])]
+    assert len(host_ports) == len(set(host_ports)), host_ports
+    build = services["broker-1"]["build"]
+    assert (df.COMPOSE.parent / build["context"] / build["dockerfile"]).resolve() == df.DOCKERFILE
+
+
 def _docker_compose() -> list[str] | None:
     docker = shutil.which("docker")
     if docker is None:
@@ -128,6 +151,28 @@ def test_systemd_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     run = _verify(text, tmp_path)
     # unknown keys or sections are only warnings (exit code 0): none may be printed either
     assert run.returncode == 0 and not run.stderr.strip() and not run.stdout.strip(), run.stderr
+
+
+def test_systemd_unit_is_sandboxed(tmp_path: Path) -> None:
+    """``systemd-analyze security`` (offline, on the file) rates its exposure at most 3.0 of 10 (1.7 now)."""
+    _verify(df.UNIT.read_text(), tmp_path)  # writes the unit into tmp_path (or skips)
+    run = subprocess.run(
+        [
+            "systemd-analyze",
+            "security",
+            "--offline=true",
+            "--threshold=30",  # tenths: 3.0
+            "--no-pager",
+            df.UNIT.name.replace("@", "@1"),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr
+    assert "Overall exposure level" in run.stdout
 
 
 def test_systemd_analyze_reports_a_broken_unit(tmp_path: Path) -> None:
