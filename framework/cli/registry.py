@@ -78,5 +78,10 @@ def run(args: argparse.Namespace) -> int:
         await asyncio.to_thread(election.close)
         await asyncio.to_thread(store.close)
 
-    asyncio.run(serve())
+    try:
+        import uvloop  # noqa: PLC0415 (a dependency of the store, absent on Windows)
+    except ImportError:  # pragma: no cover
+        asyncio.run(serve())
+    else:
+        uvloop.run(serve())
     return 0

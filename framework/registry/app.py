@@ -265,7 +265,10 @@ class Registry:
 
     async def schema_by_id(self, request: web.Request) -> web.StreamResponse:
         sid = self._id(request)
-        return reply(await self.read(lambda s: s.schema_by_id(sid).answer()))
+        if request.query:  # ?subject=..., ?format=...: answered alike
+            return reply(await self.read(lambda s: s.schema_by_id(sid).answer()))
+        body = await self.read(lambda s: s.schema_by_id(sid).answer_bytes())
+        return web.Response(body=body, content_type=CONTENT_TYPE)
 
     async def schema_by_id_raw(self, request: web.Request) -> web.StreamResponse:
         sid = self._id(request)

@@ -74,6 +74,13 @@ class SchemaEntry:
     schema_type: str = "AVRO"
     references: list[dict[str, Any]] = field(default_factory=list)
     parsed: ParsedSchema | None = None
+    _answer: bytes | None = None
+
+    def answer_bytes(self) -> bytes:
+        """:meth:`answer` as JSON, made once (the hot path of deserializers meeting a new id)."""
+        if self._answer is None:
+            self._answer = json.dumps(self.answer(), separators=(",", ":")).encode()
+        return self._answer
 
     def answer(self) -> dict[str, Any]:
         out: dict[str, Any] = {"schema": self.schema}
@@ -98,6 +105,7 @@ class RegistryState:
         self.configs: dict[str | None, dict[str, Any]] = {}
         self.modes: dict[str | None, str] = {}
         self.max_id = 0
+        self._uses: dict[int, int] = {}  # schema id -> (subject, version) records naming it
 
     # -- applying records (in log order) --------------------------------------------------------
     def apply(self, key_raw: bytes | None, value_raw: bytes | None) -> None:
@@ -132,7 +140,9 @@ class RegistryState:
     def _apply_schema(self, subject: str, version: int, value: Any) -> None:
         if not isinstance(value, dict):  # tombstone: permanently deleted
             versions = self.subjects.get(subject, {})
-            versions.pop(version, None)
+            gone = versions.pop(version, None)
+            if gone is not None:
+                self._uses[gone.schema_id] -= 1
             if not versions:
                 self.subjects.pop(subject, None)
             return
@@ -145,7 +155,12 @@ class RegistryState:
             self.schemas[sid] = SchemaEntry(sid, text, stype, list(refs))
             self._by_text.setdefault((stype, text, _refs_key(refs)), sid)
         self.max_id = max(self.max_id, sid)
-        self.subjects.setdefault(subject, {})[version] = Version(sid, bool(value.get("deleted", False)))
+        versions = self.subjects.setdefault(subject, {})
+        before = versions.get(version)
+        if before is not None:
+            self._uses[before.schema_id] -= 1
+        versions[version] = Version(sid, bool(value.get("deleted", False)))
+        self._uses[sid] = self._uses.get(sid, 0) + 1
 
     # -- queries ----------------------------------------------------------------------------------
     def subject_names(self, deleted: bool = False) -> list[str]:
@@ -181,7 +196,7 @@ class RegistryState:
 
     def schema_by_id(self, schema_id: int) -> SchemaEntry:
         entry = self.schemas.get(schema_id)
-        if entry is None or not self.uses_of(schema_id, deleted=True):
+        if entry is None or not self._uses.get(schema_id):
             raise RegistryError.schema_id_not_found(schema_id)
         return entry
 

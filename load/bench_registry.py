@@ -1,0 +1,184 @@
+"""Schema registry benchmark: ``GET /schemas/ids/{id}`` latency at a fixed request rate (issue
+20: p99 <= 5 ms at 1,000 requests/s), and what a registration costs.
+
+One broker and one ``sftraffic registry`` from this checkout; ``--schemas`` Avro schemas are
+registered first (each its own subject; the registration latencies are reported too). Then an
+open-loop client (asyncio + aiohttp, one keep-alive connection pool of ``--connections``) sends
+``GET /schemas/ids/{id}`` with random ids at ``--rate`` requests/s for ``--duration`` seconds:
+request i is due at ``t0 + i / rate`` whatever happened to the ones before, and its latency is
+counted from that due time (no coordinated omission: a stalled registry shows as latency, not as
+fewer requests). What a Confluent client does on a cache miss (an ``AvroDeserializer`` meeting a
+new schema id). Figures: achieved rate, latency p50/p95/p99/max (ms), errors, the registry's CPU
+µs per request and the client's (the client shares the machine: it is the larger part).
+
+Usage::
+
+    python -m load.bench_registry --json load/results/registry-$(date +%F).json [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from rich.console import Console
+
+from deploy.local.process import BrokerProcess
+from deploy.local.registry import RegistryProcess
+from load.harness.procfs import cpu_seconds, own_cpu
+from load.harness.report import document, goal, log, parser, print_footer, print_goals, sized, table
+from load.harness.runner import Processes, run_main
+from load.harness.stats import summary
+
+GOAL_P99_MS = 5.0
+CT = "application/vnd.schemaregistry.v1+json"
+
+
+def schema(i: int) -> str:
+    return json.dumps(
+        {
+            "type": "record",
+            "name": f"Event{i}",
+            "namespace": "bench",
+            "fields": [{"name": "id", "type": "long"}, {"name": f"f{i}", "type": "string", "default": ""}],
+        }
+    )
+
+
+async def register(url: str, n: int) -> tuple[list[int], list[float]]:
+    ids, lat = [], []
+    async with aiohttp.ClientSession(headers={"Content-Type": CT}) as s:
+        for i in range(n):
+            t = time.perf_counter()
+            async with s.post(
+                f"{url}/subjects/bench-{i}-value/versions", data=json.dumps({"schema": schema(i)})
+            ) as r:
+                body = await r.json(content_type=None)
+                if r.status != 200:
+                    raise RuntimeError(f"registration {i}: {r.status} {body}")
+            lat.append((time.perf_counter() - t) * 1000)
+            ids.append(int(body["id"]))
+    return ids, lat
+
+
+async def open_loop(
+    url: str, ids: list[int], rate: float, duration: float, connections: int
+) -> dict[str, Any]:
+    n = int(rate * duration)
+    lat: list[float] = []
+    errors: list[str] = []
+    rng = random.Random(1)
+    conn = aiohttp.TCPConnector(limit=connections)
+    async with aiohttp.ClientSession(connector=conn, headers={"Accept": CT}) as s:
+
+        async def one(due: float, sid: int) -> None:
+            try:
+                async with s.get(f"{url}/schemas/ids/{sid}") as r:
+                    await r.read()
+                    if r.status != 200:
+                        errors.append(str(r.status))
+            except aiohttp.ClientError as exc:
+                errors.append(type(exc).__name__)
+            lat.append((time.perf_counter() - due) * 1000)
+
+        tasks = []
+        t0 = time.perf_counter() + 0.05
+        for i in range(n):
+            due = t0 + i / rate
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(due, rng.choice(ids))))
+        await asyncio.gather(*tasks)
+        took = time.perf_counter() - t0
+    return {
+        "requests": n,
+        "achieved_rate": round(n / took, 1),
+        "latency_ms": summary(lat),
+        "errors": len(errors),
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    cfg = sized(
+        args,
+        {
+            "rate": (1000, 1000, 300),
+            "duration": (30, 10, 3),
+            "schemas": (200, 100, 20),
+            "connections": (16, 16, 8),
+        },
+    )
+    doc = document("registry", args, cfg)
+    with tempfile.TemporaryDirectory(prefix="bench-registry-") as tmp, Processes() as procs:
+        broker = procs.start(
+            BrokerProcess(Path(tmp) / "broker", overrides={"group.initial.rebalance.delay.ms": 0})
+        )
+        reg = procs.start(RegistryProcess(broker.bootstrap, log=Path(tmp) / "registry.log"))
+        log(f"registering {cfg['schemas']} schemas")
+        ids, reg_lat = asyncio.run(register(reg.url, cfg["schemas"]))
+        doc["register_ms"] = summary(reg_lat)
+        asyncio.run(open_loop(reg.url, ids, cfg["rate"], 1.0, cfg["connections"]))  # warm-up
+        log(f"GET /schemas/ids/{{id}} at {cfg['rate']}/s for {cfg['duration']} s")
+        r0, c0 = cpu_seconds(reg.pid), own_cpu()
+        res = asyncio.run(open_loop(reg.url, ids, cfg["rate"], cfg["duration"], cfg["connections"]))
+        r1, c1 = cpu_seconds(reg.pid), own_cpu()
+        res["registry_cpu_us_per_request"] = round((r1 - r0) / res["requests"] * 1e6, 1)
+        res["client_cpu_us_per_request"] = round((c1 - c0) / res["requests"] * 1e6, 1)
+        doc["get_by_id"] = res
+        if res["errors"]:
+            doc["errors"].append(f"{res['errors']} failed requests")
+    p99 = res["latency_ms"].get("p99")
+    doc["goals"] = [
+        goal(f"GET /schemas/ids/{{id}} p99 at {cfg['rate']}/s", p99, GOAL_P99_MS, "ms", higher=False)
+    ]
+    return doc
+
+
+def render(doc: dict[str, Any], console: Console) -> None:
+    g, lat, reg = doc["get_by_id"], doc["get_by_id"]["latency_ms"], doc["register_ms"]
+    console.print(
+        table(
+            "sftraffic registry",
+            "operation|>requests|>rate/s|>p50 ms|>p95 ms|>p99 ms|>max ms|>registry CPU µs/req",
+            ("register (sequential)", reg["n"], "", reg["p50"], reg["p95"], reg["p99"], reg["max"], ""),
+            (
+                "GET /schemas/ids/{id}",
+                g["requests"],
+                g["achieved_rate"],
+                lat["p50"],
+                lat["p95"],
+                lat["p99"],
+                lat["max"],
+                g["registry_cpu_us_per_request"],
+            ),
+        )
+    )
+    print_goals(console, doc.get("goals", []))
+    print_footer(console, doc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser(
+        "registry",
+        __doc__,
+        "10 s at 1,000/s, 100 schemas",
+        "3 s at 300/s, 20 schemas (a test of the benchmark)",
+        ("--rate", float, "requests per second"),
+        ("--duration", float, "seconds of load"),
+        ("--schemas", int, "schemas registered first"),
+        ("--connections", int, "client connection pool"),
+    )
+    args = p.parse_args(argv)
+    return run_main(lambda: run(args), render, args.json, name="bench_registry")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
