@@ -110,6 +110,7 @@ class TxnRecord:
     update_ms: int
     start_ms: int
     last_producer_epoch: int = NO_EPOCH  # not in Kafka's value v0: lost across a reload
+    previous_producer_id: int = NO_PRODUCER_ID  # before the epoch ran out (idem)
 
 
 @dataclass(eq=False)
@@ -290,41 +291,42 @@ class TransactionCoordinator:
         if m.pending is not None:
             return InitResult(E.CONCURRENT_TRANSACTIONS)
         r = m.record
-        if expected is not None and expected[0] >= 0:
-            pid, epoch = expected
-            if not (pid == r.producer_id and epoch in (r.producer_epoch, r.last_producer_epoch)):
-                return InitResult(E.PRODUCER_FENCED)
-            if epoch == r.last_producer_epoch and epoch != r.producer_epoch and r.state in _COMPLETE_OR_EMPTY:
-                return InitResult(E.NONE, r.producer_id, r.producer_epoch)  # a retry (KIP-360)
+        want = expected if expected is not None and expected[0] >= 0 else None
+        # Kafka's isValidProducerId: a brand-new id, or the producer id it has (or had, when
+        # its epoch ran out); the epoch is checked below
+        if want is not None and not (
+            r.producer_epoch == NO_EPOCH
+            or want[0] == r.producer_id
+            or (want[0] == r.previous_producer_id and want[1] >= MAX_EPOCH - 1)
+        ):
+            return InitResult(E.PRODUCER_FENCED)
         if r.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return InitResult(E.CONCURRENT_TRANSACTIONS)
         if r.state is S.ONGOING:
             # abort the open transaction with a bumped epoch; the client retries meanwhile
             self._spawn(self._fence_and_abort(m, "a new producer initialised the transactional id"))
             return InitResult(E.CONCURRENT_TRANSACTIONS)
-        if r.producer_epoch >= MAX_EPOCH - 1:
+        base = replace(
+            r, state=S.EMPTY, partitions=frozenset(), timeout_ms=timeout_ms, update_ms=now, start_ms=-1
+        )
+        if r.producer_epoch >= MAX_EPOCH - 1 and (want is None or want[1] == r.producer_epoch):
             target = replace(
-                r,
+                base,
                 producer_id=self.next_producer_id(),
+                previous_producer_id=r.producer_id,
                 producer_epoch=0,
                 last_producer_epoch=NO_EPOCH,
-                state=S.EMPTY,
-                partitions=frozenset(),
-                timeout_ms=timeout_ms,
-                update_ms=now,
-                start_ms=-1,
             )
+        elif want is None:
+            # a new producer: nobody may claim the old epoch as a retry afterwards
+            target = replace(base, producer_epoch=r.producer_epoch + 1, last_producer_epoch=NO_EPOCH)
+        elif r.producer_epoch == NO_EPOCH or want[1] == r.producer_epoch:
+            # KIP-360: the producer carries on after an error: bump, and remember its epoch
+            target = replace(base, producer_epoch=r.producer_epoch + 1, last_producer_epoch=r.producer_epoch)
+        elif want[1] == r.last_producer_epoch:
+            target = replace(base)  # a retry of a bump whose answer was lost: the same answer
         else:
-            target = replace(
-                r,
-                producer_epoch=r.producer_epoch + 1,
-                last_producer_epoch=r.producer_epoch,
-                state=S.EMPTY,
-                partitions=frozenset(),
-                timeout_ms=timeout_ms,
-                update_ms=now,
-                start_ms=-1,
-            )
+            return InitResult(E.PRODUCER_FENCED)
         code = await self._write(m, target)
         if code:
             return InitResult(code)

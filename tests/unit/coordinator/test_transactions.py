@@ -328,3 +328,12 @@ async def test_list_and_describe() -> None:
     assert [m.record.transactional_id for m in h.c.list_transactions(min_duration_ms=5_000)] == [TID]
     code, m = h.c.describe(TID)
     assert code == E.NONE and m is not None and m.record.partitions == {A0}
+
+
+@run_async
+async def test_a_fenced_zombie_cannot_claim_its_old_epoch_as_a_kip360_retry() -> None:
+    h = H()
+    pid, old = await h.init()
+    assert await h.init() == (pid, old + 1)  # a new instance, without an expected epoch
+    r = await h.c.init_producer_id(TID, 60_000, (pid, old))  # the zombie tries to recover
+    assert r.error == E.PRODUCER_FENCED
