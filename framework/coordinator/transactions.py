@@ -384,10 +384,10 @@ class TransactionCoordinator:
             m = self._check_producer(transactional_id, producer_id, epoch)
         except _NotCoordinator as exc:
             return dict.fromkeys(parts, exc.code)
-        if m.pending is not None:
+        if m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return dict.fromkeys(parts, E.CONCURRENT_TRANSACTIONS)
-        ok = m.state is S.ONGOING
-        return {tp: E.NONE if ok and tp in m.record.partitions else E.INVALID_TXN_STATE for tp in parts}
+        # as Kafka, a pending transition is not checked: the partitions listed are those written
+        return {tp: E.NONE if tp in m.record.partitions else E.INVALID_TXN_STATE for tp in parts}
 
     # -- EndTxn ------------------------------------------------------------------------------
     async def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:

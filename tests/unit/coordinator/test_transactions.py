@@ -155,6 +155,7 @@ async def test_end_txn_while_markers_are_pending_is_concurrent() -> None:
     assert await h.c.end_txn(TID, pid, epoch, False) == E.CONCURRENT_TRANSACTIONS
     assert await h.c.end_txn(TID, pid, epoch, True) == E.INVALID_TXN_STATE
     assert await h.c.add_partitions(TID, pid, epoch, [A0]) == E.CONCURRENT_TRANSACTIONS
+    assert h.c.verify_partitions(TID, pid, epoch, [A0]) == {A0: E.CONCURRENT_TRANSACTIONS}
     assert (await h.c.init_producer_id(TID, 1000)).error == E.CONCURRENT_TRANSACTIONS
     await h.sched.advance(0.2)  # the retry
     assert h.state() is S.COMPLETE_ABORT
@@ -218,7 +219,7 @@ async def test_a_write_in_flight_makes_other_requests_concurrent() -> None:
     adding = asyncio.ensure_future(h.c.add_partitions(TID, pid, epoch, [A0]))
     await settle()
     assert await h.c.end_txn(TID, pid, epoch, True) == E.CONCURRENT_TRANSACTIONS
-    assert h.c.verify_partitions(TID, pid, epoch, [A0]) == {A0: E.CONCURRENT_TRANSACTIONS}
+    assert h.c.verify_partitions(TID, pid, epoch, [A0]) == {A0: E.INVALID_TXN_STATE}  # not written yet
     h.log.gate.set_result(None)
     assert await adding == E.NONE
 
