@@ -61,7 +61,8 @@ def parse(key: bytes, value: bytes | None) -> TxnRecord | str | None:
     if value is None:
         return tid
     v = _R(value)
-    v.i16()  # value version 0 or 1: the fields below come first in both
+    if v.i16() != 0:  # version 1 (flexible, transaction version 2) is not written by this broker
+        return None
     pid, epoch, timeout = v.i64(), v.i16(), v.i32()
     state = TxnState(v.d[v.p])
     v.p += 1
