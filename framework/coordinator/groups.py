@@ -1018,6 +1018,10 @@ class GroupCoordinator:
     def unload_group(self, group_id: str) -> None:
         """Another broker now coordinates the group: drop it, stop its timers, and answer its
         waiting JoinGroup/SyncGroup requests with NOT_COORDINATOR (members then look it up)."""
+        for pid in list(self.pending_txn):  # the next coordinator reads them from the log
+            self.pending_txn[pid].pop(group_id, None)
+            if not self.pending_txn[pid]:
+                del self.pending_txn[pid]
         g = self.groups.pop(group_id, None)
         if g is None:
             return

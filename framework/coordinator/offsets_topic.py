@@ -325,7 +325,8 @@ class OffsetsTopicStore:
     def unload_partition(self, coordinator: GroupCoordinator, index: int) -> None:
         """This broker no longer leads ``index``: forget its groups (their members move on)."""
         n = self.partitions
-        for gid in [g for g in coordinator.groups if partition_for(g, n) == index]:
+        pending = {g for by_group in coordinator.pending_txn.values() for g in by_group}
+        for gid in [g for g in {*coordinator.groups, *pending} if partition_for(g, n) == index]:
             coordinator.unload_group(gid)
 
     def load_partition(self, coordinator: GroupCoordinator, index: int) -> tuple[int, int]:
