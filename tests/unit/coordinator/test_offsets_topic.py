@@ -35,6 +35,7 @@ from framework.coordinator.offsets_topic import (
     parse,
     partition_for,
 )
+from framework.errors import StoreError
 from framework.protocol import records as rb
 from framework.protocol.errors import ErrorCode as E
 from framework.replication.partition import Partition
@@ -444,3 +445,49 @@ async def test_state_written_through_the_store_survives_a_restart(tmp_path: Path
 async def result_after_settle(task: Any) -> Any:
     await settle()
     return await result(task)
+
+
+@run_async
+async def test_transactional_offsets_are_decided_by_the_marker_also_after_a_restart(tmp_path: Path) -> None:
+    """TxnOffsetCommit: a transactional batch of the producer in the group's partition; the
+    COMMIT marker makes the offsets the group's, an ABORT drops them; replaying the partition
+    decides them the same way, and an open transaction's offsets come back pending."""
+    from framework.protocol.control import EndTxnMarker
+
+    broker = FakeBroker(tmp_path, 1)
+    try:
+        store = OffsetsTopicStore(broker, broker.count)
+        c, _ = coordinator(store)
+        part = broker.partition(TOPIC, 0)
+        assert await c.txn_commit("g", 7, 0, -1, "", None, {("orders", 0): (10, -1, None)}) == {
+            ("orders", 0): 0
+        }
+        assert await c.txn_commit("g", 8, 0, -1, "", None, {("orders", 1): (20, -1, None)}) == {
+            ("orders", 1): 0
+        }
+        assert await c.txn_commit("g", 9, 0, -1, "", None, {("orders", 2): (30, -1, None)}) == {
+            ("orders", 2): 0
+        }
+        assert c.fetch_offsets("g", None) == {}  # nothing visible before a marker
+        part.append_txn_marker(EndTxnMarker(8, 0, True, 0), 1)
+        await c.complete_txn(8, True, lambda gid: True)
+        assert c.fetch_offsets("g", [("orders", 1)])[("orders", 1)].offset == 20  # type: ignore[union-attr]
+        # producer 7 fenced: aborted with a bumped epoch; the zombie's next commit is refused
+        part.append_txn_marker(EndTxnMarker(7, 1, False, 0), 1)
+        await c.complete_txn(7, False, lambda gid: True)
+        assert c.fetch_offsets("g", [("orders", 0)])[("orders", 0)] is None
+        with pytest.raises(StoreError) as ei:
+            await c.txn_commit("g", 7, 0, -1, "", None, {("orders", 0): (99, -1, None)})
+        assert ei.value.code == E.INVALID_PRODUCER_EPOCH
+
+        c2, _ = coordinator()
+        store.load_into(c2, [(part, part.log_end_offset)])
+        assert {tp: o.offset for tp, o in c2.fetch_offsets("g", None).items()} == {("orders", 1): 20}
+        assert {pid: {g: set(o) for g, o in by.items()} for pid, by in c2.pending_txn.items()} == {
+            9: {"g": {("orders", 2)}}
+        }
+        part.append_txn_marker(EndTxnMarker(9, 0, True, 0), 1)
+        await c2.complete_txn(9, True, lambda gid: True)
+        assert c2.fetch_offsets("g", [("orders", 2)])[("orders", 2)].offset == 30  # type: ignore[union-attr]
+    finally:
+        broker.close()
