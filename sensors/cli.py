@@ -31,6 +31,7 @@ from framework.client.security import check_credentials, configure
 require_modules("numpy", "msgspec", "paho")  # the fleet, its encoder, MQTT devices
 
 PROGRESS = "sensors progress:"  # the line --progress prints (sftraffic up reads it)
+DEVICES_PER_PROCESS = 200  # devices logging in as themselves (--mqtt-credentials): see run
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -216,6 +217,25 @@ def _worker(
     sim: Any,
     stop: Any,
 ) -> None:
+    """One worker process of the fleet; a StoreError (a device refused ...) ends it with one line."""
+    from framework.errors import StoreError
+
+    try:
+        _work(args, index, start, duration, counter, sim, stop)
+    except StoreError as exc:
+        print(f"sftraffic sensors: {exc.message}", file=sys.stderr, flush=True)
+        sys.exit(2)
+
+
+def _work(
+    args: argparse.Namespace,
+    index: int,
+    start: int,
+    duration: float | None,
+    counter: Any,
+    sim: Any,
+    stop: Any,
+) -> None:
     from sensors.fleet import SensorFleet, load_seq_state, save_seq_state
     from sensors.model import ModelConfig
     from sensors.publish import KafkaSink, MqttSink, read_credentials
@@ -250,6 +270,8 @@ def _worker(
             credentials=creds,
             tls=tls,
         )
+        if creds is not None:
+            sink.connect_devices(fleet.sensor_ids)
     else:
         encode = None
         if args.format == "avro":
@@ -305,6 +327,11 @@ def run(args: argparse.Namespace) -> int:
         from sensors.publish import read_credentials
 
         read_credentials(args.mqtt_credentials)  # a bad file: one line, before anything starts
+        if args.via == "mqtt":
+            # one connection (socket, socket pair, paho thread) per device, and paho's loop uses
+            # select(), which takes no file descriptor above 1023: at most this many a process
+            need = -(-args.sensors // max(1, args.sample) // DEVICES_PER_PROCESS)
+            args.workers = max(args.workers, need)
     ensure_reachable(args.bootstrap)
     check_credentials(args.bootstrap)
     ensure_layout(args.bootstrap, partitions=args.partitions)

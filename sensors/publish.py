@@ -157,8 +157,23 @@ class MqttSink:
             self.inflight.append(sem)
         self._rr = 0
 
+    def connect_devices(self, devices: list[str], timeout: float = 60.0) -> None:
+        """Connect ``devices`` (each as itself) all at once and wait for every CONNACK: a fleet
+        calls it before it starts, so that hundreds of TLS handshakes and logins overlap and do
+        not compete with the catch-up for the GIL. A refused device raises (one line)."""
+        pending = [(d, *self._start_device(d)) for d in devices if d not in self._devices]
+        deadline = time.monotonic() + timeout
+        for device, c, sem, connected, answer in pending:
+            connected.wait(max(0.0, deadline - time.monotonic()))
+            self._accept(device, c, sem, answer, timeout)
+
     def _device_client(self, device: str) -> int:
         """The index of ``device``'s own client, connected (and accepted) on first use."""
+        c, sem, connected, answer = self._start_device(device)
+        connected.wait(60)
+        return self._accept(device, c, sem, answer, 60)
+
+    def _start_device(self, device: str) -> tuple[Any, threading.Semaphore, threading.Event, list[Any]]:
         import paho.mqtt.client as mqtt
 
         assert self.credentials is not None
@@ -189,9 +204,12 @@ class MqttSink:
                 f"device {device}: cannot connect to MQTT {self.host}:{self.port}: {exc}"
             ) from None
         c.loop_start()
-        if not connected.wait(15) or getattr(answer[0], "is_failure", False):
+        return c, sem, connected, answer
+
+    def _accept(self, device: str, c: Any, sem: threading.Semaphore, answer: list[Any], waited: float) -> int:
+        if not answer or getattr(answer[0], "is_failure", False):
             c.loop_stop()
-            why = answer[0] if answer else "no CONNACK in 15 s"
+            why = answer[0] if answer else f"no CONNACK in {waited:.0f} s"
             raise StoreError(f"device {device}: MQTT {self.host}:{self.port} refused it: {why}")
         self.clients.append(c)
         self.inflight.append(sem)
