@@ -257,8 +257,17 @@ def test_bad_group_requests_get_kafka_errors(broker: BrokerProcess) -> None:
     with WireClient(broker.bootstrap) as w:
         hb = w.send(HeartbeatRequest(group_id="nope", generation_id=1, member_id="ghost"), HeartbeatResponse)
         assert hb.error_code == 25  # UNKNOWN_MEMBER_ID
+        ghost = SyncGroupRequest(
+            group_id="nope",
+            generation_id=1,
+            member_id="ghost",
+            protocol_type="consumer",
+            protocol_name="range",
+        )
+        assert w.send(ghost, SyncGroupResponse).error_code == 25  # UNKNOWN_MEMBER_ID
+        # v5+ without protocol type and name: INCONSISTENT_GROUP_PROTOCOL, as Kafka answers
         sy = w.send(SyncGroupRequest(group_id="nope", generation_id=1, member_id="ghost"), SyncGroupResponse)
-        assert sy.error_code == 25
+        assert sy.error_code == 23
         oc = w.send(
             OffsetCommitRequest(
                 group_id="standalone",

@@ -1,7 +1,12 @@
-"""SyncGroup (14): the leader hands out assignments; every member gets its own."""
+"""SyncGroup (14): the leader hands out assignments; every member gets its own.
+
+From v5 on, protocol_type and protocol_name are mandatory: without them Kafka answers
+INCONSISTENT_GROUP_PROTOCOL before it looks at the group (``KafkaApis.handleSyncGroupRequest``,
+``SyncGroupRequest.areMandatoryProtocolTypeAndNamePresent``), and so do we."""
 
 from __future__ import annotations
 
+from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz
@@ -30,6 +35,8 @@ async def _sync(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse
 
 
 def handle(ctx: RequestContext, req: SyncGroupRequest) -> object:
+    if ctx.version >= 5 and (req.protocol_type is None or req.protocol_name is None):
+        return SyncGroupResponse(error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL, assignment=b"")
     authz.check(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id)
     ctx.groups.check_coordinator(req.group_id)
     return _sync(ctx, req)
