@@ -272,6 +272,59 @@ def test_hadolint_reports_a_broken_dockerfile(tmp_path: Path) -> None:
     assert run.returncode != 0 and "DL3003" in run.stdout
 
 
+def _context_files() -> set[str]:
+    """Files of the repository the build context keeps: Dockerfile.dockerignore is an allow-list
+    (``**`` first, then ``!path`` entries, then exclusions inside them), read as Docker reads it:
+    the last matching pattern wins."""
+    import fnmatch
+
+    patterns = [
+        line.strip()
+        for line in (df.DOCKERFILE.parent / "Dockerfile.dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert patterns[0] == "**"
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=df.ROOT, check=True, capture_output=True, text=True, timeout=30
+    ).stdout.split()
+    kept = set()
+    for path in tracked:
+        keep = True
+        for pattern in patterns:
+            negate = pattern.startswith("!")
+            pat = pattern.lstrip("!").rstrip("/")
+            if (
+                fnmatch.fnmatch(path, pat)
+                or path.startswith(pat + "/")
+                or (pat.startswith("**/") and fnmatch.fnmatch(path.rsplit("/", 1)[-1], pat[3:]))
+            ):
+                keep = negate
+        if keep:
+            kept.add(path)
+    return kept
+
+
+def test_build_context_holds_what_the_install_needs() -> None:
+    """Everything ``pip install .`` reads (pyproject's packages, readme, setup.py) and every
+    COPY source is in the build context; tests and the work tree's clutter are not."""
+    import tomllib
+
+    kept = _context_files()
+    project = tomllib.loads((df.ROOT / "pyproject.toml").read_text())
+    needed = {"pyproject.toml", "setup.py", project["project"]["readme"]}
+    assert needed <= kept
+    for pattern in project["tool"]["setuptools"]["packages"]["find"]["include"]:
+        package = pattern.rstrip("*")
+        assert f"{package}/__init__.py" in kept, package
+    for line in df.DOCKERFILE.read_text().splitlines():
+        if line.startswith("COPY ") and "--from=" not in line:
+            for source in line.split()[1:-1]:
+                source = source.rstrip("/")
+                assert source in kept or any(k.startswith(source + "/") for k in kept), source
+    assert not any(k.startswith(("tests/", ".venv/", "artifacts/")) for k in kept)
+    assert "framework/protocol/record_walk.py" in kept
+
+
 def test_dockerfile_is_multi_stage_and_runs_unprivileged() -> None:
     lines = [line.strip() for line in df.DOCKERFILE.read_text().splitlines()]
     stages = [line for line in lines if line.startswith("FROM ")]
