@@ -53,6 +53,7 @@ from sensors.layout import topic
 SENSORS = 10_000
 PARTITIONS = 6
 GOAL_EVENTS_S = 100_000
+GOAL_AVRO_RATIO = 0.9  # issue 20: the fleet on Avro >= 0.9x its events/s on JSON
 START = "2026-11-18T07:30"  # a Wednesday's morning rush hour, PST
 TOPICS = ("traffic", "weather_conditions", "infrastructure")
 SENT_RE = re.compile(r"sensors: ([\d,]+) events sent in ([\d.]+)s")
@@ -89,12 +90,28 @@ def _workers(pid: int) -> list[int]:
 
 
 def measure_fleet(
-    bootstrap: str, broker_pid: int, workers: int, duration: float, start: str, profile_dir: Path | None
+    bootstrap: str,
+    broker_pid: int,
+    workers: int,
+    duration: float,
+    start: str,
+    profile_dir: Path | None,
+    fmt_args: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Run the fleet command once; returns its figures (see the module docstring)."""
     watch = OffsetWatcher(bootstrap, [topic(t) for t in TOPICS], PARTITIONS)
     base = watch.offsets.total()
-    args = ["--sensors", str(SENSORS), "--speed", "0", "--start", start, "--duration", str(duration)]
+    args = [
+        "--sensors",
+        str(SENSORS),
+        "--speed",
+        "0",
+        "--start",
+        start,
+        "--duration",
+        str(duration),
+        *fmt_args,
+    ]
     proc = services.fleet(bootstrap, *args, *f"--partitions {PARTITIONS} --workers {workers} --quiet".split())
     cpu_children0, broker0 = procfs.own_cpu(children=True), procfs.cpu_seconds(broker_pid)
     busy0, own0 = procfs.machine_busy_seconds() or 0.0, procfs.own_cpu()
@@ -140,6 +157,7 @@ def measure_fleet(
             steady_window = (round(a[0] - t0, 2), round(b[0] - t0, 2))
     res: dict[str, Any] = {
         "workers": workers,
+        "format": fmt_args[1] if fmt_args else "json",
         "sensors": SENSORS,
         "simulated_s": duration,
         "command": " ".join(proc.cmd[1:]),
@@ -179,22 +197,41 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     duration = sized(args, {"duration": (1800.0, 300.0, 30.0)})["duration"]
     workers_list = [1] if args.smoke else [1, 2]
     config = {"sensors": SENSORS, "simulated_s": duration, "start": args.start, "partitions": PARTITIONS}
-    doc = document("fleet", args, config | {"workers": workers_list})
+    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
+    doc = document("fleet", args, config | {"workers": workers_list, "formats": formats})
     doc["runs"] = []
     with tempfile.TemporaryDirectory(prefix="sftraffic-bench-fleet-") as tmp, Processes() as running:
         broker = running.start(services.broker(Path(tmp)))
         ensure_layout(broker.bootstrap, partitions=PARTITIONS)
+        fmt_args: dict[str, tuple[str, ...]] = {"json": ()}
+        if "avro" in formats:  # the events as Avro, schemas in sftraffic registry (issue 20)
+            from deploy.local.registry import RegistryProcess
+
+            registry = running.start(RegistryProcess(broker.bootstrap, log=Path(tmp) / "registry.log"))
+            fmt_args["avro"] = ("--format", "avro", "--registry", registry.url)
         for workers in workers_list:
-            log(f"fleet of {SENSORS:,} sensors, {workers} worker(s), {duration:.0f} simulated s ...")
-            profile = Path(args.profile) if args.profile else None
-            res = measure_fleet(broker.bootstrap, broker.pid, workers, duration, args.start, profile)
-            doc["runs"].append(res)
-            if res.get("error"):
-                doc["errors"].append(f"workers={workers}: {res['error']}")
-    one = next((r["steady_events_s"] for r in doc["runs"] if r["workers"] == 1), None)
+            for fmt in formats:
+                log(f"fleet of {SENSORS:,} sensors, {workers} worker(s), {fmt}, {duration:.0f} simulated s")
+                profile = Path(args.profile) if args.profile else None
+                res = measure_fleet(
+                    broker.bootstrap, broker.pid, workers, duration, args.start, profile, fmt_args[fmt]
+                )
+                doc["runs"].append(res)
+                if res.get("error"):
+                    doc["errors"].append(f"workers={workers} {fmt}: {res['error']}")
+    one = {
+        f: next((r["steady_events_s"] for r in doc["runs"] if r["workers"] == 1 and r["format"] == f), None)
+        for f in formats
+    }
+    first = one[formats[0]] if formats else None
     doc["goals"] = [
-        goal("fleet, 1 process, 10k sensors: events/s acknowledged", one, GOAL_EVENTS_S, "events/s", True)
+        goal("fleet, 1 process, 10k sensors: events/s acknowledged", first, GOAL_EVENTS_S, "events/s", True)
     ]
+    if one.get("avro") and one.get("json"):
+        ratio = round(one["avro"] / one["json"], 2)
+        doc["goals"].append(
+            goal("fleet events/s, Avro / JSON (1 process)", ratio, GOAL_AVRO_RATIO, "x", True)
+        )
     return doc
 
 
@@ -202,7 +239,7 @@ def render(doc: dict[str, Any], console: Console) -> None:
     m = doc["machine"]
     rows = [
         (
-            r["workers"],
+            f"{r['workers']} {r.get('format', 'json')}",
             f"{r['acknowledged']:,}",
             f"{r['steady_events_s'] or 0:,}",
             f"{r['wall_events_s'] or 0:,}",
@@ -215,7 +252,7 @@ def render(doc: dict[str, Any], console: Console) -> None:
         for r in doc["runs"]
     ]
     title = f"sensor fleet --via kafka — {m['cpu_model']}, {m['cores']} cores, load {m['loadavg_at_start']}"
-    columns = ">workers|>acked events|>steady events/s|>wall events/s|>fleet CPU|>broker CPU|note"
+    columns = ">workers, format|>acked events|>steady events/s|>wall events/s|>fleet CPU|>broker CPU|note"
     console.print(table(title, columns, *rows))
     print_goals(console, doc["goals"])
     for r in doc["runs"]:
@@ -233,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         ("--duration", float, "simulated seconds per run (default 1800)"),
         ("--start", START, "simulated start (rush hour)"),
         ("--profile", str, "DIR: py-spy the fleet workers for 8 s of each run"),
+        ("--formats", "json", "comma-separated value formats to run: json, avro (starts sftraffic registry)"),
     )
     args = p.parse_args(argv)
     return run_main(lambda: run(args), render, args.json, name="bench_fleet")
