@@ -69,6 +69,7 @@ SFTRAFFIC_ONLY: dict[str, str] = {
     "tests/integration/test_quotas.py": f"{_OWN}: quota windows set at start, a 3-broker cluster",
     "tests/integration/test_mqtt_security.py": f"{_OWN}: SASL_SSL only, users and ACLs in its data dir",
     "tests/system/test_up_secure.py": "sftraffic up --secure starts its own secured store",
+    "tests/pipelines/test_secure_source.py": f"{_OWN}: SASL_SSL only, users and ACLs in its data dir",
     # what our broker answers beyond or unlike Kafka (README "Apache Kafka as the judge")
     "tests/integration/test_bad_input.py::test_bad_crc_is_rejected_and_nothing_written": (
         "asserts our error_message for a CRC failure (Kafka: CORRUPT_MESSAGE without a message)"
