@@ -48,6 +48,8 @@ RETRIABLE_DOWN = {
     "_NO_BROKERS",
     "REQUEST_TIMED_OUT",
     "NETWORK_EXCEPTION",
+    # credentials refused while running (checked at start: see gateway_cli): park, lose nothing
+    "_AUTHENTICATION",
 }
 
 
