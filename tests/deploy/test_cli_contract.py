@@ -188,6 +188,19 @@ def test_k8s_readiness_probe_is_the_brokers_metrics_endpoint(
     assert pdb["spec"]["maxUnavailable"] == 1
 
 
+def test_k8s_network_policy_admits_only_brokers_to_the_controller_port() -> None:
+    sts = df.k8s_statefulsets()["sftraffic-broker"]
+    labels = sts["spec"]["template"]["metadata"]["labels"]
+    ports = {p["name"]: p["containerPort"] for p in sts["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    policy = next(d for _, d in df.k8s_documents() if d["kind"] == "NetworkPolicy")
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    rules = {r["ports"][0]["port"]: r.get("from") for r in policy["spec"]["ingress"]}
+    assert set(rules) == set(ports.values())
+    (peer,) = rules[ports["controller"]]
+    assert peer["podSelector"]["matchLabels"].items() <= labels.items()
+    assert rules[ports["metrics"]] is None  # Prometheus, from anywhere
+
+
 def test_systemd_unit_takes_the_node_id_from_the_instance(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
