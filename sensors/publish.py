@@ -196,7 +196,13 @@ class MqttSink:
             answer.append(reason)
             connected.set()
 
+        def on_disconnect(client: Any, userdata: Any, *rest: Any) -> None:
+            if not connected.is_set():  # closed before any CONNACK: e.g. plain MQTT on a TLS port
+                answer.append("the connection was closed before a CONNACK (a TLS listener? --mqtt-ca)")
+                connected.set()
+
         c.on_connect = on_connect
+        c.on_disconnect = on_disconnect
         try:
             c.connect(self.host, self.port, keepalive=30)
         except (ssl.SSLError, OSError) as exc:
@@ -207,7 +213,7 @@ class MqttSink:
         return c, sem, connected, answer
 
     def _accept(self, device: str, c: Any, sem: threading.Semaphore, answer: list[Any], waited: float) -> int:
-        if not answer or getattr(answer[0], "is_failure", False):
+        if not answer or isinstance(answer[0], str) or getattr(answer[0], "is_failure", False):
             c.loop_stop()
             why = answer[0] if answer else f"no CONNACK in {waited:.0f} s"
             raise StoreError(f"device {device}: MQTT {self.host}:{self.port} refused it: {why}")

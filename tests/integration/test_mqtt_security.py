@@ -202,6 +202,10 @@ def test_a_plaintext_client_cannot_connect_to_the_tls_listener(setup: Setup) -> 
         assert not answers, f"a plaintext client got a CONNACK: {answers}"
     finally:
         c.loop_stop()
+    # the fleet, given credentials but no CA, says so in one line at once
+    sink = MqttSink("127.0.0.1", setup.mosquitto.port, credentials={"dev-a": setup.pw["mqtt:dev-a"]})
+    with pytest.raises(StoreError, match="closed before a CONNACK"):
+        sink.connect_devices(["dev-a"])
 
 
 def _fails_in_one_line(proc: ManagedProcess) -> str:
