@@ -230,6 +230,13 @@ def test_two_instances_agree_on_ids(registries: Factory) -> None:
     # the same schema through either instance keeps its id
     first = next(iter(ids))
     assert call(b, "POST", "/subjects/two0/versions", {"schema": first})[1] == {"id": ids[first]}
+    # every kind of write through either instance: each reads its own write and the other's
+    assert call(b, "PUT", "/config/two1", {"compatibility": "NONE"}) == (200, {"compatibility": "NONE"})
+    assert call(a, "GET", "/config/two1") == (200, {"compatibilityLevel": "NONE"})
+    assert call(a, "DELETE", "/subjects/two2") == (200, [1])
+    assert call(b, "GET", "/subjects/two2/versions")[1]["error_code"] == 40401  # type: ignore[index]
+    assert call(b, "PUT", "/mode/two3", {"mode": "READONLY"}) == (200, {"mode": "READONLY"})
+    assert call(a, "GET", "/mode/two3") == (200, {"mode": "READONLY"})
     # the leader stops: the other takes over and writes go on with the next id
     leader_first = call(a, "POST", "/subjects/x/versions", {"schema": json.dumps({**V1, "name": "X"})})
     assert leader_first == (200, {"id": 7})
