@@ -799,7 +799,12 @@ class GroupCoordinator:
         member_id: str,
         group_instance_id: str | None,
         offsets: dict[tuple[str, int], tuple[int, int, str | None]],
+        *,
+        no_group: int = E.ILLEGAL_GENERATION,
     ) -> dict[tuple[str, int], int]:
+        """``no_group``: the answer for a generation >= 0 when the group does not exist (Kafka:
+        GROUP_ID_NOT_FOUND from OffsetCommit v9 on, ILLEGAL_GENERATION before)."""
+
         def all_(code: int) -> dict[tuple[str, int], int]:
             return dict.fromkeys(offsets, code)
 
@@ -808,7 +813,7 @@ class GroupCoordinator:
         g = self.groups.get(group_id)
         if g is None:
             if generation >= 0:
-                return all_(E.ILLEGAL_GENERATION)
+                return all_(no_group)
             g = self.groups[group_id] = Group(group_id, state_ms=self.now_ms())
         elif g.is_(GroupState.DEAD):
             return all_(E.COORDINATOR_NOT_AVAILABLE)

@@ -245,6 +245,7 @@ def broker_groups_generation(broker: BrokerProcess, group: str) -> int:
 
 def test_bad_group_requests_get_kafka_errors(broker: BrokerProcess) -> None:
     from framework.client.wire import WireClient
+    from framework.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
     from framework.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
     from framework.protocol.messages.offset_commit import (
         OffsetCommitRequest,
@@ -255,7 +256,19 @@ def test_bad_group_requests_get_kafka_errors(broker: BrokerProcess) -> None:
     from framework.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 
     with WireClient(broker.bootstrap) as w:
-        hb = w.send(HeartbeatRequest(group_id="nope", generation_id=1, member_id="ghost"), HeartbeatResponse)
+        # a client retries NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS: a fresh Kafka makes
+        # its offsets topic on the first FindCoordinator and loads the group's shard after it
+        hb = HeartbeatResponse()
+
+        def answered() -> bool:
+            nonlocal hb
+            w.send(FindCoordinatorRequest(coordinator_keys=["nope"]), FindCoordinatorResponse)
+            hb = w.send(
+                HeartbeatRequest(group_id="nope", generation_id=1, member_id="ghost"), HeartbeatResponse
+            )
+            return hb.error_code not in (14, 15, 16)
+
+        wait_for(answered, timeout=30, interval=0.2, what="the group's coordinator")
         assert hb.error_code == 25  # UNKNOWN_MEMBER_ID
         ghost = SyncGroupRequest(
             group_id="nope",
@@ -283,21 +296,22 @@ def test_bad_group_requests_get_kafka_errors(broker: BrokerProcess) -> None:
             OffsetCommitResponse,
         )
         assert oc.topics[0].partitions[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
-        stale = w.send(
-            OffsetCommitRequest(
-                group_id="never-joined",
-                generation_id_or_member_epoch=7,
-                member_id="x",
-                topics=[
-                    OffsetCommitRequestTopic(
-                        name="__consumer_offsets",
-                        partitions=[OffsetCommitRequestPartition(partition_index=0, committed_offset=5)],
-                    )
-                ],
-            ),
-            OffsetCommitResponse,
+        stale = OffsetCommitRequest(
+            group_id="never-joined",
+            generation_id_or_member_epoch=7,
+            member_id="x",
+            topics=[
+                OffsetCommitRequestTopic(
+                    name="__consumer_offsets",
+                    partitions=[OffsetCommitRequestPartition(partition_index=0, committed_offset=5)],
+                )
+            ],
         )
-        assert stale.topics[0].partitions[0].error_code == 22  # ILLEGAL_GENERATION
+        # a generation for a group that does not exist: GROUP_ID_NOT_FOUND from v9 on (KIP-848),
+        # ILLEGAL_GENERATION before, as Kafka's OffsetMetadataManager answers
+        for version, code in ((9, 69), (8, 22)):
+            got = w.send(stale, OffsetCommitResponse, version=version).topics[0].partitions[0].error_code
+            assert got == code, (version, got)
 
 
 def test_consumer_lag_is_visible(broker: BrokerProcess, topic_name: Any) -> None:

@@ -43,6 +43,7 @@ async def _commit(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommit
             req.member_id,
             req.group_instance_id if v >= 7 else None,
             offsets,
+            no_group=ErrorCode.GROUP_ID_NOT_FOUND if v >= 9 else ErrorCode.ILLEGAL_GENERATION,
         )
     return OffsetCommitResponse(
         topics=[
