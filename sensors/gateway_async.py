@@ -242,6 +242,8 @@ class AsyncGateway:
         self._tasks: list[asyncio.Task[None]] = []
         self._poll_wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._connected_once = False  # a CONNACK accepted us (start returned)
+        self._closed_early: asyncio.Event | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self, timeout: float = 30.0) -> None:
@@ -268,17 +270,26 @@ class AsyncGateway:
             asyncio.create_task(self._drain_loop(), name="drain"),
         ]
         where = f"Mosquitto at {self.cfg.mqtt_host}:{self.cfg.mqtt_port}"
-        try:
-            await asyncio.wait_for(
-                client.connect(
-                    self.cfg.mqtt_host,
-                    self.cfg.mqtt_port,
-                    ssl=mqtt_tls_context(self.cfg) or False,
-                    keepalive=30,
-                    version=MQTTv50 if v5 else MQTTv311,
-                ),
-                timeout,
+        self._closed_early = asyncio.Event()
+        connecting = asyncio.ensure_future(
+            client.connect(
+                self.cfg.mqtt_host,
+                self.cfg.mqtt_port,
+                ssl=mqtt_tls_context(self.cfg) or False,
+                keepalive=30,
+                version=MQTTv50 if v5 else MQTTv311,
             )
+        )
+        closed = asyncio.ensure_future(self._closed_early.wait())
+        try:
+            await asyncio.wait({connecting, closed}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if not connecting.done():
+                if closed.done():  # e.g. plain MQTT sent to a TLS listener
+                    raise MqttRefused(
+                        f"{where} closed the connection before a CONNACK (a TLS listener? --mqtt-ca)"
+                    )
+                raise TimeoutError
+            connecting.result()
         except TimeoutError:
             raise MqttRefused(f"{where}: no CONNACK in {timeout:.0f} s") from None
         except OSError as exc:  # refused, TLS handshake failed (ssl.SSLError) ...
@@ -287,6 +298,10 @@ class AsyncGateway:
             if type(exc).__name__ != "MQTTConnectError":
                 raise
             raise MqttRefused(f"{where} refused the gateway: {exc}") from None
+        finally:
+            for f in (connecting, closed):
+                f.cancel()
+        self._connected_once = True
         await asyncio.wait_for(self._subscribed.wait(), timeout)
         log.info(
             "gateway %s forwarding MQTT %s:%d → %s",
@@ -337,6 +352,8 @@ class AsyncGateway:
         return link
 
     def _link_lost(self, link: _Link) -> None:
+        if not self._connected_once and self._closed_early is not None:
+            self._closed_early.set()
         if link is self._link:
             self._link = None
             self._acks = []  # Mosquitto redelivers those on the next connection

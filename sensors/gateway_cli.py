@@ -205,6 +205,14 @@ def _run_async(args: argparse.Namespace, cfg: GatewayConfig) -> int:
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+        # gmqtt's reconnect futures, cancelled when a refused start ends the loop, are not errors
+        loop.set_exception_handler(
+            lambda lp, ctx: (
+                None
+                if isinstance(ctx.get("exception"), asyncio.CancelledError)
+                else lp.default_exception_handler(ctx)
+            )
+        )
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
 

@@ -56,11 +56,12 @@ class Setup:
         self.gateway = self.gateway_proc().start(30)
 
     def gateway_proc(
-        self, kafka_config: Path | None = None, mqtt_password: Path | None = None
+        self, kafka_config: Path | None = None, mqtt_password: Path | None = None, tls: bool = True
     ) -> ManagedProcess:
         gid = f"gw-{uuid.uuid4().hex[:6]}"
         cmd = sftraffic("gateway", "-b", self.bootstrap, "--mqtt", self.mosquitto.address, "--id", gid)
-        cmd += ["--queue-dir", str(self.root / "queue"), "--mqtt-ca", str(self.s.ca)]
+        cmd += ["--queue-dir", str(self.root / "queue")]
+        cmd += ["--mqtt-ca", str(self.s.ca)] if tls else []
         cmd += ["--mqtt-username", secure.MQTT_GATEWAY]
         cmd += ["--mqtt-password-file", str(mqtt_password or self.s.mqtt_gateway_password)]
         cmd += ["--kafka-config", str(kafka_config or self.s.properties(secure.GATEWAY))]
@@ -234,6 +235,11 @@ def test_the_gateway_with_a_wrong_mqtt_password_stops_with_one_line(setup: Setup
     pw.write_text("wrong\n")
     line = _fails_in_one_line(setup.gateway_proc(mqtt_password=pw).launch())
     assert "refused the gateway" in line, line
+
+
+def test_the_gateway_without_tls_towards_the_tls_listener_stops_with_one_line(setup: Setup) -> None:
+    line = _fails_in_one_line(setup.gateway_proc(tls=False).launch())
+    assert "closed the connection before a CONNACK" in line, line
 
 
 def test_no_clear_password_in_the_stores_data_dir_or_mosquittos_files(setup: Setup) -> None:
