@@ -4,6 +4,9 @@ Run: ``faust -A pipelines.faust_app worker`` (or ``sftraffic pipeline faust``) w
 ``SFTRAFFIC_BOOTSTRAP`` pointing at the store. Tables are backed by compacted changelog
 topics (``sftraffic-faust-segment_counts-changelog``...), so a restarted worker restores them.
 
+Values are JSON or Avro (Confluent's wire format, :class:`EventCodec`), so the app runs on
+either format of the demo.
+
 Exactly right after a crash: faust is at-least-once (a SIGKILLed worker reprocesses events
 after its last commit, and re-sends them to the repartition topic). Every table update is
 made idempotent by the per-sensor sequence number carried in each event: a segment's state
@@ -13,10 +16,12 @@ counts are exact however often an event is delivered.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
 import faust
+from faust.serializers import codecs
 
 from sensors.layout import topic
 
@@ -45,7 +50,31 @@ app = faust.App(
     broker_heartbeat_interval=1.0,
 )
 
-traffic = app.topic(TRAFFIC_TOPIC, key_type=bytes, value_serializer="json")
+
+class EventCodec(codecs.Codec):
+    """The traffic events as JSON or as Avro in Confluent's wire format (``sftraffic up --format
+    avro``: writer's schema from ``$SFTRAFFIC_REGISTRY``); written back (the repartition topic)
+    as JSON."""
+
+    decoder: Any = None
+
+    def _loads(self, s: bytes) -> Any:
+        if s[:1] == b"\x00":
+            if EventCodec.decoder is None:
+                from sensors.avro import AvroDecoder
+
+                EventCodec.decoder = AvroDecoder(
+                    os.environ.get("SFTRAFFIC_REGISTRY", "http://127.0.0.1:8081")
+                )
+            return EventCodec.decoder.decode(s)
+        return json.loads(s)
+
+    def _dumps(self, s: Any) -> bytes:
+        return json.dumps(s, separators=(",", ":")).encode()
+
+
+codecs.register("sftraffic_event", EventCodec())
+traffic = app.topic(TRAFFIC_TOPIC, key_type=bytes, value_serializer="sftraffic_event")
 segment_counts = app.Table("segment_counts", default=dict, partitions=PARTITIONS)
 congestion_alerts = app.Table("congestion_alerts", default=dict, partitions=PARTITIONS)
 

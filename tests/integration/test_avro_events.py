@@ -158,3 +158,17 @@ def test_dashboard_reads_avro_events(registry: RegistryProcess, monkeypatch: pyt
     d.ingest(topic, b"x", b"\x00\x00\x00\x7f\xffdamaged")  # skipped, not raised
     assert d.events_seen == 1 and d.newest_event_ms == ev["event_time"]
     assert d.live[ev["segment_id"]][1:] == [1, ev["speed_kmh"]]
+
+
+def test_faust_codec_reads_avro_and_json(registry: RegistryProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipelines.faust_app import EventCodec, apply_event
+
+    monkeypatch.setenv("SFTRAFFIC_REGISTRY", registry.url)
+    monkeypatch.setattr(EventCodec, "decoder", None)
+    codec = EventCodec()
+    topic = layout.topic("traffic")
+    ev = next(e for _, _, e, _ in fleet_events(5) if e["type"] == "traffic")
+    from_avro = codec.loads(avro.AvroEncoder(registry.url).encode(topic, ev))
+    assert plain(from_avro) == plain(ev) == codec.loads(json.dumps(ev).encode())
+    assert json.loads(codec.dumps(from_avro)) == from_avro  # the repartition topic carries JSON
+    assert apply_event({}, from_avro) is not None
