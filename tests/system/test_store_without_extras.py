@@ -196,7 +196,7 @@ def test_broker_round_trip_with_confluent_kafka(bare: Path, tmp_path: Path) -> N
     assert logs.count("produce validation: ") == 1 and walk in logs, logs[-3000:]
 
 
-@pytest.mark.parametrize("command", ["sensors", "gateway", "pipeline", "dashboard", "up"])
+@pytest.mark.parametrize("command", ["sensors", "gateway", "pipeline", "dashboard", "up", "registry"])
 def test_application_commands_need_the_extras(bare: Path, tmp_path: Path, command: str) -> None:
     out = _run([bare / "sftraffic", command, "--help"], tmp_path)
     assert out.returncode == 2, out.stdout + out.stderr
