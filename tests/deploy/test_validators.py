@@ -385,6 +385,7 @@ def test_mosquitto_starts_with_the_deployment_config(tmp_path: Path) -> None:
         "mosquitto",
         [mosquitto, "-c", str(conf)],
         ready=lambda line: "mosquitto version" in line and " running" in line,
+        grace=5.0,
     )
     try:
         proc.start(timeout=15)
