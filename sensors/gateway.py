@@ -183,6 +183,7 @@ class Gateway:
             self.mqtt.tls_set_context(context)
         self._connected = threading.Event()
         self._refused: str | None = None
+        self.mqtt.on_disconnect = self._on_disconnect
         self.mqtt.on_connect = self._on_connect
         self.mqtt.on_message = self._on_message
         self._threads: list[threading.Thread] = []
@@ -261,6 +262,11 @@ class Gateway:
             return
         self._connected.set()
         client.subscribe(self._subscription(), qos=1)
+
+    def _on_disconnect(self, client: Any, userdata: Any, *rest: Any) -> None:
+        if not self._connected.is_set():  # before any CONNACK: e.g. plain MQTT on a TLS listener
+            self._refused = "the connection was closed before a CONNACK (a TLS listener? --mqtt-ca)"
+            self._connected.set()
 
     def _ack(self, msg: Any) -> None:
         self.mqtt.ack(msg.mid, msg.qos)
