@@ -9,17 +9,18 @@ every file holding a key or a password 0600), then reused by later starts:
   listener and Mosquitto's TLS listener present it, every client trusts ``ca.pem`` only.
 * ``passwords.json``: one random password per principal (:data:`PRINCIPALS`: the store's
   admin, the gateway, the direct fleet, Spark, the dashboard) and per MQTT device, generated
-  with :mod:`secrets`. It is the only place they are in clear; the store keeps SCRAM
-  credentials (salted, hashed) and Mosquitto PBKDF2 hashes.
+  with :mod:`secrets`. Besides the 0600 files below that hand each part its own, it is the only
+  place they are in clear: the store keeps SCRAM credentials (salted, hashed), Mosquitto
+  PBKDF2 hashes, and nothing is printed or put on a command line.
 * ``<principal>.properties``: each Kafka client's settings in librdkafka's names
   (``security.protocol=SASL_SSL``, ``sasl.mechanism=SCRAM-SHA-256``, ``sasl.username``,
   ``sasl.password``, ``ssl.ca.location``), handed to that part as ``$SFTRAFFIC_KAFKA_CONFIG``
   (:mod:`framework.client.security`); ``mqtt-gateway.password`` and ``mqtt-devices.txt``
   (``device:password`` lines) for the MQTT side; ``mosquitto.passwd``/``mosquitto.acl``.
 
-The store's users are written into its data dir before its first start (as
-``sftraffic users add --data-dir``), and once it runs the grants are made as ACLs by the admin
-(:func:`grant`): least privilege, through the seeds' stream permissions where they fit.
+The store's users (as ``sftraffic users add --data-dir``) and its ACLs (:func:`acls`: least
+privilege, through the seeds' stream permissions where they fit, as ``sftraffic streams
+grant`` makes them) are written into its data dir before it starts (:func:`prepare_store`).
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from deploy.local.mosquitto import MqttSecurity, write_acl_file, write_password_
 from framework.client.security import write_properties
 from framework.errors import StoreError
 from framework.security.authorizer import AclBinding
+from sensors.layout import STREAM
 
-STREAM_OF_DEMO = "traffic_monitoring"
 MECHANISM = "SCRAM-SHA-256"
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ADMIN = "sftraffic-admin"
@@ -92,10 +93,11 @@ def _password() -> str:
     return secrets.token_urlsafe(24)
 
 
-def _private_json(path: Path, data: dict[str, str]) -> None:
+def _private(path: Path, text: str) -> None:
+    """Write ``text`` readable by the owner only (created so: never readable by others)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=1)
+        f.write(text)
     os.chmod(path, 0o600)
 
 
@@ -138,7 +140,7 @@ def ensure(root: Path, devices: list[str]) -> tuple[Secrets, list[str]]:
     new = [k for k in wanted if k not in pw]
     if new:
         pw.update({k: _password() for k in new})
-        _private_json(s.passwords_file, pw)
+        _private(s.passwords_file, json.dumps(pw, indent=1))
         made.append(f"{len(new)} passwords")
     for p in PRINCIPALS:
         write_properties(
@@ -151,12 +153,9 @@ def ensure(root: Path, devices: list[str]) -> tuple[Secrets, list[str]]:
                 "ssl.ca.location": str(s.ca),
             },
         )
-    write_properties(s.mqtt_gateway_password, {})  # 0600 first, then the password alone
-    s.mqtt_gateway_password.write_text(pw[f"mqtt:{MQTT_GATEWAY}"] + "\n")
+    _private(s.mqtt_gateway_password, pw[f"mqtt:{MQTT_GATEWAY}"] + "\n")
     mqtt_users = {k.split(":", 1)[1]: v for k, v in pw.items() if k.startswith("mqtt:")}
-    fd = os.open(s.mqtt_devices, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.writelines(f"{u}:{v}\n" for u, v in mqtt_users.items() if u != MQTT_GATEWAY)
+    _private(s.mqtt_devices, "".join(f"{u}:{v}\n" for u, v in mqtt_users.items() if u != MQTT_GATEWAY))
     write_password_file(s.mqtt.password_file, mqtt_users)
     write_acl_file(s.mqtt.acl_file, [MQTT_GATEWAY])
     return s, made
@@ -178,7 +177,7 @@ def broker_settings(s: Secrets, listen: str) -> dict[str, str]:
     return opts
 
 
-def acls(stream: str = STREAM_OF_DEMO) -> list[AclBinding]:
+def acls(stream: str = STREAM) -> list[AclBinding]:
     """Least privilege, as ``sftraffic streams grant`` makes it: the gateway and the direct fleet
     produce to the stream; Spark consumes and produces (its results are topics of the stream);
     the dashboard consumes, and may describe the cluster (brokers) and groups (lag); each

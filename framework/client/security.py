@@ -24,7 +24,6 @@ from framework.client.wire import BrokerUnavailable, WireClient, from_client_con
 from framework.errors import StoreError
 
 ENV = "SFTRAFFIC_KAFKA_CONFIG"
-SECURITY_PREFIXES = ("security.protocol", "sasl.", "ssl.")
 
 _overrides: dict[str, str] = {}
 
@@ -60,7 +59,8 @@ def write_properties(path: str | Path, conf: Mapping[str, str]) -> Path:
 
 
 def is_security_key(key: str) -> bool:
-    return key == "security.protocol" or key.startswith(SECURITY_PREFIXES[1:])
+    """``security.protocol``, ``sasl.*`` or ``ssl.*``: what this module passes on."""
+    return key == "security.protocol" or key.startswith(("sasl.", "ssl."))
 
 
 def configure(path: str | Path | None = None, overrides: Mapping[str, str] | None = None) -> None:
