@@ -886,6 +886,11 @@ class GroupCoordinator:
             self.pending_txn.setdefault(producer_id, {}).setdefault(group_id, {}).update(accepted)
         return result
 
+    def pending_txn_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """Partitions of ``group_id`` with offsets of a transaction not yet ended (KIP-447:
+        OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them)."""
+        return {tp for by_group in self.pending_txn.values() for tp in by_group.get(group_id, {})}
+
     def restore_txn_offset(
         self, producer_id: int, group_id: str, tp: tuple[str, int], value: CommittedOffset
     ) -> None:

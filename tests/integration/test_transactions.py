@@ -315,10 +315,12 @@ def test_transactions_cli_lists_describes_and_aborts_a_hanging_transaction(
 def test_wire_a_transactional_batch_needs_its_partition_in_the_transaction(
     broker: BrokerProcess, topic_name: Any
 ) -> None:
-    """KIP-890 part 1 and the coordinator's error codes, request by request."""
+    """KIP-890 part 1, KIP-447 (OffsetFetch require_stable) and the coordinator's error codes,
+    request by request."""
     from framework.client.wire import WireClient
     from framework.protocol import records as rb
     from framework.protocol.errors import ErrorCode as E
+    from framework.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
     from framework.protocol.messages.add_partitions_to_txn import (
         AddPartitionsToTxnRequest,
         AddPartitionsToTxnResponse,
@@ -326,11 +328,22 @@ def test_wire_a_transactional_batch_needs_its_partition_in_the_transaction(
     )
     from framework.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
     from framework.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+    from framework.protocol.messages.offset_fetch import (
+        OffsetFetchRequest,
+        OffsetFetchRequestTopic,
+        OffsetFetchResponse,
+    )
     from framework.protocol.messages.produce import (
         PartitionProduceData,
         ProduceRequest,
         ProduceResponse,
         TopicProduceData,
+    )
+    from framework.protocol.messages.txn_offset_commit import (
+        TxnOffsetCommitRequest,
+        TxnOffsetCommitRequestPartition,
+        TxnOffsetCommitRequestTopic,
+        TxnOffsetCommitResponse,
     )
 
     t = topic_name("txwire")
@@ -390,8 +403,42 @@ def test_wire_a_transactional_batch_needs_its_partition_in_the_transaction(
         assert add(w, pid, epoch - 1, 1) == [E.PRODUCER_FENCED]
         assert add(w, pid + 1, epoch, 1) == [E.INVALID_PRODUCER_ID_MAPPING]
         assert add(w, pid, epoch, 1, 9) == [E.OPERATION_NOT_ATTEMPTED, E.UNKNOWN_TOPIC_OR_PARTITION]
+        # offsets in the transaction: unstable for a read_committed consumer until it ends
+        group = f"g-{t}"
+        add_offsets = AddOffsetsToTxnRequest(
+            transactional_id=tid, producer_id=pid, producer_epoch=epoch, group_id=group
+        )
+        assert w.send(add_offsets, AddOffsetsToTxnResponse, 3).error_code == E.NONE
+        commit = TxnOffsetCommitRequest(
+            transactional_id=tid,
+            group_id=group,
+            producer_id=pid,
+            producer_epoch=epoch,
+            generation_id=-1,
+            topics=[
+                TxnOffsetCommitRequestTopic(
+                    name=t,
+                    partitions=[TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1)],
+                )
+            ],
+        )
+        got = w.send(commit, TxnOffsetCommitResponse, 3)
+        assert [p.error_code for tr in got.topics for p in tr.partitions] == [E.NONE]
+
+        def fetched(stable: bool) -> tuple[int, int]:
+            req = OffsetFetchRequest(
+                group_id=group,
+                topics=[OffsetFetchRequestTopic(name=t, partition_indexes=[0])],
+                require_stable=stable,
+            )
+            part = w.send(req, OffsetFetchResponse, 7).topics[0].partitions[0]
+            return part.error_code, part.committed_offset
+
+        assert fetched(True) == (E.UNSTABLE_OFFSET_COMMIT, -1)
+        assert fetched(False) == (E.NONE, -1)
         end = EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=True)
         assert w.send(end, EndTxnResponse, 3).error_code == E.NONE
+        wait_until(lambda: fetched(True) == (E.NONE, 1), what="the transaction's offset")
         old = EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch - 1, committed=True)
         assert (
             w.send(old, EndTxnResponse, 1).error_code == E.INVALID_PRODUCER_EPOCH

@@ -2,7 +2,10 @@
 
 With an authorizer: Describe on the group (else GROUP_AUTHORIZATION_FAILED); a topic the
 principal may not Describe answers TOPIC_AUTHORIZATION_FAILED when asked for, and is left out
-of an all-topics answer, as Kafka does.
+of an all-topics answer, as Kafka does. With ``require_stable`` (v7+, KIP-447: read_committed
+consumers) a partition whose group has offsets of a transaction not yet ended answers
+UNSTABLE_OFFSET_COMMIT (retriable): the consumer waits instead of starting from the offsets the
+transaction is about to replace.
 """
 
 from __future__ import annotations
@@ -28,10 +31,13 @@ API_KEY = 9
 
 
 def _lookup(
-    ctx: RequestContext, group: str, wanted: list[tuple[str, list[int]]] | None
+    ctx: RequestContext, group: str, wanted: list[tuple[str, list[int]]] | None, stable: bool = False
 ) -> dict[str, list[tuple[int, CommittedOffset | None, int]]]:
-    """topic → (partition, committed offset or None, error code) for what was asked."""
+    """topic → (partition, committed offset or None, error code) for what was asked; with
+    ``stable`` (KIP-447 require_stable), UNSTABLE_OFFSET_COMMIT where a transaction's offsets
+    are pending."""
     coord = ctx.groups.coordinator
+    unstable = coord.pending_txn_partitions(group) if stable else set()
 
     def described(topic: str) -> bool:
         return authz.allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
@@ -40,14 +46,20 @@ def _lookup(
     found = coord.fetch_offsets(group, tps)
     out: dict[str, list[tuple[int, CommittedOffset | None, int]]] = defaultdict(list)
     if wanted is None:
-        for t, p in sorted(found):
+        for t, p in sorted(set(found) | unstable):
             if described(t):
-                out[t].append((p, found[(t, p)], ErrorCode.NONE))
+                if (t, p) in unstable:
+                    out[t].append((p, None, ErrorCode.UNSTABLE_OFFSET_COMMIT))
+                else:
+                    out[t].append((p, found[(t, p)], ErrorCode.NONE))
         return out
     for t, ps in wanted:
         code = ErrorCode.NONE if described(t) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
         for p in ps:
-            out[t].append((p, found.get((t, p)), code))
+            if code == ErrorCode.NONE and (t, p) in unstable:
+                out[t].append((p, None, ErrorCode.UNSTABLE_OFFSET_COMMIT))
+            else:
+                out[t].append((p, found.get((t, p)), code))
     return out
 
 
@@ -63,7 +75,7 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
                 groups.append(OffsetFetchResponseGroup(group_id=g.group_id, error_code=code, topics=[]))
                 continue
             wanted = None if g.topics is None else [(t.name, list(t.partition_indexes)) for t in g.topics]
-            res = _lookup(ctx, g.group_id, wanted)
+            res = _lookup(ctx, g.group_id, wanted, req.require_stable)
             groups.append(
                 OffsetFetchResponseGroup(
                     group_id=g.group_id,
@@ -90,7 +102,7 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     authz.check(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, req.group_id)
     ctx.groups.check_coordinator(req.group_id)
     wanted = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
-    res = _lookup(ctx, req.group_id, wanted)
+    res = _lookup(ctx, req.group_id, wanted, v >= 7 and req.require_stable)
     return OffsetFetchResponse(
         error_code=ErrorCode.NONE,
         topics=[
