@@ -217,15 +217,14 @@ class JsonValues:
         return pa.StructArray.from_arrays(arrays, fields=list(self.arrow_type))
 
 
-# (registry URL, schema id) -> the parsed writer schema, per Python worker
+# (registry URL, schema id) -> the writer schema (Avro JSON), per Python worker
 _WRITERS: dict[tuple[str, int], Any] = {}
 
 
 def _writer_schema(registry: str, schema_id: int) -> Any:
     key = (registry, schema_id)
-    parsed = _WRITERS.get(key)
-    if parsed is None:
-        import fastavro
+    found = _WRITERS.get(key)
+    if found is None:
         import requests
 
         resp = requests.get(
@@ -234,13 +233,17 @@ def _writer_schema(registry: str, schema_id: int) -> Any:
             timeout=30,
         )
         resp.raise_for_status()
-        text = resp.json()["schema"]
-        parsed = _WRITERS[key] = fastavro.parse_schema(json.loads(text))
-    return parsed
+        found = _WRITERS[key] = json.loads(resp.json()["schema"])
+    return found
 
 
 class AvroValues:
-    """Decodes Confluent-framed Avro values into the same Arrow column as :class:`JsonValues`."""
+    """Decodes Confluent-framed Avro values into the same Arrow column as :class:`JsonValues`.
+
+    A writer schema of a flat record is read by a decoder compiled for it and for the fields of
+    ``valueSchema`` (:mod:`pipelines.avro_decode`: the other fields are skipped, the reader
+    schema's defaults fill the ones the writer lacks); with aliases in the reader schema
+    (renames) or any other writer schema, fastavro resolves writer and reader schemas."""
 
     def __init__(
         self, schema_json: str, registry: str, reader: str | None = None, required: tuple[str, ...] = ()
@@ -251,43 +254,71 @@ class AvroValues:
         self.arrow_type = self.json.arrow_type
         self.registry = registry
         try:
-            self.reader = fastavro.parse_schema(json.loads(reader)) if reader else None
+            reader_schema = json.loads(reader) if reader else None
+            self.reader = fastavro.parse_schema(reader_schema) if reader_schema is not None else None
         except (ValueError, KeyError, TypeError, fastavro.schema.SchemaParseException) as exc:
             raise SourceError(f"valueAvroSchema is not an Avro schema: {exc}") from None
-        self._read = fastavro.schemaless_reader
-        self._readers: dict[int, Any] = {}
+        fields = reader_schema.get("fields", []) if isinstance(reader_schema, dict) else []
+        self._defaults = {f["name"]: f["default"] for f in fields if "default" in f}
+        # the compiled path applies defaults only: not for renames, or a reader that is no record
+        self._simple = reader_schema is None or (
+            isinstance(reader_schema, dict)
+            and reader_schema.get("type") == "record"
+            and not any("aliases" in f for f in fields)
+        )
+        self._rows: dict[int, Any] = {}  # schema id -> value -> the row (a tuple)
 
-    def _decode(self, v: bytes) -> dict[str, Any]:
+    def _row_reader(self, schema_id: int) -> Any:
         import io
 
-        sid = int.from_bytes(v[1:5], "big")
-        writer = _writer_schema(self.registry, sid)
-        return dict(self._read(io.BytesIO(v[5:]), writer, self.reader))
+        import fastavro
+
+        from pipelines.avro_decode import compile_decoder
+
+        writer = _writer_schema(self.registry, schema_id)
+        names = self.json.names
+        compiled = compile_decoder(writer, names, self._defaults) if self._simple else None
+        if compiled is not None:
+            return lambda v: compiled(v, 5)
+        parsed, reader, read = fastavro.parse_schema(writer), self.reader, fastavro.schemaless_reader
+
+        def slow(v: bytes) -> tuple[Any, ...]:
+            d = read(io.BytesIO(v[5:]), parsed, reader)
+            return tuple(d.get(n) for n in names)  # type: ignore[union-attr]
+
+        return slow
 
     def column(self, values: list[bytes | None]) -> pa.Array:
-        names, checks = self.json.names, self.json.checks
-        cols: list[list[Any]] = [[] for _ in names]
+        names, checks, required = self.json.names, self.json.checks, self.json.required
+        nulls = (None,) * len(names)
+        rows: list[Any] = []
         corrupt: list[str | None] = []
+        readers = self._rows
         for v in values:
-            obj: Any = None
+            row: Any = None
             try:
                 if v is not None and len(v) > 5 and v[0] == 0:
-                    obj = self._decode(v)
+                    sid = int.from_bytes(v[1:5], "big")
+                    read = readers.get(sid)
+                    if read is None:
+                        read = readers[sid] = self._row_reader(sid)
+                    row = read(v)
                 elif v is not None and v[:1] == b"{":
                     obj = self.json.any.decode(v)
+                    row = tuple(obj.get(n) for n in names) if isinstance(obj, dict) else None
             except Exception:  # a damaged body, an unknown id: the record is corrupt, not the batch
-                obj = None
-            if not isinstance(obj, dict):
+                row = None
+            if row is None:
                 raw = None if v is None else v.hex() if v[:1] == b"\x00" else v.decode("utf-8", "replace")
+                rows.append(nulls)
                 corrupt.append(raw)
-                for c in cols:
-                    c.append(None)
                 continue
-            row = [obj.get(n) for n in names]
-            missing = any(row[i] is None for i in self.json.required)
-            corrupt.append(json.dumps(obj, default=str) if missing else None)
-            for c, x in zip(cols, row, strict=True):
-                c.append(x)
+            rows.append(row)
+            if any(row[i] is None for i in required):
+                corrupt.append(json.dumps(dict(zip(names, row, strict=True)), default=str))
+            else:
+                corrupt.append(None)
+        cols = list(zip(*rows, strict=True)) if rows else [() for _ in names]
         arrays = []
         for c, f, t in zip(cols, self.arrow_type, checks, strict=False):
             try:
