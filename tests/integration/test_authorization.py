@@ -49,7 +49,7 @@ pytestmark = [
 ]
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-USERS = ("admin", "prod", "cons", "sadmin", "tadmin", "carol", "nobody", "broker")
+USERS = ("admin", "prod", "cons", "sadmin", "tadmin", "carol", "nobody", "broker", "txer")
 MECH = "SCRAM-SHA-256"
 
 
@@ -409,6 +409,34 @@ def test_an_idempotent_producer_needs_write_somewhere(site: Site) -> None:
         KafkaError.CLUSTER_AUTHORIZATION_FAILED,
         KafkaError.TOPIC_AUTHORIZATION_FAILED,
     }
+
+
+def test_a_transactional_producer_needs_write_on_its_transactional_id(site: Site) -> None:
+    """Issue 19: Write on the transactional id (prefixed here) for InitProducerId and the rest of
+    the transaction, Write on the topic for its records; another id is refused."""
+    site.topics("txer.out")
+    a = site.admin()
+    acls = [
+        binding(ResourceType.TOPIC, "txer.out", ResourcePatternType.LITERAL, "User:txer", AclOperation.WRITE),
+        binding(
+            ResourceType.TRANSACTIONAL_ID,
+            "txer-",
+            ResourcePatternType.PREFIXED,
+            "User:txer",
+            AclOperation.WRITE,
+        ),
+    ]
+    for f in a.create_acls(acls).values():
+        f.result(15)
+    p = Producer(site.conf("txer", **{"transactional.id": "txer-app"}))
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("txer.out", value=b"in a transaction")
+    p.commit_transaction(30)
+    other = Producer(site.conf("txer", **{"transactional.id": "someone-else"}))
+    with pytest.raises(KafkaException) as exc:
+        other.init_transactions(15)
+    assert code(exc.value.args[0]) == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
 # -- a 3-broker cluster ------------------------------------------------------------------------------
