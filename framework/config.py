@@ -571,6 +571,16 @@ define(
     validator=at_least(1024),
 )
 define(
+    "queued.max.request.bytes",
+    "long",
+    -1,
+    "Bytes of requests read but not yet answered that the broker holds, over all connections; "
+    "past it a connection reads its next request only once memory is given back (one request "
+    "is always taken while nothing is held). -1: unbounded, as in Kafka.",
+    [B],
+    validator=at_least(-1),
+)
+define(
     "socket.request.max.bytes",
     "int",
     104_857_600,

@@ -58,6 +58,7 @@ from framework.server.context import BrokerServices, RequestContext
 from framework.server.errors import kafka_error
 from framework.server.handlers import api_versions
 from framework.server.handlers.produce import RateLimitedLog
+from framework.server.memory_pool import RequestMemoryPool
 from framework.server.router import Route, routes
 
 log = logging.getLogger("sftraffic.server")
@@ -110,6 +111,7 @@ class KafkaListener:
         self.security = security or ListenerSecurity()
         self.max_frame: int = services.config["socket.request.max.bytes"]
         self.max_unauthenticated: int = services.config["sasl.server.max.receive.size"]
+        self.memory = RequestMemoryPool(services.config["queued.max.request.bytes"])
         self.connections: set[KafkaConnection] = set()
         self.servers: list[asyncio.base_events.Server] = []
         self.clients = 0  # connections counted against max.connections
@@ -227,6 +229,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # handler's time); ``muted`` while the connection sits out a throttle time
         self.quota_who: tuple[str, str, int, float, bool] | None = None
         self.muted = False
+        # queued.max.request.bytes: bytes reserved in the listener's pool for this connection's
+        # frames (queued, in flight, or being read into ``big``), the in-flight one's size, and
+        # whether reading waits for the pool
+        self.held = 0
+        self.inflight = 0
+        self.pool_paused = False
 
     # -- asyncio protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -288,9 +296,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.listener.connections.discard(self)
         if self.services.authz is not None:
             self.services.authz.forget(self.peer)  # its decision cache goes with it
-        self.queue.clear()
+        self.listener.memory.forget(self._memory_freed)
+        self._drop_queue()
+        if self.big is not None:
+            self._give_back(len(self.big))
+            self.big = self.big_mv = None
         if self.task is not None and not self.task.done():
-            self.task.cancel()
+            self.task.cancel()  # its _finish gives the in-flight frame's bytes back
 
     def pause_writing(self) -> None:
         self.write_paused = True
@@ -346,6 +358,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 )
                 return
             avail = self.rend - self.rstart - 4
+            if (avail >= size or size + 4 > RING) and not self._reserve(size):
+                return
             if avail >= size:
                 start = self.rstart + 4
                 frame = bytearray(self.ring_mv[start : start + size])
@@ -391,14 +405,54 @@ class KafkaConnection(asyncio.BufferedProtocol):
         while self.queue and not self.busy and not self.write_paused and not self.muted:
             t = self.transport
             if t is None or t.is_closing():
-                self.queue.clear()
+                self._drop_queue()
                 return
             frame = self.queue.popleft()
+            self.inflight = len(frame)
             self._handle(frame)
+            if not self.busy:
+                self._answered()
         if self.read_paused and len(self.queue) < MAX_QUEUED // 2 and self.transport is not None:
             self.read_paused = False
-            if not self.muted:
+            if not self.muted and not self.pool_paused:
                 self.transport.resume_reading()
+
+    # -- queued.max.request.bytes ---------------------------------------------------------------
+    def _reserve(self, size: int) -> bool:
+        """Take the next frame's bytes from the listener's pool, or stop reading until it has them."""
+        memory = self.listener.memory
+        if memory.try_reserve(size):
+            self.held += size
+            return True
+        if not self.pool_paused:
+            self.pool_paused = True
+            if self.transport is not None:
+                self.transport.pause_reading()
+            memory.wait(self._memory_freed)
+        return False
+
+    def _memory_freed(self) -> None:
+        self.pool_paused = False
+        t = self.transport
+        if t is None or t.is_closing():
+            return
+        self._extract()  # the frame that waited may sit whole in the ring already
+        if not self.pool_paused and not self.read_paused and not self.muted:
+            t.resume_reading()
+
+    def _give_back(self, n: int) -> None:
+        if n:
+            self.held -= n
+            self.listener.memory.release(n)
+
+    def _answered(self) -> None:
+        n, self.inflight = self.inflight, 0
+        self._give_back(n)
+
+    def _drop_queue(self) -> None:
+        n = sum(map(len, self.queue))
+        self.queue.clear()
+        self._give_back(n)
 
     def _bad(self, why: str) -> None:
         metrics.BAD_FRAMES.inc()
@@ -513,6 +567,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         finally:
             self.busy = False
             self.task = None
+            self._answered()
         self._process()
 
     def _send(self, route: Route, version: int, corr: int, resp: Any) -> None:
@@ -586,7 +641,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         t = self.transport
         if t is None or t.is_closing():
             return
-        if not self.read_paused:
+        if not self.read_paused and not self.pool_paused:
             t.resume_reading()
         if not self.busy:
             self._process()

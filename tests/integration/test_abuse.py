@@ -20,6 +20,10 @@ quiet figure + 100 MB, and (d) the abusive connections are closed by the limit m
 * oversized size prefixes (2 GiB, 2 GiB - 1, -1, and 100 MiB: below socket.request.max.bytes
   but above what an unauthenticated SASL connection may send) -- refused without allocating;
 * requests other than ApiVersions/SaslHandshake before authenticating;
+* requests piled up behind long polls: 40 connections each park a Fetch (3 s) and send 8 x 1 MiB
+  more requests behind it (320 MiB held if read) -- ``queued.max.request.bytes`` (16 MiB) stops
+  reading them; here the good client waits for the pool like everyone (as in Kafka), so only
+  its acknowledgements and the RSS are checked, not its p99;
 * 10,000 failed logins: SCRAM exchanges with a wrong proof, 250 connections at a time (an
   attacker needs no PBKDF2 to send a wrong proof, so neither does the test), each answered
   after ``connection.failed.authentication.delay.ms`` (100 ms here) and closed. Run
@@ -48,6 +52,7 @@ from deploy.local.process import BrokerProcess, free_port, wait_for
 from framework.protocol.frames import decode_response, encode_request
 from framework.protocol.messages.api_versions import ApiVersionsRequest
 from framework.protocol.messages.metadata import MetadataRequest
+from framework.protocol.messages.produce import ProduceRequest
 from framework.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from framework.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from tests.conftest import quiet_logger
@@ -65,6 +70,7 @@ PER_IP = 1100
 TIMEOUT_S = 3.0  # connections.authentication.timeout.ms and connections.max.idle.ms
 RSS_MARGIN = 100 * 1024 * 1024
 FAILED_LOGINS = 10_000
+QUEUED_MAX = 16 * 2**20  # queued.max.request.bytes
 CONCURRENT_LOGINS = 250
 
 
@@ -155,6 +161,7 @@ class Abused:
                 "connections.max.idle.ms": int(TIMEOUT_S * 1000),
                 "connection.failed.authentication.delay.ms": 100,
                 "max.connections.per.ip": PER_IP,
+                "queued.max.request.bytes": QUEUED_MAX,
             },
         ).start()
         admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{self.plain}", "logger": quiet_logger()})
@@ -357,3 +364,40 @@ def test_ten_thousand_failed_logins(abused: Abused) -> None:
         codes = run(bounded(FAILED_LOGINS, CONCURRENT_LOGINS, fail))
     print(f"{FAILED_LOGINS} failed logins in {time.monotonic() - t0:.1f} s")
     assert codes == [58] * FAILED_LOGINS  # SASL_AUTHENTICATION_FAILED, every one
+
+
+def test_requests_piled_up_behind_long_polls_hold_bounded_memory(abused: Abused) -> None:
+    from framework.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+
+    empty = "abuse-empty"
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{abused.plain}", "logger": quiet_logger()})
+    admin.create_topics([NewTopic(empty, num_partitions=1, replication_factor=1)])[empty].result(30)
+    park = FetchRequest(
+        max_wait_ms=3000,
+        min_bytes=1,
+        topics=[FetchTopic(topic=empty, partitions=[FetchPartition(partition=0, fetch_offset=0)])],
+    )
+    # a Produce header and 1 MiB of junk: held until its turn comes, then refused (malformed)
+    junk = bytearray(encode_request(0, 9, 2, "abuser", ProduceRequest(acks=1, timeout_ms=1000)))
+    junk += b"\xff" * 2**20
+    struct.pack_into(">i", junk, 0, len(junk) - 4)
+
+    async def one(i: int) -> float | None:
+        conn = await connect(abused.plain)
+        conn[1].write(encode_request(1, 12, 1, "abuser", park))
+        for _ in range(8):
+            conn[1].write(junk)
+        with contextlib.suppress(ConnectionError):
+            await conn[1].drain()
+        return await closed_within(conn, 30.0)
+
+    t0, start = time.monotonic(), abused.good.mark()
+    closes = run(bounded(40, 40, one))
+    end = abused.good.mark()
+    peak = abused.good.max_rss(t0)
+    mib = 2**20
+    print(f"piled-up requests: RSS peak {peak / mib:.0f} MiB (quiet {abused.quiet_rss / mib:.0f})")
+    assert all(c is not None for c in closes)  # each answered its fetch, then refused the junk
+    assert peak <= abused.quiet_rss + QUEUED_MAX + RSS_MARGIN // 2, (peak, abused.quiet_rss)
+    abused.good.window(start, end)  # every good message acknowledged, without an error
+    assert abused.broker.alive()
