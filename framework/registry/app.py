@@ -165,8 +165,26 @@ class Registry:
         return reply({})
 
     async def subjects(self, request: web.Request) -> web.StreamResponse:
-        deleted = _flag(request, "deleted")
-        return reply(await self.read(lambda s: s.subject_names(deleted)))
+        deleted, prefix = _flag(request, "deleted"), request.query.get("subjectPrefix", "")
+        names = await self.read(lambda s: s.subject_names(deleted))
+        return reply([n for n in names if n.startswith(prefix)])
+
+    async def schemas(self, request: web.Request) -> web.StreamResponse:
+        """GET /schemas: every subject version (``subjectPrefix``, ``deleted``, ``latestOnly``)."""
+        deleted, prefix = _flag(request, "deleted"), request.query.get("subjectPrefix", "")
+        latest_only = _flag(request, "latestOnly")
+
+        def every(s: RegistryState) -> list[Any]:
+            out = []
+            for subject in s.subject_names(deleted):
+                if not subject.startswith(prefix):
+                    continue
+                versions = sorted(s.versions(subject, deleted).items())
+                for n, v in versions[-1:] if latest_only else versions:
+                    out.append(s.version_answer(subject, n, v))
+            return out
+
+        return reply(await self.read(every))
 
     async def subject_versions(self, request: web.Request) -> web.StreamResponse:
         subject, deleted = request.match_info["subject"], _flag(request, "deleted")
@@ -390,6 +408,7 @@ def make_app(store: KafkaStore, election: Election) -> web.Application:
             web.delete(v, r.delete_version),
             web.post(s, r.lookup),
             web.delete(s, r.delete_subject),
+            web.get("/schemas", r.schemas),
             web.get("/schemas/types", r.schema_types),
             web.get("/schemas/ids/{id}", r.schema_by_id),
             web.get("/schemas/ids/{id}/schema", r.schema_by_id_raw),

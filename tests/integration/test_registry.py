@@ -155,6 +155,8 @@ def test_errors_and_modes_over_http(registries: Factory) -> None:
     )
     assert resp.status_code == 400 and resp.json()["error_code"] == 400
     assert call(reg, "GET", "/schemas/types") == (200, ["AVRO"])
+    assert call(reg, "GET", "/subjects?subjectPrefix=x") == (200, [])
+    assert [(x["subject"], x["id"]) for x in call(reg, "GET", "/schemas")[1]] == [("e", 1)]  # type: ignore[index]
     assert call(reg, "GET", "/schemas/ids/1/versions") == (200, [{"subject": "e", "version": 1}])
     assert call(reg, "GET", "/subjects/e/versions/latest/schema")[1] == json.loads(json.dumps(V1))
     # normalize: the same schema written differently is found
