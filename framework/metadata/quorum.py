@@ -158,6 +158,8 @@ class ClusterState(SyncObj):  # type: ignore[misc]
             # controller.quorum.password: the members authenticate each other and encrypt their
             # links with it (pysyncobj's password option, Fernet from `cryptography`)
             password=password or None,
+            # bind the Raft port to this node's voter address: pysyncobj binds 0.0.0.0 otherwise
+            bindAddress=voters[node_id],
         )
         # replicated state (written to snapshots by _write_snapshot, not by pysyncobj's pickling
         # of attributes: it is set before SyncObj.__init__ for that reason)

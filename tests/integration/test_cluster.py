@@ -300,6 +300,21 @@ def test_admin_requests_work_through_any_broker(
 
 
 # -- another client library (non-destructive) -------------------------------------------------
+def test_every_port_of_a_broker_is_bound_to_its_configured_address(cluster: ClusterProcesses) -> None:
+    """The Kafka listener and the metadata quorum's (Raft) port listen on 127.0.0.1, as
+    configured, not on every interface (pysyncobj's default)."""
+    import psutil
+
+    for b in cluster.brokers:
+        assert b.proc is not None
+        bound = {
+            (c.laddr.ip, c.laddr.port)
+            for c in psutil.Process(b.proc.pid).net_connections(kind="inet")
+            if c.status == psutil.CONN_LISTEN
+        }
+        assert len(bound) >= 2 and {ip for ip, _port in bound} == {"127.0.0.1"}, bound
+
+
 def test_kafka_python_acks_all_round_trip(cluster: ClusterProcesses, name: Callable[[str], str]) -> None:
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KTopicPartition
