@@ -77,6 +77,10 @@ def _schema_fields(body: dict[str, Any]) -> tuple[str, str, Any]:
     return text, stype.upper(), refs
 
 
+class LeaderGone(Exception):
+    """The instance a write was forwarded to is gone or no longer leads."""
+
+
 @web.middleware
 async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
@@ -117,18 +121,31 @@ class Registry:
     async def write(
         self, request: web.Request, plan: Callable[[RegistryState], tuple[Any, list[Record]]]
     ) -> web.StreamResponse:
-        """Carry out a write here when leading, else forward the request to the leader."""
-        leader = await self._leader()
-        if leader != self.election.url:
+        """Carry out a write here when leading, else forward the request to the leader (again
+        to the next one, for up to 30 s, when that one is gone or no longer leads)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while True:
+            leader = await self._leader()
+            if leader == self.election.url:
+                break
             if request.headers.get(FORWARDED):
                 raise RegistryError.forwarding_failed(f"{self.election.url} is not the leader either")
-            return await self._forward(request, leader)
+            try:
+                return await self._forward(request, leader)
+            except LeaderGone as exc:
+                self.election.forget()
+                if loop.time() > deadline:
+                    raise RegistryError.forwarding_failed(str(exc)) from exc
+                await asyncio.sleep(0.5)
         async with self._write_lock:
-            await asyncio.to_thread(self.store.sync)
-            with self.store.lock:
-                answer, records = plan(self.store.state)
-            await asyncio.to_thread(self.store.write, records)
-        return reply(answer)
+            for _ in range(3):  # another writer's record came first (a rebalance): plan again
+                await asyncio.to_thread(self.store.sync)
+                with self.store.lock:
+                    answer, records = plan(self.store.state)
+                if await asyncio.to_thread(self.store.write, records):
+                    return reply(answer)
+        raise RegistryError.store_error("another registry instance kept writing first; try again")
 
     async def _leader(self) -> str:
         for _ in range(100):
@@ -151,7 +168,9 @@ class Registry:
             ) as r:
                 status, payload = r.status, await r.read()
         except (ClientError, TimeoutError) as exc:
-            raise RegistryError.forwarding_failed(f"{leader}: {exc}") from exc
+            raise LeaderGone(f"{leader}: {exc}") from exc
+        if status == 500 and b"50003" in payload:  # it no longer leads either
+            raise LeaderGone(f"{leader}: {payload[:200]!r}")
         if status < 300:
             await asyncio.to_thread(self.store.sync)
         return web.Response(body=payload, status=status, content_type=CONTENT_TYPE)

@@ -98,6 +98,10 @@ class Election:
             self.is_leader = False
             consumer.close()  # leaves the group: another instance takes over at once
 
+    def forget(self) -> None:
+        """Drop the cached leader (it did not answer): the next look-up asks the group."""
+        self._cached = (0.0, None)
+
     def leader_url(self, max_age: float = 2.0) -> str | None:
         """The leader's advertised URL (ours when we lead), or None when no member holds it."""
         if self.is_leader:

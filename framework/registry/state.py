@@ -108,19 +108,26 @@ class RegistryState:
         self._uses: dict[int, int] = {}  # schema id -> (subject, version) records naming it
 
     # -- applying records (in log order) --------------------------------------------------------
-    def apply(self, key_raw: bytes | None, value_raw: bytes | None) -> None:
-        """Apply one record of ``_schemas``; records this registry cannot read are skipped."""
+    def apply(self, key_raw: bytes | None, value_raw: bytes | None) -> bool:
+        """Apply one record of ``_schemas``; records this registry cannot read are skipped.
+
+        False: a SCHEMA record that contradicts an earlier one (an id already naming another
+        schema, or a subject version already holding another id) is refused. Two instances that
+        both believed they led (a rebalance in between) may write such records; every instance
+        reads them in the same order, so the first one wins everywhere, and the writer of the
+        second sees it refused and plans again (:meth:`KafkaStore.write`).
+        """
         key = decode_key(key_raw or b"")
         if key is None:
-            return
+            return True
         try:
             value = json.loads(value_raw) if value_raw is not None else None
         except (ValueError, UnicodeDecodeError):
-            return
+            return True
         kind = key.get("keytype")
         subject = key.get("subject")
         if kind == "SCHEMA" and isinstance(subject, str) and isinstance(key.get("version"), int):
-            self._apply_schema(subject, key["version"], value)
+            return self._apply_schema(subject, key["version"], value)
         elif kind == "CONFIG":
             if isinstance(value, dict):
                 self.configs[subject] = value
@@ -136,8 +143,9 @@ class RegistryState:
             for v, ver in self.subjects.get(subject, {}).items():
                 if isinstance(upto, int) and v <= upto:
                     ver.deleted = True
+        return True
 
-    def _apply_schema(self, subject: str, version: int, value: Any) -> None:
+    def _apply_schema(self, subject: str, version: int, value: Any) -> bool:
         if not isinstance(value, dict):  # tombstone: permanently deleted
             versions = self.subjects.get(subject, {})
             gone = versions.pop(version, None)
@@ -145,12 +153,18 @@ class RegistryState:
                 self._uses[gone.schema_id] -= 1
             if not versions:
                 self.subjects.pop(subject, None)
-            return
+            return True
         sid, text = value.get("id"), value.get("schema")
         if not isinstance(sid, int) or not isinstance(text, str):
-            return
+            return True
         stype = str(value.get("schemaType") or "AVRO")
         refs = value.get("references") or []
+        known = self.schemas.get(sid)
+        held = self.subjects.get(subject, {}).get(version)
+        if (known is not None and (known.schema, known.schema_type) != (text, stype)) or (
+            held is not None and held.schema_id != sid
+        ):
+            return False  # contradicts an earlier record: the first one wins
         if sid not in self.schemas:
             self.schemas[sid] = SchemaEntry(sid, text, stype, list(refs))
             self._by_text.setdefault((stype, text, _refs_key(refs)), sid)
@@ -161,6 +175,7 @@ class RegistryState:
             self._uses[before.schema_id] -= 1
         versions[version] = Version(sid, bool(value.get("deleted", False)))
         self._uses[sid] = self._uses.get(sid, 0) + 1
+        return True
 
     # -- queries ----------------------------------------------------------------------------------
     def subject_names(self, deleted: bool = False) -> list[str]:

@@ -57,6 +57,7 @@ class KafkaStore:
         self._watermark_lock = threading.Lock()
         self._producer: Producer | None = None
         self.reader_error: str | None = None
+        self.refused: set[int] = set()  # offsets of records the state refused (recent ones)
 
     # -- life cycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -122,7 +123,15 @@ class KafkaStore:
                         if err is not None and err.code() != KafkaError._PARTITION_EOF:
                             self.reader_error = str(err)
                         continue
-                    self.state.apply(m.key(), m.value())
+                    if not self.state.apply(m.key(), m.value()):
+                        if len(self.refused) > 10_000:
+                            self.refused.clear()
+                        self.refused.add(offset)
+                        log.warning(
+                            "record at offset %d of %s contradicts an earlier one: refused",
+                            offset,
+                            self.topic,
+                        )
                     self.applied = offset + 1
                 self._progress.notify_all()
 
@@ -154,10 +163,11 @@ class KafkaStore:
         self.wait_applied(self.high_watermark())
 
     # -- writing ----------------------------------------------------------------------------------
-    def write(self, records: Sequence[Record]) -> None:
-        """Produce ``records`` in order and wait until the reader has applied them."""
+    def write(self, records: Sequence[Record]) -> bool:
+        """Produce ``records`` in order and wait until the reader has applied them; False when
+        the state refused one (another writer's record came first: plan again)."""
         if not records:
-            return
+            return True
         assert self._producer is not None
         results: list[Any] = []
 
@@ -173,3 +183,5 @@ class KafkaStore:
         if errors:
             raise RegistryError.store_error(f"writing to {self.topic}: {errors[0]}")
         self.wait_applied(max(results) + 1)
+        with self.lock:
+            return not any(o in self.refused for o in results)

@@ -173,3 +173,25 @@ def test_unreadable_records_are_skipped() -> None:
         s.apply(key, value)
     s.apply(encode_key("SCHEMA", "s", 1), b'{"id": "x"}')
     assert s.subject_names(deleted=True) == []
+
+
+def test_two_writers_first_record_wins_everywhere() -> None:
+    """Two instances that both believed they led planned against the same state: both records
+    reach the log, every instance applies the first and refuses the second."""
+    a, b = Log(), Log()
+    pa = a.state.plan_register("s", a.state.parse(V1, "AVRO", [], False), [])
+    pb = b.state.plan_register("t", b.state.parse(V2, "AVRO", [], False), [])
+    assert pa[0] == pb[0] == 1  # the same id for two schemas
+    state = RegistryState()
+    results = [state.apply(k, v) for k, v in pa[1] + pb[1]]
+    assert results == [True, False]
+    assert state.subject_names() == ["s"] and state.schema_by_id(1).schema == json.dumps(
+        json.loads(V1), separators=(",", ":")
+    )
+    # the same subject version with another id is refused too; a soft delete (same id) is not
+    other = RegistryState()
+    other.apply(*pa[1][0])
+    clash = b.state.plan_register("s", b.state.parse(V2, "AVRO", [], False), [])[1][0]
+    assert clash[0] == pa[1][0][0] and other.apply(*clash) is False
+    _, recs = other.plan_delete_version("s", "1", permanent=False)
+    assert other.apply(*recs[0]) is True and list(other.versions("s", deleted=True)) == [1]
