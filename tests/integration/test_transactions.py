@@ -327,6 +327,7 @@ def test_wire_a_transactional_batch_needs_its_partition_in_the_transaction(
         AddPartitionsToTxnTopic,
     )
     from framework.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
+    from framework.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
     from framework.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
     from framework.protocol.messages.offset_fetch import (
         OffsetFetchRequest,
@@ -367,8 +368,13 @@ def test_wire_a_transactional_batch_needs_its_partition_in_the_transaction(
                 TopicProduceData(name=t, partition_data=[PartitionProduceData(index=part, records=batch)])
             ],
         )
-        r = w.send(req, ProduceResponse, 9)
-        return r.responses[0].partition_responses[0].error_code
+        for _ in range(100):  # Kafka: a new topic's partitions take a moment to get their leader
+            r = w.send(req, ProduceResponse, 9)
+            code = r.responses[0].partition_responses[0].error_code
+            if code not in (E.NOT_LEADER_OR_FOLLOWER, E.UNKNOWN_TOPIC_OR_PARTITION):
+                break
+            time.sleep(0.1)
+        return code
 
     def add(w: WireClient, pid: int, epoch: int, *parts: int) -> list[int]:
         req = AddPartitionsToTxnRequest(
@@ -378,22 +384,32 @@ def test_wire_a_transactional_batch_needs_its_partition_in_the_transaction(
             v3_and_below_topics=[AddPartitionsToTxnTopic(name=t, partitions=list(parts))],
         )
         r = w.send(req, AddPartitionsToTxnResponse, 3)
-        return [
-            p.partition_error_code for tr in r.results_by_topic_v3_and_below for p in tr.results_by_partition
-        ]
+        found = {
+            p.partition_index: p.partition_error_code
+            for tr in r.results_by_topic_v3_and_below
+            for p in tr.results_by_partition
+        }
+        return [found[p] for p in parts]  # (Kafka answers them in no particular order)
 
     with WireClient(broker.bootstrap) as w:
-        too_long = w.send(
-            InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=10**9),
-            InitProducerIdResponse,
-            4,
-        )
-        assert too_long.error_code == E.INVALID_TRANSACTION_TIMEOUT
-        r = w.send(
-            InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60_000),
-            InitProducerIdResponse,
-            4,
-        )
+
+        def init(timeout_ms: int) -> InitProducerIdResponse:
+            # Kafka: FindCoordinator creates the coordinator's topic (NOT_COORDINATOR until then)
+            for _ in range(100):
+                w.send(FindCoordinatorRequest(key=tid, key_type=1), FindCoordinatorResponse, 3)
+                req = InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=timeout_ms)
+                r = w.send(req, InitProducerIdResponse, 4)
+                if r.error_code not in (
+                    E.NOT_COORDINATOR,
+                    E.COORDINATOR_NOT_AVAILABLE,
+                    E.COORDINATOR_LOAD_IN_PROGRESS,
+                ):
+                    break
+                time.sleep(0.1)
+            return r
+
+        assert init(10**9).error_code == E.INVALID_TRANSACTION_TIMEOUT
+        r = init(60_000)
         assert r.error_code == E.NONE
         pid, epoch = r.producer_id, r.producer_epoch
         assert produce(w, pid, epoch, 0, 0) == E.INVALID_TXN_STATE  # not added: refused
@@ -422,8 +438,18 @@ def test_wire_a_transactional_batch_needs_its_partition_in_the_transaction(
                 )
             ],
         )
-        got = w.send(commit, TxnOffsetCommitResponse, 3)
-        assert [p.error_code for tr in got.topics for p in tr.partitions] == [E.NONE]
+        for _ in range(100):  # Kafka: __consumer_offsets is made by the group's FindCoordinator
+            w.send(FindCoordinatorRequest(key=group, key_type=0), FindCoordinatorResponse, 3)
+            got = w.send(commit, TxnOffsetCommitResponse, 3)
+            codes = [p.error_code for tr in got.topics for p in tr.partitions]
+            if codes[0] not in (
+                E.COORDINATOR_NOT_AVAILABLE,
+                E.NOT_COORDINATOR,
+                E.COORDINATOR_LOAD_IN_PROGRESS,
+            ):
+                break
+            time.sleep(0.1)
+        assert codes == [E.NONE]
 
         def fetched(stable: bool) -> tuple[int, int]:
             req = OffsetFetchRequest(
