@@ -28,6 +28,7 @@ COMMANDS = [
     "framework.cli.config_cmd",
     "framework.cli.users",
     "framework.cli.transactions",
+    "framework.cli.cluster",
 ]
 # where applications installed with the store register their subcommands
 ENTRY_POINT_GROUP = "sftraffic.commands"
