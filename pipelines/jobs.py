@@ -132,6 +132,16 @@ def security_options(source: str) -> dict[str, str]:
     return out
 
 
+def _offsets_for(starting: str, topic: str) -> str:
+    """Specific starting offsets (JSON ``{"topic": {"partition": offset}}``) narrowed to the
+    topic one reader subscribes to: Spark's connector refuses offsets of partitions it was not
+    given ("you must specify all TopicPartitions"), and a job's readers share one setting."""
+    if not starting.lstrip().startswith("{"):
+        return starting
+    offsets = json.loads(starting)
+    return json.dumps({topic: offsets[topic]}) if topic in offsets else "earliest"
+
+
 def _read(
     spark: Any,
     cfg: JobConfig,
@@ -150,6 +160,7 @@ def _read(
     starting = cfg.starting_offsets
     if batch and starting == "latest":  # a batch starts at the beginning (what ours does)
         starting = "earliest"
+    starting = _offsets_for(starting, topic)
     r = r.option("startingOffsets", starting).option("maxRecordsPerPartition", MAX_RECORDS_PER_PARTITION)
     for k, v in security_options(cfg.source).items():
         r = r.option(k, v)

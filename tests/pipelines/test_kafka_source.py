@@ -179,3 +179,13 @@ def test_pipeline_cli_takes_the_source() -> None:
     assert p.parse_args(["pipeline", "correlation", "--source", "kafka"]).source == "kafka"
     with pytest.raises(SystemExit):
         p.parse_args(["pipeline", "correlation", "--source", "jdbc"])
+
+
+def test_specific_starting_offsets_are_narrowed_to_each_readers_topic() -> None:
+    """Spark's connector refuses offsets of partitions it does not read ("you must specify all
+    TopicPartitions"): the correlation job's two readers each get their own topic's."""
+    both = json.dumps({"a": {"0": 5, "1": 7}, "b": {"0": 2}})
+    assert json.loads(jobs._offsets_for(both, "a")) == {"a": {"0": 5, "1": 7}}
+    assert json.loads(jobs._offsets_for(both, "b")) == {"b": {"0": 2}}
+    assert jobs._offsets_for(both, "c") == "earliest"
+    assert jobs._offsets_for("latest", "a") == "latest"
