@@ -3,7 +3,8 @@ led by all three, so most markers go to other brokers as WriteTxnMarkers; then t
 is SIGKILLed mid-transaction and every transaction still ends all committed or all aborted:
 one whose commit was answered is completed by the next coordinator (it loads PrepareCommit
 from the replicated ``__transaction_state`` and writes the markers), an open one is aborted
-when the producer's successor initialises the same transactional id.
+when the producer's successor initialises the same transactional id. A partition leader
+killed just before a commit: its markers are retried at the new leaders.
 """
 
 from __future__ import annotations
@@ -114,3 +115,27 @@ def test_coordinator_killed_mid_transaction_ends_every_transaction_whole(cluster
     successor.commit_transaction(60)
     got = tags(consume(bootstrap, topic, "read_committed", PARTS, expect=3 * PARTS * N, idle_polls=6))
     assert got == {"c1": PARTS * N, "c2": PARTS * N, "c4": PARTS * N}, got
+
+
+def test_partition_leader_killed_mid_marker_the_transaction_still_ends_whole(
+    cluster: ClusterProcesses,
+) -> None:
+    """A leader of some of the transaction's partitions (not the coordinator) is SIGKILLed just
+    before the commit: its markers fail, the coordinator retries them at the partitions' new
+    leaders, and every record of the transaction becomes visible."""
+    topic = "txl"
+    tid = "txl-app"
+    create_topic(cluster.bootstrap, topic, PARTS, 3)
+    coord = coordinator_of(cluster.brokers, tid)
+    view = led_view(cluster.brokers[0], topic)
+    victim_id = next(leader for leader, _r, _i in view.values() if leader != coord)
+    victim = next(b for b in cluster.brokers if b.node_id == victim_id)
+    rest = [b for b in cluster.brokers if b is not victim]
+    p = producer(cluster.bootstrap, tid)
+    p.begin_transaction()
+    write(p, topic, "c1")  # acknowledged by every in-sync replica
+    victim.kill()
+    p.commit_transaction(60)  # PrepareCommit written; the victim's markers fail until re-election
+    bootstrap = ",".join(b.bootstrap for b in rest)
+    got = tags(consume(bootstrap, topic, "read_committed", PARTS, expect=PARTS * N, idle_polls=20))
+    assert got == {"c1": PARTS * N}, got
