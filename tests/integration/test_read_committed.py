@@ -1,9 +1,9 @@
 """read_committed over real sockets on plain (non-transactional) data: with no transaction open
 the last stable offset is the high watermark, so a confluent-kafka consumer at
 ``isolation.level=read_committed`` reads everything a read_uncommitted one does, and the
-watermarks and ListOffsets agree at both levels. (Transactional produce is still refused until
-the transaction coordinator lands; the LSO with open transactions is tested in
-tests/unit/server/handlers/test_read_committed.py.)"""
+watermarks and ListOffsets agree at both levels. (The LSO with open transactions is tested in
+tests/unit/server/handlers/test_read_committed.py, and with transactional producers in
+tests/integration/test_transactions.py.)"""
 
 from __future__ import annotations
 

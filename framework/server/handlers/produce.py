@@ -7,6 +7,15 @@ acks=0 gets no response, as in Kafka. With an authorizer each topic needs Write 
 TOPIC_AUTHORIZATION_FAILED for its partitions, whether it exists or not), decided once per
 connection and topic (a dict hit afterwards).
 
+Transactions (KIP-98, KIP-890 part 1): a request with a transactional id may hold transactional
+batches. Before one opens the producer's transaction on a partition (the partition's producer
+state has no open transaction of that producer and epoch), the leader asks the transaction
+coordinator (in process, or AddPartitionsToTxn v4 verify-only to the coordinator's broker)
+whether the partition is in the transaction: if not, the batch answers INVALID_TXN_STATE and is
+not stored; a fenced producer INVALID_PRODUCER_EPOCH; a coordinator that cannot answer now
+NOT_ENOUGH_REPLICAS (retriable), as Kafka's ReplicaManager maps them. Transactional batches
+without a transactional id answer TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as in Kafka.
+
 A refused batch is never stored. Records refused one by one (a key missing on a compacted
 topic, a timestamp out of range) are listed in the partition's ``record_errors`` (KIP-467, v8+)
 with ``error_message``; clients fail such batches at once (librdkafka and the Java client do
