@@ -86,6 +86,8 @@ APIS = [
     "txn_offset_commit",
     "describe_transactions",
     "list_transactions",
+    "describe_quorum",
+    "describe_topic_partitions",
 ]
 DATA = ["consumer_protocol_subscription", "consumer_protocol_assignment"]
 

@@ -31,6 +31,8 @@ from framework.protocol.messages import (
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_quorum,
+    describe_topic_partitions,
     describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
@@ -391,6 +393,23 @@ _ENTRIES = [
         list_transactions.ListTransactionsResponse,
         0,
         1,
+    ),
+    # admin APIs clients ask for (issue 21)
+    _e(
+        "DescribeQuorum",
+        "describe_quorum",
+        describe_quorum.DescribeQuorumRequest,
+        describe_quorum.DescribeQuorumResponse,
+        0,
+        2,
+    ),
+    _e(
+        "DescribeTopicPartitions",
+        "describe_topic_partitions",
+        describe_topic_partitions.DescribeTopicPartitionsRequest,
+        describe_topic_partitions.DescribeTopicPartitionsResponse,
+        0,
+        0,
     ),
     # sftraffic extension (not a Kafka API): stream policies
     _e("StreamAdmin", None, stream_admin.StreamAdminRequest, stream_admin.StreamAdminResponse, 0, 0),
