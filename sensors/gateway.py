@@ -99,9 +99,18 @@ def value_encoder(cfg: GatewayConfig) -> Any:
         return None
     if cfg.value_format != "avro":
         raise ValueError(f"value_format must be json or avro, not {cfg.value_format!r}")
-    from sensors.avro import AvroEncoder
+    import requests
 
-    return AvroEncoder(cfg.registry_url).encode
+    from framework.errors import StoreError
+    from sensors.avro import SCHEMAS, AvroEncoder, RegistryError
+
+    enc = AvroEncoder(cfg.registry_url)
+    try:  # the stream's schemas now: a registry that is not there is one line at start, not dead letters
+        for name in SCHEMAS:
+            enc.schema_id(f"{STREAM}.{name}")
+    except (requests.RequestException, OSError, RegistryError) as exc:
+        raise StoreError(f"schema registry {cfg.registry_url}: {exc}") from None
+    return enc.encode
 
 
 def reencode(encode: Any, topic: str, event: dict[str, Any]) -> bytes:
