@@ -321,6 +321,15 @@ def run(args: argparse.Namespace) -> int:
             "sftraffic sensors: devices publish JSON over MQTT; the gateway converts it "
             "(sftraffic gateway --format avro)"
         )
+    if args.format == "avro":  # the schemas registered before any worker starts: one line if not
+        import requests
+
+        from sensors.avro import RegistryError, register_all
+
+        try:
+            register_all(args.registry)
+        except (requests.RequestException, OSError, RegistryError) as exc:
+            raise SystemExit(f"sftraffic sensors: schema registry {args.registry}: {exc}") from None
     if args.kafka_config:
         configure(args.kafka_config)  # the environment of the worker processes too
     if args.mqtt_credentials:
