@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from framework.errors import UnknownTopicOrPartition
-from framework.metadata.quorum import ClusterState, PartitionState
+from framework.metadata.quorum import ClusterState, PartitionState, QuorumStatus
 from framework.metadata.store import MetadataStore, StreamInfo, TopicInfo
 from framework.security import quotas as client_quotas
 from framework.storage.log_config import LogConfig
@@ -114,6 +114,10 @@ class MetadataCache:
 
     def is_live(self, node_id: int) -> bool:
         return self.quorum.unfenced(node_id) if self.quorum is not None else node_id == self.node_id
+
+    def quorum_status(self) -> QuorumStatus | None:
+        """The metadata quorum's Raft state (DescribeQuorum); None on a single node (no quorum)."""
+        return None if self.quorum is None else self.quorum.status()
 
     # -- topics and streams ----------------------------------------------------------------
     @property

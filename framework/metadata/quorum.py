@@ -46,7 +46,7 @@ import os
 import pickle
 import time
 from collections.abc import Callable
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,28 @@ class PartitionState:
     leader_epoch: int
     isr: list[int]
     partition_epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class VoterState:
+    """One voter as this node sees it (DescribeQuorum): -1 where it does not know."""
+
+    node_id: int
+    log_end_offset: int  # the last Raft log index it holds (its match index, on the leader)
+    last_fetch_ms: int  # wall clock of its last append-entries response to the leader
+    last_caught_up_ms: int  # wall clock when the leader last saw it hold the leader's whole log
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumStatus:
+    """The Raft state behind DescribeQuorum: only the leader knows the other voters' progress."""
+
+    leader_id: int  # -1: no leader known
+    epoch: int  # the Raft term
+    high_watermark: int  # the commit index
+    is_leader: bool
+    voters: list[VoterState]
+    addresses: dict[int, str] = field(default_factory=dict)  # voter -> its Raft HOST:PORT
 
 
 def parse_voters(items: list[str]) -> dict[int, str]:
@@ -133,6 +155,7 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         self._last_duty = 0.0
         self._next_rebalance = 0.0
         self._electing: set[tuple[str, int]] = set()
+        self._caught_up: dict[int, int] = {}  # voter -> wall ms it last held the leader's whole log
         self.shutting_down = False  # controlled shutdown: fenced on purpose, does not re-register
         self.endpoint = endpoint  # (host, port, rack) this broker registers
         self.listeners = dict(listeners or {})  # and its advertised address per listener name
@@ -234,6 +257,51 @@ class ClusterState(SyncObj):  # type: ignore[misc]
             return None
         return parts[index]
 
+    def status(self) -> QuorumStatus:
+        """Leader, term, commit index and each voter's progress as far as pysyncobj exposes it:
+        the leader knows every voter's match index and when it last answered; a follower knows
+        only its own log end."""
+        now_ms, mono = int(time.time() * 1000), time.monotonic()
+        leader = self._getLeader()
+        leader_id = -1 if leader is None else self.addr_to_id.get(getattr(leader, "id", str(leader)), -1)
+        own_end = int(self._SyncObj__getCurrentLogIndex())
+        is_leader = self.is_controller
+        match: dict[Any, int] = getattr(self, "_SyncObj__raftMatchIndex", {}) if is_leader else {}
+        heard: dict[Any, float] = getattr(self, "_SyncObj__lastResponseTime", {}) if is_leader else {}
+        voters = [VoterState(self.node_id, own_end, now_ms if is_leader else -1, now_ms if is_leader else -1)]
+        for node in self.otherNodes:
+            nid = self.addr_to_id.get(node.id)
+            if nid is None:
+                continue
+            seen = heard.get(node)
+            voters.append(
+                VoterState(
+                    nid,
+                    int(match[node]) if node in match else -1,
+                    now_ms - int((mono - seen) * 1000) if seen is not None else -1,
+                    self._caught_up.get(nid, -1) if is_leader else -1,
+                )
+            )
+        voters.sort(key=lambda v: v.node_id)
+        return QuorumStatus(
+            leader_id,
+            int(self.raftCurrentTerm),
+            int(self.raftCommitIndex),
+            is_leader,
+            voters,
+            dict(self.voters),
+        )
+
+    def _note_caught_up(self) -> None:
+        """The leader: voters whose match index has reached its log end are caught up now."""
+        end = int(self._SyncObj__getCurrentLogIndex())
+        now_ms = int(time.time() * 1000)
+        match: dict[Any, int] = getattr(self, "_SyncObj__raftMatchIndex", {})
+        for node in self.otherNodes:
+            nid = self.addr_to_id.get(node.id)
+            if nid is not None and match.get(node, -1) >= end:
+                self._caught_up[nid] = now_ms
+
     # -- proposing from the event loop ------------------------------------------------------
     def propose(self, method: str, *args: Any) -> asyncio.Future[Any]:
         """Propose a change; the future resolves once it is applied on this node."""
@@ -308,7 +376,9 @@ class ClusterState(SyncObj):  # type: ignore[misc]
             return
         if self._controller_since is None:
             self._controller_since = now
+            self._caught_up.clear()
             log.info("node %d is the controller", self.node_id)
+        self._note_caught_up()
         if not self.cluster_id:
             self.init_cluster(self.md.broker["cluster.id"] or new_cluster_id())
         heard: dict[Any, float] = getattr(self, "_SyncObj__lastResponseTime", {})

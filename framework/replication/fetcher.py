@@ -357,6 +357,7 @@ class ReplicaFetcher:
                         log.warning("%s: cannot append the leader's batches (%s); truncating", lg.name, exc)
                         self.truncate.add(key)
                         continue
+                q.leader_high_watermark = pd.high_watermark
                 hw = min(pd.high_watermark, lg.log_end_offset)
                 if hw > lg.high_watermark:
                     q.advance_high_watermark(hw)

@@ -74,6 +74,7 @@ class Partition:
     deleted: bool = False
     followers: dict[int, FollowerState] = field(default_factory=dict)
     pending_isr: list[int] | None = None
+    leader_high_watermark: int = -1  # a follower: the leader's high watermark at its last fetch
     alter_isr: AlterIsr | None = None
     _waiters: list[asyncio.Future[None]] = field(default_factory=list)
     _acks: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)

@@ -24,6 +24,7 @@ import logging
 import ssl
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from framework import config as cfg
@@ -106,6 +107,11 @@ class ReplicaManager:
 
     def all_partitions(self) -> list[Partition]:
         return [p for parts in self.partitions.values() for p in parts if p is not None]
+
+    @property
+    def log_dir(self) -> Path:
+        """The directory holding this broker's partition logs (``log.dirs``)."""
+        return self.logs.dir
 
     def on_leadership(self, topic: str, listener: LeadershipListener) -> None:
         self._listeners.setdefault(topic, []).append(listener)

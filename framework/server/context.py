@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from framework import config as cfg
@@ -30,7 +31,7 @@ from framework.coordinator.transactions import TP, TransactionCoordinator
 from framework.errors import StoreError
 from framework.metadata.admin import Proposal
 from framework.metadata.cache import Node
-from framework.metadata.quorum import PartitionState
+from framework.metadata.quorum import PartitionState, QuorumStatus
 from framework.metadata.store import StreamInfo, TopicInfo
 from framework.protocol.errors import ErrorCode
 from framework.protocol.frames import RequestHeader
@@ -51,6 +52,11 @@ class PartitionLookup(Protocol):
 
     def leader(self, topic: str, index: int) -> Partition: ...
 
+    def all_partitions(self) -> list[Partition]: ...
+
+    @property
+    def log_dir(self) -> Path: ...
+
 
 class NodeDirectory(Protocol):
     node_id: int
@@ -70,6 +76,8 @@ class NodeDirectory(Protocol):
     def nodes(self, listener: str | None = None) -> list[Node]: ...
 
     def is_live(self, node_id: int) -> bool: ...
+
+    def quorum_status(self) -> QuorumStatus | None: ...
 
     def topic_by_id(self, topic_id: bytes) -> TopicInfo | None: ...
 
