@@ -351,6 +351,62 @@ def test_transactional_perf_producer_and_kafka_transactions(cli: Cli, broker: An
     assert f"tx-{t}" in out and "CompleteCommit" in out, out
 
 
+# -- kafka-log-dirs, kafka-metadata-quorum, kafka-topics --describe paged (issue 21) ---------------
+def test_kafka_log_dirs_describe(cli: Cli, broker: Any, topic_name: Any) -> None:
+    """DescribeLogDirs: every replica of the topics asked for, its size growing with its records."""
+    t = topic_name("logdirs")
+    create_topic(broker.bootstrap, t, 2)
+    produce(broker.bootstrap, t, [b"x" * 1000] * 20, partition=1)
+    out = cli(f"kafka-log-dirs --describe --topic-list {t}", timeout=60).stdout
+    report = json.loads(next(ln for ln in out.splitlines() if ln.startswith("{")))
+    (b,) = report["brokers"]
+    sizes = {
+        p["partition"]: (p["size"], p["offsetLag"], p["isFuture"])
+        for d in b["logDirs"]
+        for p in d["partitions"]
+        if d["error"] is None
+    }
+    assert set(sizes) == {f"{t}-0", f"{t}-1"}, out
+    assert sizes[f"{t}-0"][0] == 0 and sizes[f"{t}-1"][0] > 20_000, out
+    assert {lag for _s, lag, _f in sizes.values()} == {0} and not any(f for *_x, f in sizes.values())
+
+
+def test_kafka_metadata_quorum_describe(cli: Cli, broker: Any) -> None:
+    """DescribeQuorum: --status and --replication print the leader, its epoch and the voters."""
+    status = cli("kafka-metadata-quorum describe --status", timeout=60).stdout
+    fields = dict(re.findall(r"^(\w+):\s+(.*)$", status, re.M))
+    assert {
+        "ClusterId",
+        "LeaderId",
+        "LeaderEpoch",
+        "HighWatermark",
+        "MaxFollowerLag",
+        "CurrentVoters",
+    } <= set(fields), status
+    assert int(fields["LeaderId"]) >= 0 and int(fields["MaxFollowerLag"]) >= 0, status
+    assert f'"id": {fields["LeaderId"]}' in fields["CurrentVoters"], status
+    replication = cli("kafka-metadata-quorum describe --replication", timeout=60).stdout
+    assert re.search(rf"^{fields['LeaderId']}\s.*\sLeader\s*$", replication, re.M), replication
+
+
+def test_kafka_topics_describe_pages_with_describe_topic_partitions(
+    cli: Cli, broker: Any, topic_name: Any
+) -> None:
+    """Since 3.7 kafka-topics --describe uses DescribeTopicPartitions (KIP-966; it prints Elr and
+    LastKnownElr only then), a page of at most --partition-size-limit-per-response partitions at
+    a time: every partition of every topic comes back once, in order."""
+    a, b = topic_name("pagea"), topic_name("pageb")
+    create_topic(broker.bootstrap, a, 5)
+    create_topic(broker.bootstrap, b, 3)
+    out = cli(
+        f"kafka-topics --describe --topic '{a}|{b}' --partition-size-limit-per-response 2", timeout=60
+    ).stdout
+    rows = [re.search(r"Topic: (\S+)\tPartition: (\d+)", r) for r in partition_rows(out)]
+    got = [(m.group(1), int(m.group(2))) for m in rows if m]
+    assert sorted(got) == sorted([(a, i) for i in range(5)] + [(b, i) for i in range(3)]), out
+    assert all("Elr: " in r and "LastKnownElr: " in r for r in partition_rows(out)), out
+
+
 # -- known gaps: APIs the store does not serve (README "Kafka tools") -----------------------------
 def gap(reason: str) -> pytest.MarkDecorator:
     return pytest.mark.xfail(not EXTERNAL_BOOTSTRAP, reason=reason, strict=True)
@@ -363,18 +419,6 @@ GAPS: list[Any] = [
         "one",
         marks=gap("no KIP-848 consumer groups: ConsumerGroupHeartbeat (68) is not served"),
         id="consumer-group-protocol",
-    ),
-    pytest.param(
-        "kafka-log-dirs --describe --topic-list {t}",
-        '"logDirs"',
-        marks=gap("DescribeLogDirs (35) is not served"),
-        id="kafka-log-dirs",
-    ),
-    pytest.param(
-        "kafka-metadata-quorum describe --status",
-        "LeaderId:",
-        marks=gap("DescribeQuorum (55) is not served (the store's quorum is pysyncobj, not KRaft)"),
-        id="kafka-metadata-quorum",
     ),
     pytest.param(
         "kafka-features describe",
