@@ -56,6 +56,7 @@ SFTRAFFIC_ONLY: dict[str, str] = {
         f"{_OWN}: restarts it mid-transaction"
     ),
     "tests/integration/test_transactions_cluster.py": f"{_OWN}: 3 brokers, the coordinator SIGKILLed",
+    "tests/integration/test_transactions_chaos.py": f"{_OWN}: 3 brokers SIGKILLed and restarted",
     f"{_PV}::test_a_damaged_batch_on_disk_answers_precise_errors": (
         f"{_OWN}: damages a segment file in its data dir, restarts it"
     ),

@@ -1,0 +1,143 @@
+"""Transactions under faults (issue 19): a transactional producer commits transactions of 12
+records spread over 6 partitions of a 3-broker cluster while brokers are SIGKILLed and
+restarted one after another (coordinator or partition leader, whichever it hits). Then every
+transaction is judged from what a read_committed reader sees:
+
+* committed (commit_transaction returned): all its records, each once (no lost write, no
+  torn transaction, no duplicate);
+* aborted (abort_transaction returned after an abortable error): none of its records (no
+  aborted read, G1a);
+* unknown (the producer failed fatally mid-commit and was replaced): all or none.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+
+from deploy.local.process import ClusterProcesses, wait_for
+from tests.conftest import ARTIFACTS, quiet_logger
+from tests.integration.test_cluster import OVERRIDES, create_topic, healthy
+from tests.integration.test_transactions import consume
+
+pytestmark = pytest.mark.integration
+
+PARTS = 6
+PER_TXN = 12
+KILLS = 4
+TID = "chaos-app"
+TOPIC = "txchaos"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ClusterProcesses]:
+    c = ClusterProcesses(
+        tmp_path / "cluster", 3, {**OVERRIDES, "transaction.state.log.num.partitions": 3}
+    ).start()
+    yield c
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        (ARTIFACTS / f"{request.node.name}-cluster.log").write_text(c.logs())
+    c.stop()
+
+
+class Workload:
+    """Transactions one after another until stopped; the outcome of each, by number."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.outcomes: dict[int, str] = {}
+        self.stop = threading.Event()
+        self.errors: list[str] = []
+
+    def _producer(self) -> Producer:
+        p = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "transactional.id": TID,
+                "transaction.timeout.ms": 10_000,
+                "message.timeout.ms": 10_000,
+                "linger.ms": 2,
+                "logger": quiet_logger(),
+            }
+        )
+        p.init_transactions(60)
+        return p
+
+    def run(self) -> None:
+        p = self._producer()
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            try:
+                p.begin_transaction()
+                for i in range(PER_TXN):
+                    p.produce(TOPIC, value=f"{n}-{i}".encode(), partition=i % PARTS)
+                p.commit_transaction(30)
+                self.outcomes[n] = "committed"
+            except KafkaException as exc:
+                err: Any = exc.args[0]
+                self.errors.append(str(err))
+                if err.txn_requires_abort():
+                    try:
+                        p.abort_transaction(30)
+                        self.outcomes[n] = "aborted"
+                        continue
+                    except KafkaException as again:
+                        self.errors.append(str(again.args[0]))
+                self.outcomes[n] = "unknown"  # fatal, or the abort itself failed: a new instance
+                p = self._producer()
+
+
+def test_transactions_stay_whole_while_brokers_are_killed(cluster: ClusterProcesses) -> None:
+    create_topic(cluster.bootstrap, TOPIC, PARTS, 3)
+    w = Workload(cluster.bootstrap)
+    t = threading.Thread(target=w.run, daemon=True)
+    t.start()
+    rnd = random.Random(190)
+    try:
+        wait_for(lambda: len(w.outcomes) >= 5 or not t.is_alive(), 60, 0.1, "the first transactions")
+        assert t.is_alive(), "the workload failed to start"
+        for _ in range(KILLS):
+            victim = rnd.choice(cluster.brokers)
+            victim.kill()
+            seen = len(w.outcomes)
+            time.sleep(rnd.uniform(1.0, 3.0))  # a random stretch of work without it
+            victim.start()
+            wait_for(lambda: healthy(cluster), 60, 0.2, "a healthy cluster again")
+            wait_for(lambda s=seen: len(w.outcomes) > s + 2, 60, 0.1, "transactions after the fault")
+    finally:
+        w.stop.set()
+        t.join(120)
+    assert not t.is_alive(), "the workload did not stop"
+    outcomes = dict(w.outcomes)
+    values = consume(cluster.bootstrap, TOPIC, "read_committed", PARTS, idle_polls=8)
+    seen_values = Counter(values)
+    dupes = [v for v, k in seen_values.items() if k > 1]
+    assert not dupes, f"duplicates: {dupes[:5]}"
+    per_txn = Counter(int(v.split(b"-")[0]) for v in values)
+    problems = []
+    for n, outcome in outcomes.items():
+        got = per_txn.get(n, 0)
+        if outcome == "committed" and got != PER_TXN:
+            problems.append(f"txn {n} committed, {got} of {PER_TXN} visible")
+        elif outcome == "aborted" and got:
+            problems.append(f"txn {n} aborted, {got} visible (aborted read)")
+        elif outcome == "unknown" and got not in (0, PER_TXN):
+            problems.append(f"txn {n} torn: {got} of {PER_TXN} visible")
+    unknown_txns = set(per_txn) - set(outcomes)
+    assert not problems, "; ".join(problems[:10])
+    assert not unknown_txns - {max(outcomes, default=0) + 1}, (
+        f"records of unrecorded transactions {unknown_txns}"
+    )
+    counts = Counter(outcomes.values())
+    assert counts["committed"] >= 20, (counts, w.errors[:5])
