@@ -96,6 +96,13 @@ class InvalidRequest(StoreError):
     code = ErrorCode.INVALID_REQUEST
 
 
+class InvalidReplicaAssignment(InvalidRequest):
+    """A client's replica assignment names an unknown broker, a replica twice, or not exactly
+    the partitions it adds (Kafka's InvalidReplicaAssignmentException)."""
+
+    code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+
+
 class CorruptRecord(StoreError):
     code = ErrorCode.CORRUPT_MESSAGE
 

@@ -39,6 +39,7 @@ from framework.errors import (
     ConfigError,
     DuplicateResource,
     InvalidPartitions,
+    InvalidReplicaAssignment,
     InvalidReplicationFactor,
     InvalidRequest,
     InvalidTopic,
@@ -357,7 +358,7 @@ class MetadataStore:
         rf = t.replication_factor
         for a in assignments or []:
             if not a or len(set(a)) != len(a) or any(b not in brokers for b in a):
-                raise InvalidRequest(f"invalid replica assignment {a} (brokers: {brokers})")
+                raise InvalidReplicaAssignment(f"invalid replica assignment {a} (brokers: {brokers})")
             if len(a) != rf:
                 raise InvalidReplicationFactor(
                     f"assignment {a} has {len(a)} replicas; topic {name} has replication factor {rf}"
@@ -370,7 +371,9 @@ class MetadataStore:
             [brokers[(p + r) % len(brokers)] for r in range(rf)] for p in range(t.partitions, count)
         ]
         if len(new) != count - t.partitions:
-            raise InvalidRequest("assignments must list exactly the new partitions")
+            raise InvalidReplicaAssignment(
+                f"{count - t.partitions} partition(s) added but {len(new)} assignment(s) given"
+            )
         if validate_only:
             return Change(None, {}, t)
         return Change(

@@ -51,6 +51,7 @@ from framework.security.ssl_principal import PrincipalMapper
 from framework.server import metrics, tls
 from framework.server.authz import Authz
 from framework.server.context import BrokerServices
+from framework.server.forward import BrokerChannel
 from framework.server.listener import KafkaListener, ListenerSecurity
 from framework.server.txn_markers import CacheLeaders, MarkerChannel
 from framework.storage.log_manager import LogManager
@@ -121,6 +122,7 @@ class Broker:
             fetch_tls,
             fetch_sasl,
         )
+        self.forwarder = BrokerChannel(self.cache, fetch_tls, fetch_sasl)  # DescribeQuorum
         self.transactions = TransactionService(
             config,
             self.cache,
@@ -146,6 +148,7 @@ class Broker:
                 self.quotas,
                 self.transactions,
                 self.txn_channel,
+                forwarder=self.forwarder,
             ),
             self._listener_security(),
         )
@@ -383,6 +386,7 @@ class Broker:
         self._tasks.clear()
         await self.transactions.coordinator.stop()
         self.txn_channel.close()
+        self.forwarder.close()
         await self.replicas.stop(timeout=1.0)
         quorum = self.cache.quorum
         if quorum is not None:

@@ -13,6 +13,7 @@ tests/unit/server/handlers/) and the parts can change behind it:
 * ``transactions``: the transaction service (which broker coordinates a transactional id; the
   coordinator itself) and ``txn_channel``, how this broker asks a remote coordinator (KIP-890
   verification) and writes markers to remote leaders (None: not wired, as in handler tests);
+* ``forwarder``: requests passed on to another broker (DescribeQuorum to the Raft leader);
 * ``authz``: the authorizer and its per-connection decision caches (None when off), asked
   through :mod:`framework.server.authz`.
 """
@@ -23,7 +24,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from framework import config as cfg
 from framework.coordinator.groups import GroupCoordinator
@@ -43,6 +44,8 @@ from framework.security.quotas import ClientQuotas
 from framework.security.sasl import SaslServerSession
 from framework.security.scram import ScramCredential
 from framework.server.authz import Authz
+
+T = TypeVar("T")
 
 
 class PartitionLookup(Protocol):
@@ -168,6 +171,12 @@ class TransactionDirectory(Protocol):
     def coordinator_error(self, transactional_id: str) -> ErrorCode: ...
 
 
+class Forwarder(Protocol):
+    def forward(
+        self, node_id: int, req: Any, version: int, response_cls: type[T], timeout: float
+    ) -> Awaitable[T]: ...
+
+
 class TxnChannel(Protocol):
     def verify(
         self, node_id: int, transactional_id: str, producer_id: int, epoch: int, tps: list[TP]
@@ -189,6 +198,7 @@ class BrokerServices:
     quotas: ClientQuotas | None = None  # client quotas (the listener records and throttles)
     transactions: TransactionDirectory | None = None  # the transaction coordinator (issue 19)
     txn_channel: TxnChannel | None = None  # requests to other brokers' coordinators / leaders
+    forwarder: Forwarder | None = None  # requests only another broker can answer (DescribeQuorum)
 
 
 @dataclass(slots=True)

@@ -7,9 +7,12 @@ leader (the controller), the leader epoch the Raft term, the high watermark the 
 each voter's log end offset its last Raft log index; observers are none (every broker votes).
 The Raft leader knows every voter's progress (match index, when it last answered: the last
 fetch time; when its match index last reached the leader's log end: the last caught-up time).
-Asked of another broker, the answer is that broker's own view, as far as it goes: the leader
-and term it follows, its commit index and its own log end; what it cannot know (the other
-voters' progress and times) is -1. v2 lists each voter's Raft address as listener CONTROLLER.
+Another broker forwards the request to the Raft leader over the inter-broker listener and
+answers with its answer (as a KRaft broker forwards it to the active controller); when that
+fails (no leader known, the leader unreachable within 5 s) it answers its own view, as far as
+it goes: the leader and term it follows, its commit index and its own log end, and -1 for what
+it cannot know (the other voters' progress and times). v2 lists each voter's Raft address as
+listener CONTROLLER.
 
 A single node has no quorum: it answers as the only voter and leader, at epoch 0, with
 nothing in the log. With an authorizer: Describe on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
@@ -17,9 +20,15 @@ nothing in the log. With an authorizer: Describe on the cluster (else CLUSTER_AU
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import ssl
 import time
+from collections.abc import Awaitable
 
+from framework.errors import StoreError
 from framework.metadata.quorum import QuorumStatus, VoterState
+from framework.protocol.codec import DecodeError
 from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.describe_quorum import (
     DescribeQuorumRequest,
@@ -33,9 +42,12 @@ from framework.protocol.messages.describe_quorum import (
 from framework.security.authorizer import AclOperation
 from framework.server import authz
 from framework.server.context import RequestContext
+from framework.server.forward import FORWARDED_CLIENT_ID
 
 API_KEY = 55
 METADATA_TOPIC = "__cluster_metadata"
+FORWARD_TIMEOUT_S = 5.0
+log = logging.getLogger("sftraffic.server")
 
 
 def _single_node(ctx: RequestContext) -> QuorumStatus:
@@ -52,7 +64,9 @@ def _replica(v: VoterState) -> ReplicaState:
     )
 
 
-def handle(ctx: RequestContext, req: DescribeQuorumRequest) -> DescribeQuorumResponse:
+def handle(
+    ctx: RequestContext, req: DescribeQuorumRequest
+) -> DescribeQuorumResponse | Awaitable[DescribeQuorumResponse]:
     authz.check_cluster(ctx, AclOperation.DESCRIBE)
     if (
         len(req.topics) != 1
@@ -66,6 +80,40 @@ def handle(ctx: RequestContext, req: DescribeQuorumRequest) -> DescribeQuorumRes
     status = ctx.cluster.quorum_status()
     if status is None:
         status = _single_node(ctx)
+    if not status.is_leader and status.leader_id >= 0 and ctx.header.client_id != FORWARDED_CLIENT_ID:
+        forwarder = ctx.services.forwarder
+        if forwarder is not None:
+            return _forwarded(ctx, req, status)
+    return _answer(status)
+
+
+async def _forwarded(
+    ctx: RequestContext, req: DescribeQuorumRequest, status: QuorumStatus
+) -> DescribeQuorumResponse:
+    """The Raft leader's answer, or this broker's own view when it cannot be had."""
+    assert ctx.services.forwarder is not None
+    try:
+        return await ctx.services.forwarder.forward(
+            status.leader_id, req, ctx.version, DescribeQuorumResponse, FORWARD_TIMEOUT_S
+        )
+    except (
+        OSError,
+        ssl.SSLError,
+        EOFError,
+        asyncio.IncompleteReadError,
+        TimeoutError,
+        StoreError,
+        DecodeError,
+    ) as exc:
+        log.info(
+            "DescribeQuorum: the Raft leader %d did not answer (%s); answering this broker's view",
+            status.leader_id,
+            exc or type(exc).__name__,
+        )
+        return _answer(status)
+
+
+def _answer(status: QuorumStatus) -> DescribeQuorumResponse:
     addresses = {}
     for v in status.voters:
         host, _, port = status.addresses.get(v.node_id, "").rpartition(":")

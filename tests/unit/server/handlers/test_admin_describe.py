@@ -4,6 +4,7 @@ without Describe sees (requests and responses pass through the codec)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -28,6 +29,8 @@ from framework.protocol.messages.describe_quorum import (
     DescribeQuorumRequestPartitionData,
     DescribeQuorumRequestTopicData,
     DescribeQuorumResponse,
+    DescribeQuorumResponsePartitionData,
+    DescribeQuorumResponseTopicData,
 )
 from framework.protocol.messages.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
@@ -49,6 +52,7 @@ from framework.security.authorizer import (
 from framework.security.principal import KafkaPrincipal
 from framework.server import authz as authz_mod
 from framework.server.context import RequestContext
+from framework.server.forward import FORWARDED_CLIENT_ID
 from framework.server.handlers import describe_log_dirs, describe_quorum, describe_topic_partitions
 from framework.server.router import routes, supported_versions
 from framework.storage.log import Log
@@ -81,7 +85,9 @@ def services(
     cache = MetadataCache(NODE, store, ("127.0.0.1", 9092))
     az = None if acls is None else authz_mod.Authz(StandardAuthorizer(acls))
     partitions = SimpleNamespace(all_partitions=lambda: list(parts or []), log_dir=store.dir.parent)
-    return SimpleNamespace(cluster=cache, partitions=partitions, authz=az, config=store.broker)
+    return SimpleNamespace(
+        cluster=cache, partitions=partitions, authz=az, config=store.broker, forwarder=None
+    )
 
 
 def call(b: Any, handler: Any, req: Any, resp_cls: type, version: int, who: KafkaPrincipal = BOB) -> Any:
@@ -266,3 +272,40 @@ def test_quorum_bad_input_and_authorization(store: MetadataStore) -> None:
     b = services(store, acls=[allow(ResourceType.TOPIC, "*", AclOperation.ALL)])
     resp = call(b, describe_quorum, quorum_request(), DescribeQuorumResponse, 2)
     assert resp.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+class Forwarder:
+    """The leader's answer (or a failure) for requests this broker forwards."""
+
+    def __init__(self, answer: DescribeQuorumResponse | None) -> None:
+        self.answer = answer
+        self.sent: list[tuple[int, int]] = []
+
+    async def forward(self, node_id: int, req: Any, version: int, response_cls: type, timeout: float) -> Any:
+        self.sent.append((node_id, version))
+        if self.answer is None:
+            raise ConnectionRefusedError(111, "refused")
+        return self.answer
+
+
+def test_a_follower_forwards_to_the_raft_leader_and_falls_back_to_its_own_view(store: MetadataStore) -> None:
+    status = QuorumStatus(2, 7, 120, False, [VoterState(1, 118, -1, -1), VoterState(2, -1, -1, -1)])
+    leader_answer = DescribeQuorumResponse(
+        topics=[
+            DescribeQuorumResponseTopicData(
+                "__cluster_metadata", [DescribeQuorumResponsePartitionData(leader_id=2, high_watermark=121)]
+            )
+        ]
+    )
+    for answer, hw in ((leader_answer, 121), (None, 120)):
+        b = services(store)
+        b.cluster.quorum_status = lambda: status
+        b.forwarder = Forwarder(answer)
+        ctx = RequestContext(b, RequestHeader(55, 2, 1, "test"), "127.0.0.1:1", principal=BOB)
+        resp = asyncio.run(describe_quorum.handle(ctx, quorum_request()))  # type: ignore[arg-type]
+        assert b.forwarder.sent == [(2, 2)]
+        assert resp.topics[0].partitions[0].high_watermark == hw
+        # a forwarded request is never forwarded again: answered from this broker's view
+        ctx = RequestContext(b, RequestHeader(55, 2, 1, FORWARDED_CLIENT_ID), "127.0.0.1:1", principal=BOB)
+        resp = describe_quorum.handle(ctx, quorum_request())
+        assert isinstance(resp, DescribeQuorumResponse) and b.forwarder.sent == [(2, 2)]
