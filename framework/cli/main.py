@@ -29,6 +29,7 @@ COMMANDS = [
     "framework.cli.users",
     "framework.cli.transactions",
     "framework.cli.cluster",
+    "framework.cli.mirror",
 ]
 # where applications installed with the store register their subcommands
 ENTRY_POINT_GROUP = "sftraffic.commands"

@@ -1,0 +1,180 @@
+"""``sftraffic mirror``: copy topics from a source cluster to a target (MirrorMaker 2's model).
+
+Topics matching ``--topics`` are copied to ``<source-alias>.<topic>`` on the target, same
+partitions (new ones picked up every ``--refresh-interval``), allow-listed topic configs, each
+record's key, value, headers and timestamp; progress, offset syncs, checkpoints of the source's
+consumer groups (``--groups``) and heartbeats are kept in the target cluster
+(``mm2-offsets.<alias>.internal``, ``mm2-offset-syncs.<alias>.internal``,
+``<alias>.checkpoints.internal``, ``heartbeats``). Killed, it resumes from its last commit:
+nothing lost, records copied after that commit copied again. ``--sync-group-offsets`` commits
+the translated offsets to the target's groups while they have no members there, so a group
+moved to the target resumes where it stopped. Runs until SIGTERM or Ctrl-C. Works against any
+Kafka-API clusters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType
+from typing import Any
+
+from framework.cli.common import ensure_reachable
+from framework.client.security import read_properties
+from framework.errors import StoreError
+from framework.mirror.mirror import Mirror, MirrorError, MirrorSettings, MirrorStats
+from framework.mirror.policy import ReplicationPolicy
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds, e.g. 1 or 0.5") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0")
+    return v
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "mirror",
+        help="copy topics and consumer-group offsets to another cluster (MirrorMaker 2's model)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    a = p.add_argument
+    a("--source", required=True, metavar="HOST:PORT", help="source cluster's bootstrap servers")
+    a("--target", required=True, metavar="HOST:PORT", help="target cluster's bootstrap servers")
+    a("--source-alias", required=True, metavar="A", help="the source's name; copies are A.<topic>")
+    a("--target-alias", default="target", metavar="B", help="the target's name (default target)")
+    a("--topics", default=".*", metavar="REGEX", help="topics to copy (default: all but internal ones)")
+    a("--groups", default=".*", metavar="REGEX", help="consumer groups to checkpoint (default all)")
+    a("--source-config", metavar="FILE", help="librdkafka settings for the source (KEY=VALUE lines)")
+    a("--target-config", metavar="FILE", help="librdkafka settings for the target (KEY=VALUE lines)")
+    a(
+        "--sync-group-offsets",
+        action="store_true",
+        help="commit translated offsets to the target's groups while they have no members there",
+    )
+    a("--commit-interval", type=_positive, default=1.0, metavar="S", help="progress committed every S s (1)")
+    a("--checkpoint-interval", type=_positive, default=5.0, metavar="S", help="checkpoints every S s (5)")
+    a("--heartbeat-interval", type=_positive, default=1.0, metavar="S", help="heartbeats every S s (1)")
+    a(
+        "--refresh-interval",
+        type=_positive,
+        default=10.0,
+        metavar="S",
+        help="new topics, partitions and configs looked for every S s (10)",
+    )
+    a("--status-interval", type=float, default=10.0, metavar="S", help="status line every S s (10; 0: none)")
+    a("--replication-factor", type=int, default=-1, metavar="N", help="of topics created on the target")
+    a("--metrics", metavar="HOST:PORT", help="serve Prometheus metrics (records behind per partition)")
+    p.set_defaults(func=run_mirror)
+
+
+def _client_conf(bootstrap: str, path: str | None, what: str) -> dict[str, Any]:
+    conf: dict[str, Any] = dict(read_properties(path)) if path else {}
+    conf.pop("bootstrap.servers", None)
+    conf["bootstrap.servers"] = bootstrap
+    conf.setdefault("client.id", f"sftraffic-mirror-{what}")
+    return conf
+
+
+def _check_address(text: str, what: str) -> None:
+    for hp in text.split(","):
+        host, sep, port = hp.strip().rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise StoreError(f"{what} {text!r}: expected HOST:PORT[,HOST:PORT...]")
+
+
+def run_mirror(args: argparse.Namespace) -> int:
+    _check_address(args.source, "--source")
+    _check_address(args.target, "--target")
+    try:
+        policy = ReplicationPolicy(args.source_alias, args.target_alias, args.topics, args.groups)
+    except ValueError as exc:
+        raise StoreError(str(exc)) from None
+    settings = MirrorSettings(
+        source=_client_conf(args.source, args.source_config, "source"),
+        target=_client_conf(args.target, args.target_config, "target"),
+        policy=policy,
+        commit_interval=args.commit_interval,
+        checkpoint_interval=args.checkpoint_interval,
+        heartbeat_interval=args.heartbeat_interval,
+        refresh_interval=args.refresh_interval,
+        status_interval=max(args.status_interval, 0.0),
+        sync_group_offsets=args.sync_group_offsets,
+        replication_factor=args.replication_factor,
+    )
+    if not args.source_config:
+        ensure_reachable(args.source)
+    if not args.target_config:
+        ensure_reachable(args.target)
+    def say(line: str) -> None:
+        print(f"mirror {policy.source_alias}->{policy.target_alias}: {line}", flush=True)
+
+    mirror = Mirror(settings, say=say)
+    server = _serve_metrics(args.metrics, mirror.stats, policy) if args.metrics else None
+    stop = threading.Event()
+
+    def on_signal(_sig: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    say(f"{args.source} -> {args.target}, topics {policy.topics!r}, groups {policy.groups!r}")
+    try:
+        mirror.run(stop)
+    except MirrorError as exc:
+        raise StoreError(str(exc)) from None
+    finally:
+        if server is not None:
+            server.shutdown()
+    snap = mirror.stats.snapshot()
+    say(f"stopped: {snap['copied']} records copied, progress committed")
+    return 0
+
+
+def _serve_metrics(address: str, stats: MirrorStats, policy: ReplicationPolicy) -> ThreadingHTTPServer:
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise StoreError(f"--metrics {address!r}: expected HOST:PORT")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            snap = stats.snapshot()
+            src = policy.source_alias
+            lines = [
+                "# HELP sftraffic_mirror_records_behind Source records not yet copied, per partition.",
+                "# TYPE sftraffic_mirror_records_behind gauge",
+                *(
+                    f'sftraffic_mirror_records_behind{{source="{src}",topic="{t}",partition="{p}"}} {n}'
+                    for (t, p), n in sorted(snap["behind"].items())
+                ),
+                "# TYPE sftraffic_mirror_records_copied_total counter",
+                f'sftraffic_mirror_records_copied_total{{source="{src}"}} {snap["copied"]}',
+                "# TYPE sftraffic_mirror_checkpoints_total counter",
+                f'sftraffic_mirror_checkpoints_total{{source="{src}"}} {snap["checkpoints"]}',
+                "# TYPE sftraffic_mirror_last_commit_timestamp_seconds gauge",
+                f'sftraffic_mirror_last_commit_timestamp_seconds{{source="{src}"}} {snap["last_commit"]:.3f}',
+            ]
+            body = ("\n".join(lines) + "\n").encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    try:
+        server = ThreadingHTTPServer((host, int(port)), Handler)
+    except OSError as exc:
+        raise StoreError(f"--metrics {address}: {exc.strerror or exc}") from None
+    threading.Thread(target=server.serve_forever, name="mirror-metrics", daemon=True).start()
+    return server
+

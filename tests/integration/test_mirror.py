@@ -1,0 +1,226 @@
+"""``sftraffic mirror`` (issue 21) between two single-node sftraffic clusters, over TCP.
+
+Records are produced to two topics of the source (keys, headers, timestamps); the mirror runs
+as a subprocess, is SIGKILLed while a producer is still writing, and started again; then the
+source and the target are compared record by record (nothing lost, order kept, key, value,
+headers, timestamp and partition equal; duplicates counted and reported). A consumer group
+that read part of a source topic and committed then moves to the target: from the offsets the
+mirror checkpointed and committed there (``--sync-group-offsets``) it reads every record it had
+not read. Partitions added to a source topic and a topic config are picked up on the way.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions
+
+from deploy.local.process import ManagedProcess, sftraffic, wait_for
+from framework.mirror.formats import Checkpoint, Heartbeat
+from tests.conftest import BrokerFactory, create_topic, quiet_logger
+
+pytestmark = [pytest.mark.integration, pytest.mark.sftraffic_only(reason="two clusters of its own")]
+
+TOPICS = {"orders": 3, "events": 2}
+PER_TOPIC = 6000  # records per topic, half before the mirror starts, half while it is killed
+BASE_TS = int(time.time() * 1000) - 3_600_000  # an hour ago: within every retention
+
+
+def _produce(bootstrap: str, topic: str, start: int, stop: int, parts: int, pace: float = 0.0) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "logger": quiet_logger(), "linger.ms": 5})
+    for i in range(start, stop):
+        p.produce(
+            topic,
+            f"{topic}-{i}".encode(),
+            f"k{i % 97}".encode(),
+            partition=i % parts,
+            timestamp=BASE_TS + i,
+            headers=[("seq", str(i).encode()), ("empty", b"")],
+        )
+        if pace and i % 100 == 0:
+            p.poll(0)
+            time.sleep(pace)
+    assert p.flush(30) == 0
+
+
+def _read(bootstrap: str, topic: str, partition: int) -> list[Any]:
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "reader-of-everything",
+            "logger": quiet_logger(),
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        out: list[Any] = []
+        if high <= low:
+            return out
+        c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        while True:
+            for m in c.consume(5000, 1.0):
+                if m.error() is None:
+                    out.append(m)
+                    if m.offset() >= high - 1:
+                        return out
+                elif m.error().code() == KafkaError._PARTITION_EOF:
+                    return out
+    finally:
+        c.close()
+
+
+def _end(bootstrap: str, topics: dict[str, int]) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "logger": quiet_logger()})
+    try:
+        total = 0
+        for t, n in topics.items():
+            for p in range(n):
+                try:
+                    total += c.get_watermark_offsets(TopicPartition(t, p), timeout=5)[1]
+                except Exception:
+                    pass
+        return total
+    finally:
+        c.close()
+
+
+def _mirror(src: str, dst: str, log: Path) -> ManagedProcess:
+    cmd = sftraffic(
+        "mirror", "--source", src, "--target", dst, "--source-alias", "east",
+        "--topics", "orders|events", "--groups", "reader",
+        "--commit-interval", "0.2", "--checkpoint-interval", "0.3", "--refresh-interval", "0.5",
+        "--heartbeat-interval", "0.5", "--status-interval", "0.2", "--sync-group-offsets",
+    )  # fmt: skip
+    return ManagedProcess("mirror", cmd, ready="copying", log=log).start(timeout=30)
+
+
+def test_mirror_killed_and_restarted_loses_nothing_and_a_group_fails_over(
+    broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
+    t0 = time.monotonic()
+    src, dst = broker_factory().bootstrap, broker_factory().bootstrap
+    create_topic(src, "orders", TOPICS["orders"], config={"retention.ms": "86400000"})
+    create_topic(src, "events", TOPICS["events"])
+    half = PER_TOPIC // 2
+    for t, n in TOPICS.items():
+        _produce(src, t, 0, half, n)
+
+    # a group reads part of orders at the source and commits
+    g = Consumer(
+        {"bootstrap.servers": src, "group.id": "reader", "logger": quiet_logger(),
+         "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    )  # fmt: skip
+    g.subscribe(["orders"])
+    read_at_source: list[bytes] = []
+    while len(read_at_source) < 1000:
+        read_at_source += [m.value() for m in g.consume(1000 - len(read_at_source), 1.0) if m.error() is None]
+    g.commit(asynchronous=False)
+    at_source = g.committed([TopicPartition("orders", p) for p in range(TOPICS["orders"])], timeout=10)
+    committed = {tp.partition for tp in at_source if tp.offset >= 0}
+    g.close()
+
+    remote = {f"east.{t}": n for t, n in TOPICS.items()}
+    mirror = _mirror(src, dst, tmp_path / "mirror-1.log")
+    wait_for(lambda: _end(dst, remote) >= half * len(TOPICS), 30, 0.05, "the first half copied")
+
+    # the second half while the mirror runs; SIGKILL it half-way through
+    writers = [
+        threading.Thread(target=_produce, args=(src, t, half, PER_TOPIC, n, 0.05)) for t, n in TOPICS.items()
+    ]
+    for w in writers:
+        w.start()
+    # killed once it has committed progress during the second half (a kill before its first
+    # commit would only copy everything again)
+    commits = re.compile(r"copied (\d+) records .* (\d+) commits")
+
+    def committed_some_of_the_second_half() -> bool:
+        seen = [(int(a), int(b)) for a, b in commits.findall(mirror.logs())]
+        return any(n > half * len(TOPICS) + 500 and c >= 2 for n, c in seen)
+
+    wait_for(committed_some_of_the_second_half, 30, 0.02, "progress committed in the second half")
+    mirror.kill()
+    killed_at = _end(dst, remote)
+    assert killed_at < PER_TOPIC * len(TOPICS), "the writers finished before the kill"
+    # partitions added while the mirror is down are found when it comes back
+    a = AdminClient({"bootstrap.servers": src, "logger": quiet_logger()})
+    a.create_partitions([NewPartitions("events", 3)])["events"].result(30)
+    for w in writers:
+        w.join(60)
+    _produce(src, "events", PER_TOPIC, PER_TOPIC + 300, 3)  # some into the new partition 2
+    TOPICS["events"] = 3
+    remote["east.events"] = 3
+
+    mirror = _mirror(src, dst, tmp_path / "mirror-2.log")
+    total = PER_TOPIC * 2 + 300
+    try:
+        wait_for(lambda: _end(dst, remote) >= total, 40, 0.05, "everything copied after the restart")
+
+        # record by record: nothing lost, order kept, everything equal; duplicates counted
+        dupes = 0
+        for t, n in TOPICS.items():
+            for p in range(n):
+                want = _read(src, t, p)
+                got = _read(dst, f"east.{t}", p)
+                seen: set[bytes] = set()
+                firsts = []
+                for m in got:
+                    if m.value() in seen:
+                        dupes += 1
+                        continue
+                    seen.add(m.value())
+                    firsts.append(m)
+                assert [m.value() for m in firsts] == [m.value() for m in want], f"{t}-{p} differs"
+                for w_, g_ in zip(want, firsts, strict=True):
+                    want_meta = (w_.key(), w_.headers(), w_.timestamp())
+                    assert (g_.key(), g_.headers(), g_.timestamp()) == want_meta
+        print(f"mirror killed with {killed_at} records at the target; {total} copied, {dupes} duplicates")
+
+        # topic config copied, heartbeats flowing
+        res = ConfigResource(ConfigResource.Type.TOPIC, "east.orders")
+        da = AdminClient({"bootstrap.servers": dst, "logger": quiet_logger()})
+        cfg = da.describe_configs([res])[res].result(30)
+        assert cfg["retention.ms"].value == "86400000"
+        hbs = [Heartbeat.decode(m.key(), m.value()) for m in _read(dst, "heartbeats", 0)]
+        assert hbs and {(h.source_alias, h.target_alias) for h in hbs} == {("east", "target")}
+
+        # the group fails over: checkpoints written, offsets committed on the target
+        def checkpointed() -> dict[int, int]:
+            cps = [Checkpoint.decode(m.key(), m.value()) for m in _read(dst, "east.checkpoints.internal", 0)]
+            return {c.partition: c.downstream for c in cps if c.group == "reader"}
+
+        wait_for(lambda: set(checkpointed()) == committed, 20, 0.1, "checkpoints of group reader")
+        # partitions the group never committed start from the beginning, there as here
+        c = Consumer(
+            {"bootstrap.servers": dst, "group.id": "reader", "logger": quiet_logger(),
+             "auto.offset.reset": "earliest", "enable.auto.commit": False}
+        )  # fmt: skip
+
+        def committed_on_target() -> bool:
+            tps = c.committed([TopicPartition("east.orders", p) for p in sorted(committed)], timeout=10)
+            return all(tp.offset >= 0 for tp in tps)
+
+        wait_for(committed_on_target, 20, 0.1, "group reader's offsets synced to the target")
+        c.subscribe(["east.orders"])
+        read_at_target: list[bytes] = []
+        unread = {f"orders-{i}".encode() for i in range(PER_TOPIC)} - set(read_at_source)
+        deadline = time.monotonic() + 30
+        while not unread <= set(read_at_target) and time.monotonic() < deadline:
+            read_at_target += [m.value() for m in c.consume(2000, 0.5) if m.error() is None]
+        c.close()
+        missing = unread - set(read_at_target)
+        assert not missing, f"{len(missing)} records the group had not read are skipped on the target"
+        again = len(set(read_at_target) & set(read_at_source))
+        print(
+            f"group reader: {len(read_at_source)} read at the source, {len(read_at_target)} at the target, "
+            f"{again} of them read again; {time.monotonic() - t0:.1f} s"
+        )
+    finally:
+        assert mirror.stop(grace=20) == 0, mirror.tail()
+    assert "progress committed" in mirror.logs()
