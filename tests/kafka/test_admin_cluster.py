@@ -159,3 +159,42 @@ def test_create_partitions_through_a_follower_spreads_replicas(cluster: ClusterP
         assert all(len(d["partitions"]) == 8 for b in brokers for d in b["logDirs"]), report
     finally:
         a.close()
+
+
+def test_describe_quorum_follows_a_new_controller_after_a_sigkill(cluster: ClusterProcesses) -> None:
+    """The Raft leader is SIGKILLed: the survivors answer with the new leader at a later epoch,
+    the dead voter's progress frozen; it catches up again once restarted."""
+    before = quorum_of(cluster.brokers[0]).topics[0].partitions[0]
+    dead = next(b for b in cluster.brokers if b.node_id == before.leader_id)
+    alive = [b for b in cluster.brokers if b is not dead]
+    dead.kill()
+    try:
+        found: list[Any] = []
+
+        def new_leader() -> bool:
+            try:
+                p = quorum_of(alive[0]).topics[0].partitions[0]
+            except Exception:
+                return False
+            found[:] = [p]
+            return p.leader_id not in (-1, dead.node_id)
+
+        wait_for(new_leader, 30, 0.2, "a new Raft leader among the survivors")
+        (p,) = found
+        assert p.leader_epoch > before.leader_epoch
+        voters = {v.replica_id: v for v in p.current_voters}
+        assert voters[p.leader_id].log_end_offset >= before.high_watermark
+        for b in alive:  # both survivors agree (the other one forwards to the new leader)
+            q = quorum_of(b).topics[0].partitions[0]
+            assert (q.leader_id, q.leader_epoch) == (p.leader_id, p.leader_epoch)
+    finally:
+        dead.start()
+
+    committed = found[0].high_watermark  # what the survivors had committed without it
+
+    def caught_up() -> bool:
+        p = quorum_of(dead).topics[0].partitions[0]
+        ends = {v.replica_id: v.log_end_offset for v in p.current_voters}
+        return min(ends.values()) >= 0 and ends[dead.node_id] >= committed
+
+    wait_for(caught_up, 60, 0.5, f"broker {dead.node_id} back in the quorum and caught up")
