@@ -113,6 +113,7 @@ def run_mirror(args: argparse.Namespace) -> int:
         ensure_reachable(args.source)
     if not args.target_config:
         ensure_reachable(args.target)
+
     def say(line: str) -> None:
         print(f"mirror {policy.source_alias}->{policy.target_alias}: {line}", flush=True)
 
@@ -177,4 +178,3 @@ def _serve_metrics(address: str, stats: MirrorStats, policy: ReplicationPolicy) 
         raise StoreError(f"--metrics {address}: {exc.strerror or exc}") from None
     threading.Thread(target=server.serve_forever, name="mirror-metrics", daemon=True).start()
     return server
-

@@ -404,9 +404,7 @@ class Mirror:
             log.warning("group %s on the target: %s", group, _err(exc))
             return
         ahead = [
-            TopicPartition(t, p, o)
-            for (t, p), o in sorted(translated.items())
-            if o > current.get((t, p), -1)
+            TopicPartition(t, p, o) for (t, p), o in sorted(translated.items()) if o > current.get((t, p), -1)
         ]
         if not ahead:
             return
