@@ -10,6 +10,7 @@ import json
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
 from kafka.errors import InvalidPartitionsError, InvalidReplicationAssignmentError
 
-from deploy.local.process import BrokerProcess, ClusterProcesses, wait_for
+from deploy.local.process import BrokerProcess, ClusterProcesses, free_port, wait_for
 from framework.client.wire import WireClient
 from framework.protocol.messages.describe_quorum import (
     DescribeQuorumRequest,
@@ -25,6 +26,7 @@ from framework.protocol.messages.describe_quorum import (
     DescribeQuorumRequestTopicData,
     DescribeQuorumResponse,
 )
+from tests.integration.test_security import Certs, users_add
 from tests.kafka.conftest import Tool
 
 pytestmark = [
@@ -198,3 +200,45 @@ def test_describe_quorum_follows_a_new_controller_after_a_sigkill(cluster: Clust
         return min(ends.values()) >= 0 and ends[dead.node_id] >= committed
 
     wait_for(caught_up, 60, 0.5, f"broker {dead.node_id} back in the quorum and caught up")
+
+
+def test_describe_quorum_is_forwarded_over_a_sasl_ssl_inter_broker_listener(tmp_path: Path) -> None:
+    """Brokers whose inter-broker listener is SASL_SSL (SCRAM-SHA-512): a follower's forwarded
+    DescribeQuorum authenticates as the inter-broker user, as the replica fetchers do."""
+    certs = Certs(tmp_path)
+    ports: set[int] = set()
+    while len(ports) < 6:  # six different ports (a port just probed may come back)
+        ports.add(free_port())
+    kafka, internal = sorted(ports)[:3], sorted(ports)[3:]
+    base = tmp_path / "cluster"
+    users_add(base / "broker-1", "broker", "broker-Secret-42", "SCRAM-SHA-512")
+    c = ClusterProcesses(
+        base,
+        3,
+        overrides={
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL",
+            "inter.broker.listener.name": "INTERNAL",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            "sasl.inter.broker.username": "broker",
+            "sasl.inter.broker.password": "broker-Secret-42",
+            "ssl.keystore.location": str(certs.server_pem),
+            "ssl.truststore.location": str(certs.ca_pem),
+        },
+        ports=kafka,
+        broker_overrides=[
+            {"listeners": f"PLAINTEXT://127.0.0.1:{kafka[i]},INTERNAL://127.0.0.1:{internal[i]}"}
+            for i in range(3)
+        ],
+    )
+    c.start()
+    try:
+        for b in c.brokers:
+            p = quorum_of(b).topics[0].partitions[0]
+            assert all(v.log_end_offset >= 0 and v.last_fetch_timestamp > 0 for v in p.current_voters), (
+                b.node_id,
+                p,
+            )
+        assert "did not answer" not in c.logs()
+    finally:
+        c.stop()
