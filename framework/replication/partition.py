@@ -308,6 +308,7 @@ class Partition:
             return "leader"
         self.followers = {}
         self.pending_isr = None
+        self.leader_high_watermark = -1  # a new leader: unknown until the first fetch from it
         if was_leader:
             self._fail_acks(NotLeader(f"{self.topic}-{self.index}: leadership moved to broker {leader}"))
         self.wake()
