@@ -44,6 +44,8 @@ from confluent_kafka import Consumer as _Consumer
 from confluent_kafka import Producer as _Producer
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
     ConfigResource,
     NewPartitions,
     NewTopic,
@@ -541,11 +543,15 @@ class Mirror:
         self._assign(selected)
 
     def _source_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
+        return self._describe(self.src_admin, topics)
+
+    def _describe(self, admin: AdminClient, topics: list[str]) -> dict[str, dict[str, str]]:
+        """Allow-listed configs set on each topic (not broker defaults)."""
         if not topics:
             return {}
         res = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
         out: dict[str, dict[str, str]] = {}
-        for r, fut in self.src_admin.describe_configs(res, request_timeout=TIMEOUT).items():
+        for r, fut in admin.describe_configs(res, request_timeout=TIMEOUT).items():
             try:
                 entries = fut.result(TIMEOUT)
             except KafkaException as exc:
@@ -560,19 +566,28 @@ class Mirror:
         return out
 
     def _sync_configs(self, configs: dict[str, dict[str, str]]) -> None:
-        changes = []
+        """Allow-listed configs of the source topics onto the remote ones, incrementally: set where
+        they differ, deleted (back to the target's default) where the source no longer sets them;
+        other configs of the remote topics (the target's own choices) are left alone."""
+        unknown = [self.p.remote_topic(t) for t in configs if self.p.remote_topic(t) not in self._configs]
+        if unknown:  # remote topics created before this process started: what they have now
+            self._configs.update(self._describe(self.dst_admin, unknown))
         for topic, cfg in configs.items():
             remote = self.p.remote_topic(topic)
-            if self._configs.get(remote) == cfg:
+            have = self._configs.get(remote, {})
+            if have == cfg:
                 continue
-            if remote not in self._configs and not cfg:
-                self._configs[remote] = cfg  # nothing to copy; a topic we did not create
-                continue
-            changes.append((remote, cfg))
-        for remote, cfg in changes:
-            r = ConfigResource(ConfigResource.Type.TOPIC, remote, set_config=cfg)
+            entries = [
+                ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+                for k, v in sorted(cfg.items())
+                if have.get(k) != v
+            ] + [
+                ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
+                for k in sorted(set(have) - set(cfg))
+            ]
+            r = ConfigResource(ConfigResource.Type.TOPIC, remote, incremental_configs=entries)
             try:
-                self.dst_admin.alter_configs([r], request_timeout=TIMEOUT)[r].result(TIMEOUT)
+                self.dst_admin.incremental_alter_configs([r], request_timeout=TIMEOUT)[r].result(TIMEOUT)
                 self._configs[remote] = cfg
                 self.say(f"{remote}: configs {cfg or '(defaults)'}")
             except KafkaException as exc:

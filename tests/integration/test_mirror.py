@@ -19,7 +19,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+)
 
 from deploy.local.process import ManagedProcess, sftraffic, wait_for
 from framework.mirror.formats import Checkpoint, Heartbeat
@@ -187,6 +193,23 @@ def test_mirror_killed_and_restarted_loses_nothing_and_a_group_fails_over(
         da = AdminClient({"bootstrap.servers": dst, "logger": quiet_logger()})
         cfg = da.describe_configs([res])[res].result(30)
         assert cfg["retention.ms"].value == "86400000"
+        # a config changed at the source follows (incrementally: the target's own settings stay)
+        ev = ConfigResource(ConfigResource.Type.TOPIC, "east.events")
+        da.incremental_alter_configs(
+            [ConfigResource(ConfigResource.Type.TOPIC, "east.events", incremental_configs=[
+                ConfigEntry("min.insync.replicas", "1", incremental_operation=AlterConfigOpType.SET)])]
+        )[ev].result(30)  # fmt: skip
+        src_ev = ConfigResource(ConfigResource.Type.TOPIC, "events")
+        a.incremental_alter_configs(
+            [ConfigResource(ConfigResource.Type.TOPIC, "events", incremental_configs=[
+                ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET)])]
+        )[src_ev].result(30)  # fmt: skip
+
+        def events_config() -> tuple[str, str]:
+            got = da.describe_configs([ev])[ev].result(30)
+            return got["retention.ms"].value, got["min.insync.replicas"].value
+
+        wait_for(lambda: events_config() == ("7200000", "1"), 20, 0.1, "the config change copied")
         hbs = [Heartbeat.decode(m.key(), m.value()) for m in _read(dst, "heartbeats", 0)]
         assert hbs and {(h.source_alias, h.target_alias) for h in hbs} == {("east", "target")}
 
