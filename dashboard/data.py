@@ -229,6 +229,8 @@ class DashboardData:
                             "bootstrap.servers": self.bootstrap,
                             "group.id": "sftraffic-dashboard",
                             "enable.auto.commit": False,
+                            # the streaming jobs write results in transactions: never an aborted one
+                            "isolation.level": "read_committed",
                             "logger": _quiet(),
                             "socket.timeout.ms": 5000,
                             "enable.partition.eof": False,

@@ -11,8 +11,10 @@
                   are computed from the aggregates query's windows, so two queries read traffic
 
 Each window result is written once: windows are emitted in append mode when the watermark
-passes them, and a micro-batch that Spark replays after a stop or crash (same batch id, same
-offsets) is skipped by the sink's :class:`BatchLedger`.
+passes them, and each micro-batch's result records and its batch id are committed in one Kafka
+transaction (:class:`pipelines.sink.TransactionalSink`), so a micro-batch that Spark replays
+after a stop or crash (same batch id, same offsets) is either skipped (it was committed) or
+written again in place of an attempt that was aborted (never visible at read_committed).
 
 Every streaming query has its own checkpoint directory and a processing-time trigger. Records
 that do not parse go to the stream's ``dead_letter`` topic with the reason; the job goes on.
@@ -247,9 +249,13 @@ class ResultProducer:
             raise RuntimeError(f"writing results to {topic} failed: {errs} ({left} unacknowledged)")
 
 
-def _to_topic(df: Any, cfg: JobConfig, topic: str, key_col: str, order_by: str | None = None) -> None:
+def _to_topic(
+    df: Any, cfg: JobConfig, topic: str, key_col: str, order_by: str | None = None, out: Any = None
+) -> None:
     """Produce the rows as JSON keyed by ``key_col``; ``order_by``: oldest first (sorted here:
-    a Spark ``orderBy`` adds a sampling job and a shuffle for what the driver holds anyway)."""
+    a Spark ``orderBy`` adds a sampling job and a shuffle for what the driver holds anyway).
+    ``out``: a streaming query's open transaction (:class:`pipelines.sink.TransactionalSink`);
+    None: the idempotent :class:`ResultProducer` (batch jobs, backfill)."""
     from pyspark.sql import functions as F
 
     cols = [
@@ -261,7 +267,7 @@ def _to_topic(df: Any, cfg: JobConfig, topic: str, key_col: str, order_by: str |
     rows = df.select(*cols).collect()
     if order_by is not None:
         rows.sort(key=lambda r: r._order)
-    ResultProducer.get(cfg.bootstrap).send(topic, [(r.key, r.value) for r in rows])
+    (out or ResultProducer.get(cfg.bootstrap)).send(topic, [(r.key, r.value) for r in rows])
 
 
 def _dead_letters(bad: Any, cfg: JobConfig) -> None:
@@ -289,28 +295,11 @@ def _parquet(df: Any, cfg: JobConfig, name: str) -> None:
     df.coalesce(1).write.mode("append").parquet(str(Path(cfg.output_dir) / name))
 
 
-class BatchLedger:
-    """Makes a foreachBatch sink exactly-once: Spark replays a micro-batch (same id, same
-    offsets) when it stopped between our writes and its commit; the ledger, written after the
-    writes succeeded, lets the replay be skipped. File: ``<checkpoint>/<query>/_sink_batch``.
-    """
+def _sink(cfg: JobConfig, query: str) -> Any:
+    """The query's transactional sink (made on its first micro-batch, in the driver)."""
+    from pipelines import sink
 
-    def __init__(self, cfg: JobConfig, query: str) -> None:
-        self.path = Path(cfg.checkpoint_dir) / query / "_sink_batch"
-
-    def done(self, batch_id: int) -> bool:
-        try:
-            return batch_id <= int(self.path.read_text())
-        except (FileNotFoundError, ValueError):
-            return False
-
-    def record(self, batch_id: int) -> None:
-        import os
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(str(batch_id))
-        os.replace(tmp, self.path)
+    return sink.for_query(cfg.bootstrap, query, str(Path(cfg.checkpoint_dir) / query))
 
 
 # -- aggregates -------------------------------------------------------------------------------
@@ -321,19 +310,24 @@ def start_aggregates(spark: Any, cfg: JobConfig, with_alerts: bool = False) -> A
 
     good, bad = transforms.split_json(_events(spark, cfg, "traffic"))
     aggs = transforms.traffic_aggregates(good, cfg.window, cfg.watermark)
-    ledger = BatchLedger(cfg, "aggregates")
 
     def sink(df: Any, batch_id: int) -> None:
-        if ledger.done(batch_id):
+        out = _sink(cfg, "aggregates")
+        if out.done(batch_id):
             return
         df = df.persist()
-        if not df.isEmpty():
+
+        def fill(tx: Any) -> None:
             _parquet(df, cfg, "aggregates")
-            _to_topic(df, cfg, t("traffic_aggregates"), "segment_id")
+            _to_topic(df, cfg, t("traffic_aggregates"), "segment_id", out=tx)
             if with_alerts:
-                _alerts(spark, cfg, df)
-        df.unpersist()
-        ledger.record(batch_id)
+                _alerts(spark, cfg, df, out=tx)
+
+        try:
+            if not df.isEmpty():  # an empty batch writes nothing, its replay neither
+                out.write(batch_id, fill)
+        finally:
+            df.unpersist()
 
     q1 = (
         aggs.writeStream.outputMode("append")
@@ -425,19 +419,25 @@ def start_correlation(spark: Any, cfg: JobConfig) -> Any:
     joined = transforms.traffic_with_weather(
         traffic, weather, transforms.segment_stations(spark), cfg.window, cfg.watermark
     )
-    ledger = BatchLedger(cfg, "correlation")
     effects = EffectsPublisher(spark, cfg)
 
     def sink(df: Any, batch_id: int) -> None:
-        if ledger.done(batch_id):
+        out = _sink(cfg, "correlation")
+        if out.done(batch_id):
             return
         df = df.persist()
-        if not df.isEmpty():
+
+        def fill(tx: Any) -> None:
             _parquet(df, cfg, "traffic_weather")
-            _to_topic(df, cfg, t("traffic_weather"), "segment_id")
-            effects.fresh.set()
-        df.unpersist()
-        ledger.record(batch_id)
+            _to_topic(df, cfg, t("traffic_weather"), "segment_id", out=tx)
+
+        try:
+            if df.isEmpty():
+                return
+            out.write(batch_id, fill)
+        finally:
+            df.unpersist()
+        effects.fresh.set()
 
     q = (
         joined.writeStream.outputMode("append")
@@ -465,13 +465,13 @@ def baselines(spark: Any, cfg: JobConfig) -> Any:
     return ff
 
 
-def _alerts(spark: Any, cfg: JobConfig, aggs: Any) -> None:
+def _alerts(spark: Any, cfg: JobConfig, aggs: Any, out: Any = None) -> None:
     from pipelines import transforms
 
     alerts = transforms.congestion_alerts(aggs, baselines(spark, cfg), cfg.congestion_ratio).persist()
     if not alerts.isEmpty():
         _parquet(alerts, cfg, "alerts")
-        _to_topic(alerts, cfg, t("congestion_alerts"), "segment_id")
+        _to_topic(alerts, cfg, t("congestion_alerts"), "segment_id", out=out)
     alerts.unpersist()
 
 
@@ -480,13 +480,12 @@ def start_anomalies(spark: Any, cfg: JobConfig) -> Any:
 
     traffic, _bad = transforms.split_json(_events(spark, cfg, "traffic"))
     aggs = transforms.traffic_aggregates(traffic, cfg.window, cfg.watermark)
-    ledger = BatchLedger(cfg, "anomalies")
 
     def sink(df: Any, batch_id: int) -> None:
-        if ledger.done(batch_id) or df.isEmpty():
+        out = _sink(cfg, "anomalies")
+        if out.done(batch_id) or df.isEmpty():
             return
-        _alerts(spark, cfg, df)
-        ledger.record(batch_id)
+        out.write(batch_id, lambda tx: _alerts(spark, cfg, df, out=tx))
 
     return [
         aggs.writeStream.outputMode("append")
@@ -522,7 +521,17 @@ RESULT_TOPICS = (
     "weather_effects",
     "congestion_alerts",
     "dead_letter",
+    "pipeline_batches",  # the streaming sinks' committed batch ids (pipelines.sink)
 )
+
+
+def result_topics() -> dict[str, dict[str, str]]:
+    """The result topics to create, with their configs (the ledger is compacted)."""
+    return {
+        t(n): ({"cleanup.policy": "compact"} if n == "pipeline_batches" else {})
+        for n in RESULT_TOPICS
+        if n != "dead_letter"
+    }
 
 
 # -- batch ------------------------------------------------------------------------------------
@@ -734,7 +743,7 @@ def preflight(bootstrap: str) -> None:
 
     ensure_reachable(bootstrap)
     check_credentials(bootstrap)
-    ensure_layout(bootstrap, extra_topics={t(n): {} for n in RESULT_TOPICS if n != "dead_letter"})
+    ensure_layout(bootstrap, extra_topics=result_topics())
 
 
 def run(args: argparse.Namespace) -> int:

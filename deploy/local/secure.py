@@ -179,7 +179,8 @@ def broker_settings(s: Secrets, listen: str) -> dict[str, str]:
 
 def acls(stream: str = STREAM) -> list[AclBinding]:
     """Least privilege, as ``sftraffic streams grant`` makes it: the gateway and the direct fleet
-    produce to the stream; Spark consumes and produces (its results are topics of the stream);
+    produce to the stream; Spark consumes and produces (its results are topics of the stream) in
+    transactions (its transactional ids: ``sftraffic-pipeline-`` prefixed);
     the dashboard consumes, and may describe the cluster (brokers) and groups (lag); each
     consumer may describe its own groups."""
     from framework.security.authorizer import AclOperation, PatternType, Permission, ResourceType
@@ -196,6 +197,19 @@ def acls(stream: str = STREAM) -> list[AclBinding]:
         (DASHBOARD, ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL),  # brokers, groups
     ):
         out.append(AclBinding(rt, name, pt, f"User:{user}", "*", AclOperation.DESCRIBE, Permission.ALLOW))
+    # the streaming sinks' transactional producers (pipelines.sink: sftraffic-pipeline-<query>-...)
+    for op in (AclOperation.WRITE, AclOperation.DESCRIBE):
+        out.append(
+            AclBinding(
+                ResourceType.TRANSACTIONAL_ID,
+                "sftraffic-pipeline-",
+                PatternType.PREFIXED,
+                f"User:{SPARK}",
+                "*",
+                op,
+                Permission.ALLOW,
+            )
+        )
     return out
 
 

@@ -62,7 +62,7 @@ from framework.cli.common import require_modules
 from framework.client.security import ENV, configure
 from framework.config import parse_duration_ms
 from framework.errors import StoreError
-from pipelines.jobs import RESULT_TOPICS, STREAMING_CHECKPOINTS
+from pipelines.jobs import STREAMING_CHECKPOINTS, result_topics
 from sensors import backfill as bf
 from sensors import ground_truth
 from sensors.layout import STREAM, ensure_layout, topic
@@ -632,7 +632,7 @@ def run(args: argparse.Namespace) -> int:
         ensure_layout(
             bootstrap,
             replication_factor=replicas,
-            extra_topics={topic(n): {} for n in RESULT_TOPICS if n != "dead_letter"},
+            extra_topics=result_topics(),
         )
         ground_truth.ensure_topic(bootstrap, replication_factor=replicas)
         console.print(f"[green]✓[/green] stream {STREAM} and its topics")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from deploy.local.process import BrokerProcess, wait_for
 from pipelines import jobs
@@ -52,23 +52,33 @@ def produce(bootstrap: str, events: list[tuple[str, float, int]], seq0: int = 0)
 
 
 def results(bootstrap: str, name: str) -> list[dict[str, Any]]:
+    """Every committed record of a result topic (read_committed: the streaming jobs write in
+    transactions, an aborted attempt's records are never results), read to each partition's
+    end (its last stable offset)."""
     topic = jobs.t(name)
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "res",
             "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
             "logger": quiet_logger(),
         }
     )
     try:
         parts = list(c.list_topics(topic, timeout=10).topics[topic].partitions)
-        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
         c.assign([TopicPartition(topic, p, 0) for p in parts])
         out: list[dict[str, Any]] = []
+        at_end: set[int] = set()
         deadline = time.monotonic() + 20
-        while len(out) < sum(ends.values()) and time.monotonic() < deadline:
-            out.extend(json.loads(m.value()) for m in c.consume(1000, timeout=0.3) if m.error() is None)
+        while len(at_end) < len(parts) and time.monotonic() < deadline:
+            for m in c.consume(1000, timeout=0.3):
+                err = m.error()
+                if err is None:
+                    out.append(json.loads(m.value()))
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(m.partition())
         return out
     finally:
         c.close()
