@@ -6,7 +6,8 @@ One broker has one log directory (``log.dirs``). For each replica held here, as 
 (replicas never move between directories here) and ``offset_lag``: 0 on the leader; on a
 follower the leader's high watermark at its last fetch minus its own log end (0 when caught up
 or before its first fetch; Kafka reports max(HW - LEO, 0) of the local log, which is 0 for
-every current replica). v4+: the file system's total and usable bytes.
+every current replica). v4+: the file system's total and usable bytes. A log dir that is gone
+or unreadable answers KAFKA_STORAGE_ERROR (Kafka's offline log dir).
 
 ``topics`` null asks for every replica; otherwise only the partitions named, and a partition
 not held here is left out (as Kafka does). With an authorizer: Describe on the cluster, else
@@ -62,14 +63,14 @@ def handle(ctx: RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsR
             )
         )
     result.topics = [DescribeLogDirsTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
-    if ctx.version >= 4:
-        try:
-            usage = shutil.disk_usage(log_dir)
-            result.total_bytes, result.usable_bytes = usage.total, usage.free
-        except OSError as exc:  # the directory is gone or unreadable: Kafka's offline log dir
-            named = kafka_error(exc)
-            assert named is not None
-            result = DescribeLogDirsResult(error_code=named[0], log_dir=str(log_dir))
+    try:
+        usage = shutil.disk_usage(log_dir)
+    except OSError as exc:  # the directory is gone or unreadable: Kafka's offline log dir
+        named = kafka_error(exc)
+        assert named is not None
+        result = DescribeLogDirsResult(error_code=named[0], log_dir=str(log_dir))
+    else:
+        result.total_bytes, result.usable_bytes = usage.total, usage.free  # sent from v4
     return DescribeLogDirsResponse(error_code=ErrorCode.NONE, results=[result])
 
 

@@ -309,3 +309,15 @@ def test_a_follower_forwards_to_the_raft_leader_and_falls_back_to_its_own_view(s
         ctx = RequestContext(b, RequestHeader(55, 2, 1, FORWARDED_CLIENT_ID), "127.0.0.1:1", principal=BOB)
         resp = describe_quorum.handle(ctx, quorum_request())
         assert isinstance(resp, DescribeQuorumResponse) and b.forwarder.sent == [(2, 2)]
+
+
+def test_an_unreadable_log_dir_answers_kafka_storage_error(store: MetadataStore, tmp_path: Path) -> None:
+    b = services(store)
+    b.partitions.log_dir = tmp_path / "gone"  # removed under the broker: Kafka's offline log dir
+    for version in (1, 4):
+        resp = call(
+            b, describe_log_dirs, DescribeLogDirsRequest(topics=None), DescribeLogDirsResponse, version
+        )
+        (result,) = resp.results
+        assert (result.error_code, result.topics) == (ErrorCode.KAFKA_STORAGE_ERROR, [])
+        assert result.log_dir == str(tmp_path / "gone")
