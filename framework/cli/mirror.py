@@ -15,6 +15,7 @@ Kafka-API clusters.
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -113,6 +114,8 @@ def run_mirror(args: argparse.Namespace) -> int:
         ensure_reachable(args.source)
     if not args.target_config:
         ensure_reachable(args.target)
+
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(levelname)s %(message)s")
 
     def say(line: str) -> None:
         print(f"mirror {policy.source_alias}->{policy.target_alias}: {line}", flush=True)

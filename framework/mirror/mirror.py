@@ -171,6 +171,7 @@ class Mirror:
         self._configs: dict[str, dict[str, str]] = {}  # remote topic → configs last applied
         self._checkpointed: dict[tuple[str, str, int], int] = {}  # (group, remote, p) → offset
         self._probe: _Consumer | None = None  # end offsets of remote partitions
+        self._warned: set[str] = set()
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -229,8 +230,11 @@ class Mirror:
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
                     continue
-                if err.fatal() or not err.retriable():
+                if err.fatal():
                     raise MirrorError(f"reading the source: {err.str()}")
+                if err.str() not in self._warned:  # e.g. a topic deleted at the source
+                    self._warned.add(err.str())
+                    log.warning("reading the source: %s", err.str())
                 continue
             topic, partition = str(m.topic()), int(m.partition() or 0)
             ts_type, ts = m.timestamp()
