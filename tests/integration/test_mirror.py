@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     NewPartitions,
 )
 
-from deploy.local.process import ManagedProcess, sftraffic, wait_for
+from deploy.local.process import ManagedProcess, free_port, sftraffic, wait_for
 from framework.mirror.formats import Checkpoint, Heartbeat
 from tests.conftest import BrokerFactory, create_topic, quiet_logger
 
@@ -97,12 +98,12 @@ def _end(bootstrap: str, topics: dict[str, int]) -> int:
         c.close()
 
 
-def _mirror(src: str, dst: str, log: Path) -> ManagedProcess:
+def _mirror(src: str, dst: str, log: Path, *extra: str) -> ManagedProcess:
     cmd = sftraffic(
         "mirror", "--source", src, "--target", dst, "--source-alias", "east",
         "--topics", "orders|events", "--groups", "reader",
         "--commit-interval", "0.2", "--checkpoint-interval", "0.3", "--refresh-interval", "0.5",
-        "--heartbeat-interval", "0.5", "--status-interval", "0.2", "--sync-group-offsets",
+        "--heartbeat-interval", "0.5", "--status-interval", "0.2", "--sync-group-offsets", *extra,
     )  # fmt: skip
     return ManagedProcess("mirror", cmd, ready="copying", log=log).start(timeout=30)
 
@@ -163,7 +164,8 @@ def test_mirror_killed_and_restarted_loses_nothing_and_a_group_fails_over(
     TOPICS["events"] = 3
     remote["east.events"] = 3
 
-    mirror = _mirror(src, dst, tmp_path / "mirror-2.log")
+    metrics = f"127.0.0.1:{free_port('127.0.0.1')}"
+    mirror = _mirror(src, dst, tmp_path / "mirror-2.log", "--metrics", metrics)
     total = PER_TOPIC * 2 + 300
     try:
         wait_for(lambda: _end(dst, remote) >= total, 40, 0.05, "everything copied after the restart")
@@ -210,6 +212,9 @@ def test_mirror_killed_and_restarted_loses_nothing_and_a_group_fails_over(
             return got["retention.ms"].value, got["min.insync.replicas"].value
 
         wait_for(lambda: events_config() == ("7200000", "1"), 20, 0.1, "the config change copied")
+        # the replication lag per partition, for Prometheus
+        text = urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10).read().decode()
+        assert 'sftraffic_mirror_records_behind{source="east",topic="events",partition="2"} 0' in text, text
         hbs = [Heartbeat.decode(m.key(), m.value()) for m in _read(dst, "heartbeats", 0)]
         assert hbs and {(h.source_alias, h.target_alias) for h in hbs} == {("east", "target")}
 
