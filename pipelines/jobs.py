@@ -271,6 +271,15 @@ def _to_topic(
 
 
 def _dead_letters(bad: Any, cfg: JobConfig) -> None:
+    """The records that did not parse → ``<stream>.dead_letter`` (key ``topic:partition:offset``,
+    the raw value, a ``reason`` header).
+
+    Guarantee: **at-least-once**, not transactional. They are written by the executors through
+    the source's writer (ours: an idempotent producer per task, each record acknowledged before
+    the task commits; the connector's: the Java producer) in their own query
+    (``aggregates-dlq``), without a ledger: a micro-batch replayed after a crash writes its dead
+    letters again. The key names the source record, so a reader drops repeats by key.
+    """
     from pyspark.sql import functions as F
 
     if bad.isEmpty():

@@ -15,7 +15,12 @@
   acknowledged; when the store answers again the queue drains in order before live traffic
   resumes. A full queue stops acknowledging (MQTT backpressure) rather than dropping.
 * **Invalid payloads** go to ``<stream>.dead_letter`` with the reason in a header, never
-  silently dropped.
+  silently dropped. Guarantee: **at-least-once**, not transactional. The dead letter goes
+  through the same idempotent producer and its MQTT message is acknowledged only once the
+  store acknowledged the dead letter (or it was parked in the disk queue), so none is lost; a
+  gateway crash before that acknowledgement makes Mosquitto redeliver the message, which is
+  then dead-lettered again (a duplicate with the same ``mqtt_topic`` and payload and a later
+  ``received_ms``). Readers that count dead letters should drop such repeats.
 
 Two implementations with these guarantees: :class:`sensors.gateway_async.AsyncGateway` (asyncio,
 gmqtt; the default of ``sftraffic gateway``, ~5x the throughput) and :class:`Gateway` here
@@ -359,6 +364,7 @@ class Gateway:
                 time.sleep(0.5)
 
     def _dead_letter(self, msg: Any, stream: str, reason: str) -> None:
+        """At-least-once (see the module docstring): the MQTT ack waits for the store's."""
         self.stats.dead_lettered += 1
         topic = self.cfg.dead_letter_topic or f"{stream}.dead_letter"
         headers = [

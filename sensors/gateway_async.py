@@ -471,6 +471,9 @@ class AsyncGateway:
     def _dead_letter(
         self, link: _Link | None, tag: int | None, mqtt_topic: str, payload: bytes, stream: str, reason: str
     ) -> None:
+        """At-least-once, as :class:`sensors.gateway.Gateway`'s: the MQTT message is acknowledged
+        only after the store acknowledged the dead letter (or it was parked on disk); a crash
+        before that makes Mosquitto redeliver it and it is dead-lettered again."""
         self.stats.dead_lettered += 1
         topic = self.cfg.dead_letter_topic or f"{stream}.dead_letter"
         now = int(time.time() * 1000)
