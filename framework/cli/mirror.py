@@ -6,10 +6,11 @@ record's key, value, headers and timestamp; progress, offset syncs, checkpoints 
 consumer groups (``--groups``) and heartbeats are kept in the target cluster
 (``mm2-offsets.<alias>.internal``, ``mm2-offset-syncs.<alias>.internal``,
 ``<alias>.checkpoints.internal``, ``heartbeats``). Killed, it resumes from its last commit:
-nothing lost, records copied after that commit copied again. ``--sync-group-offsets`` commits
-the translated offsets to the target's groups while they have no members there, so a group
-moved to the target resumes where it stopped. Runs until SIGTERM or Ctrl-C. Works against any
-Kafka-API clusters.
+nothing lost, records copied after that commit copied again (with ``--exactly-once`` they
+are aborted with their transaction: a read_committed reader sees each record once).
+``--sync-group-offsets`` commits the translated offsets to the target's groups while they have
+no members there, so a group moved to the target resumes where it stopped. Runs until SIGTERM
+or Ctrl-C. Works against any Kafka-API clusters.
 """
 
 from __future__ import annotations
@@ -60,6 +61,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         action="store_true",
         help="commit translated offsets to the target's groups while they have no members there",
     )
+    a(
+        "--exactly-once",
+        action="store_true",
+        help="copies and progress in one transaction per commit (needs transactions on the target)",
+    )
     a("--commit-interval", type=_positive, default=1.0, metavar="S", help="progress committed every S s (1)")
     a("--checkpoint-interval", type=_positive, default=5.0, metavar="S", help="checkpoints every S s (5)")
     a("--heartbeat-interval", type=_positive, default=1.0, metavar="S", help="heartbeats every S s (1)")
@@ -109,6 +115,7 @@ def run_mirror(args: argparse.Namespace) -> int:
         status_interval=max(args.status_interval, 0.0),
         sync_group_offsets=args.sync_group_offsets,
         replication_factor=args.replication_factor,
+        exactly_once=args.exactly_once,
     )
     if not args.source_config:
         ensure_reachable(args.source)

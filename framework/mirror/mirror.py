@@ -20,6 +20,13 @@ The loop, on one thread (confluent-kafka clients are not shared with another thr
 5. **refresh** every ``refresh_interval``: new source topics matching ``--topics``, new
    partitions, changed configs, applied to the remote topics; new partitions assigned.
 
+With ``exactly_once`` (``--exactly-once``) the producer is transactional (transactional id
+``mm2-<source-alias>-<target-alias>``): everything written between two commits (copies, progress,
+syncs, checkpoints, heartbeats) is one transaction, committed at step 2. A restarted mirror's
+``init_transactions`` aborts what its killed predecessor left open (and fences it, should it
+still run), so a read_committed reader of the target sees each record once; read_uncommitted
+readers still see the aborted copies.
+
 Every internal topic lives on the target cluster; nothing is written to the source.
 """
 
@@ -87,6 +94,7 @@ class MirrorSettings:
     status_interval: float = 0.0  # 0: no status lines
     sync_group_offsets: bool = False
     replication_factor: int = -1  # of topics created on the target (-1: the target's default)
+    exactly_once: bool = False  # copies and progress in one transaction per commit
 
 
 @dataclass
@@ -143,10 +151,13 @@ class Mirror:
                 "queued.max.messages.kbytes": 65536,
             }
         )
+        self.transactional_id = f"mm2-{self.p.source_alias}-{self.p.target_alias}"
+        txn = {"transactional.id": self.transactional_id} if settings.exactly_once else {}
         self.producer = _Producer(
             {
                 **settings.target,
                 **quiet,
+                **txn,
                 "enable.idempotence": True,
                 "acks": "all",
                 "linger.ms": 5,
@@ -175,7 +186,18 @@ class Mirror:
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
+        try:
+            self._run(stop)
+        except KafkaException as exc:  # e.g. fenced by another mirror with the same aliases
+            raise MirrorError(_err(exc)) from None
+
+    def _run(self, stop: threading.Event) -> None:
         self._ensure_internal_topics()
+        if self.s.exactly_once:
+            # aborts what a killed predecessor left open (its copies never become visible to
+            # read_committed readers) and fences it, should it still be running
+            self.producer.init_transactions(TIMEOUT)
+            self.producer.begin_transaction()
         self._committed = self._load_progress()
         self._load_syncs()
         self.refresh()
@@ -212,7 +234,7 @@ class Mirror:
                         f"{snap['commits']} commits, {snap['checkpoints']} checkpoints"
                     )
                     next_status = now + self.s.status_interval
-            self.commit()
+            self.commit(final=True)
         finally:
             self.consumer.close()
             self.close()
@@ -298,10 +320,12 @@ class Mirror:
             raise MirrorError(f"the target refused a copy: {self._failed.str()}")
 
     # -- commit ------------------------------------------------------------------------------
-    def commit(self) -> None:
-        """Progress and offset syncs for what the target has acknowledged (see the module doc)."""
+    def commit(self, final: bool = False) -> None:
+        """Progress and offset syncs for what the target has acknowledged (see the module doc).
+        With ``exactly_once`` the copies, progress, syncs, checkpoints and heartbeats since the
+        last commit are one transaction, committed here (the next one begun unless ``final``)."""
         changed = {tp: o for tp, o in self._last.items() if self._committed.get(tp) != o}
-        if not changed:
+        if not changed and not self.s.exactly_once:
             self._update_behind()
             return
         self._flush("copies")
@@ -316,7 +340,14 @@ class Mirror:
             acked = self._downstream.pop((self.p.remote_topic(topic), partition), None)
             if acked is not None:
                 self._sync(topic, partition, acked[0] + 1, acked[1] + 1)
-        self._flush("progress records")
+        if self.s.exactly_once:
+            self.producer.commit_transaction(TIMEOUT * 2)
+            if self._failed is not None:
+                raise MirrorError(f"the target refused a copy: {self._failed.str()}")
+            if not final:
+                self.producer.begin_transaction()
+        else:
+            self._flush("progress records")
         self._committed.update(changed)
         self._update_behind()
         with self.stats.lock:
