@@ -1,10 +1,11 @@
 """``sftraffic mirror`` between sftraffic and Apache Kafka, both ways at once (issue 21).
 
 One sftraffic broker and one Apache Kafka node (KRaft, ``deploy/kafka``); a mirror copies
-``orders`` from sftraffic to Kafka (``sft.orders``) while another copies ``clicks`` from Kafka
-to sftraffic (``kafka.clicks``); both copies are compared record by record with their sources,
-and a consumer group that read part of ``orders`` on sftraffic resumes on Kafka from the offsets
-the mirror committed there and reads everything it had not read.
+``orders`` from sftraffic to Kafka (``sft.orders``, ``--exactly-once``: Kafka's transaction
+coordinator) while another copies ``clicks`` from Kafka to sftraffic (``kafka.clicks``); both
+copies are compared record by record with their sources, and a consumer group that read part
+of ``orders`` on sftraffic resumes on Kafka from the offsets the mirror committed there and
+reads everything it had not read.
 """
 
 from __future__ import annotations
@@ -34,11 +35,13 @@ def kafka(kafka_lib: Path, tmp_path: Path) -> Iterator[str]:
         c.stop()
 
 
-def _mirror(src: str, dst: str, alias: str, target_alias: str, topics: str, log: Path) -> ManagedProcess:
+def _mirror(
+    src: str, dst: str, alias: str, target_alias: str, topics: str, log: Path, *extra: str
+) -> ManagedProcess:
     cmd = sftraffic(
         "mirror", "--source", src, "--target", dst, "--source-alias", alias, "--target-alias", target_alias,
         "--topics", topics, "--commit-interval", "0.2", "--checkpoint-interval", "0.3",
-        "--status-interval", "0", "--sync-group-offsets",
+        "--status-interval", "0", "--sync-group-offsets", *extra,
     )  # fmt: skip
     return ManagedProcess(f"mirror-{alias}", cmd, ready="copying", log=log).start(timeout=60)
 
@@ -64,9 +67,11 @@ def test_mirror_both_ways_between_sftraffic_and_kafka(
     committed = list(g.committed([TopicPartition("orders", p) for p in range(2)], timeout=10))
     g.close()
 
-    to_kafka = _mirror(sft, kafka, "sft", "kafka", "orders", tmp_path / "to-kafka.log")
+    # into Kafka with transactions (Kafka's coordinator), into sftraffic without
+    to_kafka = _mirror(sft, kafka, "sft", "kafka", "orders", tmp_path / "to-kafka.log", "--exactly-once")
     to_sft = _mirror(kafka, sft, "kafka", "sft", "clicks", tmp_path / "to-sft.log")
     try:
+        # (end offsets count transaction markers too: at least N once every copy is there)
         wait_for(lambda: _end(kafka, {"sft.orders": 2}) >= N, 60, 0.1, "orders copied to Kafka")
         wait_for(lambda: _end(sft, {"kafka.clicks": 2}) >= N, 60, 0.1, "clicks copied to sftraffic")
         for src, dst, topic, remote in (
