@@ -53,6 +53,17 @@ from framework.protocol.messages.sasl_handshake import SaslHandshakeRequest, Sas
 from framework.replication.partition import Partition
 from framework.security.sasl import SaslClient, SaslLogin
 
+# what a broker-to-broker link may raise: the peer gone, TLS, a short or undecodable answer
+LINK_ERRORS = (
+    OSError,
+    ssl.SSLError,
+    EOFError,
+    asyncio.IncompleteReadError,
+    TimeoutError,
+    StoreError,
+    DecodeError,
+)
+
 log = logging.getLogger("sftraffic.replication")
 T = TypeVar("T")
 Key = tuple[str, int]
@@ -165,15 +176,7 @@ class ReplicaFetcher:
                         await self._truncate()
                     if not await self._fetch():
                         await asyncio.sleep(0.1)  # every partition waits for the quorum
-            except (
-                OSError,
-                ssl.SSLError,
-                EOFError,
-                asyncio.IncompleteReadError,
-                TimeoutError,
-                StoreError,
-                DecodeError,
-            ) as exc:
+            except LINK_ERRORS as exc:
                 log.info(
                     "replica fetcher for leader %d (%s:%s): %s; retrying in %.1f s",
                     self.leader_id,

@@ -30,7 +30,6 @@ from framework.coordinator.offsets_topic import partition_for
 from framework.coordinator.transactions import TP, TxnMarker
 from framework.errors import StoreError
 from framework.metadata.cache import MetadataCache
-from framework.protocol.codec import DecodeError
 from framework.protocol.control import EndTxnMarker
 from framework.protocol.errors import ErrorCode
 from framework.protocol.frames import decode_response, encode_request
@@ -48,6 +47,7 @@ from framework.protocol.messages.write_txn_markers import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
+from framework.replication.fetcher import LINK_ERRORS
 from framework.security.sasl import SaslClient, SaslLogin
 from framework.server.context import PartitionLookup
 from framework.server.errors import kafka_error
@@ -270,15 +270,7 @@ class MarkerChannel:
                 REPLICATION_TIMEOUT_S + 5,
                 f"txn-coordinator-{self.leaders.node_id}",
             )
-        except (
-            OSError,
-            ssl.SSLError,
-            EOFError,
-            asyncio.IncompleteReadError,
-            TimeoutError,
-            StoreError,
-            DecodeError,
-        ) as exc:
+        except LINK_ERRORS as exc:
             log.info(
                 "WriteTxnMarkers to broker %d (%s:%d): %s; will retry", node, *addr, exc or type(exc).__name__
             )
@@ -325,15 +317,7 @@ class MarkerChannel:
         )
         try:
             resp = await conn.call(req, 4, AddPartitionsToTxnResponse, 10, f"broker-{self.leaders.node_id}")
-        except (
-            OSError,
-            ssl.SSLError,
-            EOFError,
-            asyncio.IncompleteReadError,
-            TimeoutError,
-            StoreError,
-            DecodeError,
-        ) as exc:
+        except LINK_ERRORS as exc:
             log.info("transaction verification with broker %d: %s", node_id, exc or type(exc).__name__)
             return dict.fromkeys(tps, ErrorCode.NOT_ENOUGH_REPLICAS)
         if resp.error_code:

@@ -20,15 +20,11 @@ nothing in the log. With an authorizer: Describe on the cluster (else CLUSTER_AU
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import ssl
 import time
 from collections.abc import Awaitable
 
-from framework.errors import StoreError
 from framework.metadata.quorum import QuorumStatus, VoterState
-from framework.protocol.codec import DecodeError
 from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.describe_quorum import (
     DescribeQuorumRequest,
@@ -39,6 +35,7 @@ from framework.protocol.messages.describe_quorum import (
     Node,
     ReplicaState,
 )
+from framework.replication.fetcher import LINK_ERRORS
 from framework.security.authorizer import AclOperation
 from framework.server import authz
 from framework.server.context import RequestContext
@@ -96,15 +93,7 @@ async def _forwarded(
         return await ctx.services.forwarder.forward(
             status.leader_id, req, ctx.version, DescribeQuorumResponse, FORWARD_TIMEOUT_S
         )
-    except (
-        OSError,
-        ssl.SSLError,
-        EOFError,
-        asyncio.IncompleteReadError,
-        TimeoutError,
-        StoreError,
-        DecodeError,
-    ) as exc:
+    except LINK_ERRORS as exc:
         log.info(
             "DescribeQuorum: the Raft leader %d did not answer (%s); answering this broker's view",
             status.leader_id,
