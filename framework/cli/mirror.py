@@ -117,10 +117,18 @@ def run_mirror(args: argparse.Namespace) -> int:
         replication_factor=args.replication_factor,
         exactly_once=args.exactly_once,
     )
-    if not args.source_config:
-        ensure_reachable(args.source)
-    if not args.target_config:
-        ensure_reachable(args.target)
+    for address, conf_file, what in (
+        (args.source, args.source_config, "--source"),
+        (args.target, args.target_config, "--target"),
+    ):
+        if conf_file:
+            continue  # TLS/SASL listeners: the clients say what is wrong
+        try:
+            ensure_reachable(address)
+        except StoreError:
+            raise StoreError(
+                f"{what} {address}: no broker reachable there; is the cluster running?"
+            ) from None
 
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(levelname)s %(message)s")
 
