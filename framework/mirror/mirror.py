@@ -222,7 +222,10 @@ class Mirror:
                     self.checkpoint()
                     next_checkpoint = time.monotonic() + self.s.checkpoint_interval
                 if now >= next_refresh:
-                    self.refresh()
+                    try:
+                        self.refresh()
+                    except MirrorError as exc:  # a cluster briefly away: the copying goes on
+                        log.warning("refreshing topics (again in %.0f s): %s", self.s.refresh_interval, exc)
                     next_refresh = time.monotonic() + self.s.refresh_interval
                 if now >= next_status:
                     snap = self.stats.snapshot()
