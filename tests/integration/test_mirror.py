@@ -226,6 +226,12 @@ def test_mirror_killed_and_restarted_loses_nothing_and_a_group_fails_over(
             return {c.partition: c.downstream for c in cps if c.group == "reader"}
 
         wait_for(lambda: set(checkpointed()) == committed, 20, 0.1, "checkpoints of group reader")
+        # MM2's layout: the remote topic, the group's source offset, the translated one
+        cps = [Checkpoint.decode(m.key(), m.value()) for m in _read(dst, "east.checkpoints.internal", 0)]
+        source_offsets = {tp.partition: tp.offset for tp in at_source if tp.offset >= 0}
+        for cp in cps:
+            assert cp.topic == "east.orders" and cp.upstream == source_offsets[cp.partition], cp
+            assert cp.downstream >= 0, cp
         # partitions the group never committed start from the beginning, there as here
         c = Consumer(
             {"bootstrap.servers": dst, "group.id": "reader", "logger": quiet_logger(),
