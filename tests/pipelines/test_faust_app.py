@@ -1,4 +1,5 @@
-"""faust-streaming runs unmodified on the store; its tables survive a SIGKILLed worker exactly."""
+"""faust-streaming runs unmodified on the store, with processing_guarantee="exactly_once"
+(transactions, issue 19); its tables survive a SIGKILLed worker exactly."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from deploy.local.process import ManagedProcess, wait_for
 from pipelines.faust_app import apply_event
@@ -53,12 +54,15 @@ def produce(bootstrap: str, start: int, n: int) -> None:
 
 
 def table(bootstrap: str, topic: str) -> dict[str, Any]:
-    """Latest value per key of a changelog topic (what a restarted worker restores)."""
+    """Latest committed value per key of a changelog topic (what a restarted worker restores:
+    the app writes it in transactions, read_committed, to each partition's last stable offset)."""
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "changelog-reader",
             "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
             "logger": quiet_logger(),
         }
     )
@@ -66,18 +70,50 @@ def table(bootstrap: str, topic: str) -> dict[str, Any]:
         md = c.list_topics(topic, timeout=10).topics.get(topic)
         if md is None or md.error is not None:
             return {}
-        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in md.partitions}
         c.assign([TopicPartition(topic, p, 0) for p in md.partitions])
         latest: dict[bytes, bytes | None] = {}
-        pending = {p for p, e in ends.items() if e > 0}
+        pending = set(md.partitions)
         deadline = time.monotonic() + 20
         while pending and time.monotonic() < deadline:
             for m in c.consume(2000, timeout=0.5):
-                if m.error() is None:
+                err = m.error()
+                if err is None:
                     latest[m.key()] = m.value()
-                    if m.offset() + 1 >= ends[m.partition()]:
-                        pending.discard(m.partition())
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    pending.discard(m.partition())
         return {json.loads(k): json.loads(v) for k, v in latest.items() if v is not None}
+    finally:
+        c.close()
+
+
+def repartitioned(bootstrap: str) -> list[tuple[str, int]]:
+    """(sensor_id, seq) of every committed record of the app's repartition topic."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "repartition-reader",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "logger": quiet_logger(),
+        }
+    )
+    try:
+        (name,) = [t for t in c.list_topics(timeout=10).topics if t.endswith("-segment-repartition")]
+        parts = list(c.list_topics(name, timeout=10).topics[name].partitions)
+        c.assign([TopicPartition(name, p, 0) for p in parts])
+        out: list[tuple[str, int]] = []
+        at_end: set[int] = set()
+        deadline = time.monotonic() + 30
+        while len(at_end) < len(parts) and time.monotonic() < deadline:
+            for m in c.consume(2000, timeout=0.5):
+                err = m.error()
+                if err is None:
+                    ev = json.loads(m.value())
+                    out.append((ev["sensor_id"], ev["seq"]))
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(m.partition())
+        return out
     finally:
         c.close()
 
@@ -111,13 +147,26 @@ def test_faust_tables_are_exact_after_a_killed_worker_restarts(
         produce(b.bootstrap, 8_000, 8_000)
         w = worker(b.bootstrap, tmp_path)
         expected = {f"seg{s}": 16_000 // SEGMENTS for s in range(SEGMENTS)}
-        wait_for(
-            lambda: counts(b.bootstrap) == expected,
-            timeout=120,
-            interval=0.5,
-            what="exact counts after restart",
-        )
-        assert counts(b.bootstrap) == expected
+        last: list[dict[str, int]] = [{}]
+
+        def exact() -> bool:
+            last[0] = counts(b.bootstrap)
+            return last[0] == expected
+
+        try:
+            wait_for(exact, timeout=120, interval=0.5, what="exact counts after restart")
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}: last counts {last[0]}") from None
+        got = counts(b.bootstrap)
+        assert got == expected, got
+        # nothing lost on the way (the per-sensor seq would hide duplicates, not losses): every
+        # event is in the repartition topic at read_committed. Sent in the destination
+        # partition's transaction (faust's own choice) 14-44 events were missing here; see
+        # pipelines/faust_app.py. Not asserted: no duplicate there. faust commits the offsets
+        # of the events it acked while the transaction already holds forwards of events still
+        # in flight, so a kill can repeat a few (2 of 16,000 in one run); the seq absorbs them.
+        forwarded = set(repartitioned(b.bootstrap))
+        assert len(forwarded) == 16_000, 16_000 - len(forwarded)
     finally:
         w.stop()
     assert "Traceback" not in (tmp_path / "faust.log").read_text()
