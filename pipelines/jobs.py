@@ -299,16 +299,22 @@ def _dead_letters(bad: Any, cfg: JobConfig) -> None:
     w.option("topic", t("dead_letter")).mode("append").save()
 
 
-def _parquet(df: Any, cfg: JobConfig, name: str) -> None:
+def _parquet(df: Any, cfg: JobConfig, name: str, out: Any = None) -> None:
+    """Append to the ``name`` history; ``out``: a streaming query's open transaction, which
+    stages the files and moves them in once the batch is committed (written once)."""
     # one file per micro-batch (results are small; four shuffle partitions made four files)
-    df.coalesce(1).write.mode("append").parquet(str(Path(cfg.output_dir) / name))
+    staged = None if out is None else out.stage(name)
+    if staged is None:
+        df.coalesce(1).write.mode("append").parquet(str(Path(cfg.output_dir) / name))
+    else:
+        df.coalesce(1).write.mode("overwrite").parquet(staged)
 
 
 def _sink(cfg: JobConfig, query: str) -> Any:
     """The query's transactional sink (made on its first micro-batch, in the driver)."""
     from pipelines import sink
 
-    return sink.for_query(cfg.bootstrap, query, str(Path(cfg.checkpoint_dir) / query))
+    return sink.for_query(cfg.bootstrap, query, str(Path(cfg.checkpoint_dir) / query), cfg.output_dir)
 
 
 # -- aggregates -------------------------------------------------------------------------------
@@ -327,7 +333,7 @@ def start_aggregates(spark: Any, cfg: JobConfig, with_alerts: bool = False) -> A
         df = df.persist()
 
         def fill(tx: Any) -> None:
-            _parquet(df, cfg, "aggregates")
+            _parquet(df, cfg, "aggregates", out=tx)
             _to_topic(df, cfg, t("traffic_aggregates"), "segment_id", out=tx)
             if with_alerts:
                 _alerts(spark, cfg, df, out=tx)
@@ -437,7 +443,7 @@ def start_correlation(spark: Any, cfg: JobConfig) -> Any:
         df = df.persist()
 
         def fill(tx: Any) -> None:
-            _parquet(df, cfg, "traffic_weather")
+            _parquet(df, cfg, "traffic_weather", out=tx)
             _to_topic(df, cfg, t("traffic_weather"), "segment_id", out=tx)
 
         try:
@@ -479,7 +485,7 @@ def _alerts(spark: Any, cfg: JobConfig, aggs: Any, out: Any = None) -> None:
 
     alerts = transforms.congestion_alerts(aggs, baselines(spark, cfg), cfg.congestion_ratio).persist()
     if not alerts.isEmpty():
-        _parquet(alerts, cfg, "alerts")
+        _parquet(alerts, cfg, "alerts", out=out)
         _to_topic(alerts, cfg, t("congestion_alerts"), "segment_id", out=out)
     alerts.unpersist()
 

@@ -8,7 +8,7 @@ batch id: a crash between the two re-emitted every window of that batch.
 :class:`TransactionalSink` writes a batch's result records **and** its batch id in one Kafka
 transaction (KIP-98): the results go to their topics, the id to the ledger topic
 ``<stream>.pipeline_batches`` (partition 0, key = the transactional id, value
-``{"query", "batch_id", "committed_ms"}``), then the transaction commits. Either both are
+``{"query", "batch_id", "checkpoint_id", "committed_ms"}``), then the transaction commits. Either both are
 visible to a ``read_committed`` reader or neither is; there is no step after the sink.
 
 * **Transactional id**: ``sftraffic-pipeline-<query>-<10 hex of the checkpoint path's
@@ -19,10 +19,20 @@ visible to a ``read_committed`` reader or neither is; there is no step after the
   record of our key; found near the end, the whole partition read only when not there). A
   batch with an id at or below it was committed: the replay is skipped. Otherwise the batch is
   written in a new transaction.
+* **A new checkpoint is a new query**: the markers carry the id Spark keeps in the checkpoint's
+  ``metadata`` file, and only markers with this checkpoint's id count. A query whose checkpoint
+  was deleted starts again at batch 0 and must not be skipped by the markers of the old one.
 * Results are collected by the driver (they are small), so one producer per query writes
   them; nothing is written from executors. Readers of the result topics must read with
   ``isolation.level=read_committed`` (the dashboard and the tests do), else they also see the
   records of aborted attempts.
+* **Parquet history** (local output dirs): a batch's files are written to
+  ``<output>/<name>/_pending/<query>-<batch id>/`` (overwritten by a replay; Spark and pyarrow
+  skip ``_`` paths), and moved into ``<output>/<name>/`` (named ``<query>-<batch id>-<part>``)
+  after the commit; at start a pending batch at or below the committed id is moved in (a crash
+  after the commit), any other deleted (an aborted attempt). So the history holds each batch
+  once too. On a cluster file system (``s3a://``, ``hdfs://``) files are appended directly, and
+  a replayed batch's rows may be there twice.
 * Fault injection for tests: with ``$SFTRAFFIC_PIPELINE_KILL_BEFORE_COMMIT`` set to a query's
   name, the process SIGKILLs itself after the batch's results and ledger record were produced
   and acknowledged and before the commit: the crash point the ledger file could not cover.
@@ -57,10 +67,28 @@ def transactional_id(query: str, checkpoint_dir: str) -> str:
     return f"sftraffic-pipeline-{query}-{hashlib.sha256(where.encode()).hexdigest()[:10]}"
 
 
+def _checkpoint_id(checkpoint_dir: str) -> str | None:
+    """The query id Spark wrote into ``<checkpoint>/metadata`` (None: not local, or none yet)."""
+    if "://" in checkpoint_dir:
+        return None
+    try:
+        first = (Path(checkpoint_dir) / "metadata").read_text().splitlines()[0]
+        return str(json.loads(first)["id"])
+    except (OSError, IndexError, ValueError, KeyError, TypeError):
+        return None
+
+
 class TransactionalSink:
     """One query's results and batch ids, written together in one transaction per batch."""
 
-    def __init__(self, bootstrap: str, query: str, checkpoint_dir: str, ledger: str | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        query: str,
+        checkpoint_dir: str,
+        output_dir: str | None = None,
+        ledger: str | None = None,
+    ) -> None:
         from confluent_kafka import Producer
 
         from framework.client.producer import producer_config
@@ -78,7 +106,12 @@ class TransactionalSink:
         }
         self.p = Producer(producer_config(bootstrap, client_id=f"sftraffic-pipeline-{query}", extra=extra))
         self.p.init_transactions(TIMEOUT_S)  # fences an older incarnation, aborts its transaction
+        self.checkpoint_id = _checkpoint_id(checkpoint_dir)
         self.committed = self._last_committed()
+        self.output = None if output_dir is None or "://" in output_dir else Path(output_dir)
+        self._batch = -1
+        self._staged: list[Path] = []
+        self._recover_pending()
         log.info("%s: transactional id %s, last committed batch %s", query, self.tid, self.committed)
 
     # -- the ledger ----------------------------------------------------------------------------
@@ -124,8 +157,42 @@ class TransactionalSink:
                         return best
                     continue
                 if m.key() == self.tid.encode():
-                    best = max(best if best is not None else -1, int(json.loads(m.value())["batch_id"]))
+                    marker = json.loads(m.value())
+                    if self.checkpoint_id is not None and marker.get("checkpoint_id") != self.checkpoint_id:
+                        continue  # an earlier checkpoint's batches
+                    best = max(best if best is not None else -1, int(marker["batch_id"]))
         raise TimeoutError(f"reading the ledger {self.ledger} took over {TIMEOUT_S:.0f} s")
+
+    # -- the Parquet history ---------------------------------------------------------------------
+    def stage(self, name: str) -> str | None:
+        """Where the open batch writes its ``name`` files (mode overwrite); None: append them to
+        ``<output>/<name>`` directly (no local output dir)."""
+        if self.output is None:
+            return None
+        path = self.output / name / "_pending" / f"{self.query}-{self._batch}"
+        self._staged.append(path)
+        return str(path)
+
+    def _publish(self, staged: Path) -> None:
+        """Move a committed batch's data files into place (again after a crash: idempotent)."""
+        import shutil
+
+        batch = staged.name
+        for f in sorted(staged.glob("part-*")):
+            os.replace(f, staged.parent.parent / f"{batch}-{f.name}")
+        shutil.rmtree(staged, ignore_errors=True)
+
+    def _recover_pending(self) -> None:
+        import shutil
+
+        if self.output is None:
+            return
+        for staged in self.output.glob(f"*/_pending/{self.query}-*"):
+            n = staged.name.rsplit("-", 1)[1]
+            if n.isdigit() and int(n) <= self.committed:
+                self._publish(staged)
+            else:
+                shutil.rmtree(staged, ignore_errors=True)
 
     # -- writing -------------------------------------------------------------------------------
     def done(self, batch_id: int) -> bool:
@@ -151,10 +218,16 @@ class TransactionalSink:
         if self.done(batch_id):
             log.info("%s: batch %d was committed before, skipped", self.query, batch_id)
             return False
+        self._batch, self._staged = batch_id, []
         self.p.begin_transaction()
         try:
             fill(self)
-            marker = {"query": self.query, "batch_id": batch_id, "committed_ms": int(time.time() * 1000)}
+            marker = {
+                "query": self.query,
+                "batch_id": batch_id,
+                "checkpoint_id": self.checkpoint_id,
+                "committed_ms": int(time.time() * 1000),
+            }
             self.p.produce(self.ledger, json.dumps(marker).encode(), self.tid.encode(), partition=0)
             if os.environ.get(KILL_ENV) == self.query:
                 self.p.flush(TIMEOUT_S)  # results and marker acknowledged, not committed
@@ -168,6 +241,8 @@ class TransactionalSink:
             self.p.abort_transaction(TIMEOUT_S)
             raise
         self.committed = batch_id
+        for staged in self._staged:
+            self._publish(staged)
         return True
 
     def _commit(self) -> None:
@@ -188,9 +263,11 @@ class TransactionalSink:
 _SINKS: dict[tuple[str, str, str], TransactionalSink] = {}
 
 
-def for_query(bootstrap: str, query: str, checkpoint_dir: str) -> TransactionalSink:
+def for_query(
+    bootstrap: str, query: str, checkpoint_dir: str, output_dir: str | None = None
+) -> TransactionalSink:
     """The query's sink, made on its first batch (one per query, checkpoint and store)."""
     key = (bootstrap, query, checkpoint_dir)
     if key not in _SINKS:
-        _SINKS[key] = TransactionalSink(bootstrap, query, checkpoint_dir)
+        _SINKS[key] = TransactionalSink(bootstrap, query, checkpoint_dir, output_dir)
     return _SINKS[key]

@@ -4,7 +4,8 @@ The point the old ledger file could not cover: the results of a micro-batch prod
 acknowledged, then the process SIGKILLed before the batch id was recorded. Spark replays that
 batch (same id, same rows) after the restart. With the results and the batch id in one
 transaction the killed attempt is aborted (the restarted writer's ``init_transactions`` fences
-it) and the replay writes the windows once; a batch committed before is skipped.
+it) and the replay writes the windows once; a batch committed before is skipped. The Parquet
+history, staged per batch and moved in after the commit, holds each batch once as well.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ def worker(bootstrap: str, ck: Path, *batches: int, kill: bool = False) -> subpr
     env = {k: v for k, v in os.environ.items() if k != sink.KILL_ENV}
     if kill:
         env[sink.KILL_ENV] = "aggregates"
-    cmd = [sys.executable, "-m", "tests.support.sink_worker", bootstrap, str(ck), *map(str, batches)]
+    out = ck.parent.parent / "out"
+    cmd = [sys.executable, "-m", "tests.support.sink_worker", bootstrap, str(ck), str(out)]
+    cmd += map(str, batches)
     return subprocess.run(cmd, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -53,6 +56,10 @@ def test_a_batch_killed_between_the_sink_and_the_ledger_is_emitted_once_after_re
     rows = results(broker.bootstrap, "traffic_aggregates")
     got = Counter((r["segment_id"], r["window_start"]) for r in rows)
     assert got == {(s, f"w{b}"): 1 for s in "ab" for b in range(3)}, got
+    # the Parquet history too: each batch's file once, nothing left staged
+    history = tmp_path / "out" / "aggregates"
+    assert sorted(f.read_text() for f in history.glob("*-part-*")) == ["w0", "w1", "w2"]
+    assert not list(history.glob("_pending/*"))
 
 
 def test_transactional_ids_are_stable_per_query_and_checkpoint(tmp_path: Path) -> None:
@@ -61,3 +68,17 @@ def test_transactional_ids_are_stable_per_query_and_checkpoint(tmp_path: Path) -
     assert a.startswith("sftraffic-pipeline-aggregates-")
     assert a != sink.transactional_id("aggregates", str(tmp_path / "other" / "aggregates"))
     assert a != sink.transactional_id("correlation", str(tmp_path / "ck" / "aggregates"))
+
+
+def test_a_new_checkpoint_starts_again_at_batch_zero(broker_factory: BrokerFactory, tmp_path: Path) -> None:
+    """The markers of a deleted checkpoint do not skip the batches of the query that replaces it
+    (same path, so the same transactional id; Spark's query id in ``metadata`` differs)."""
+    broker = broker_factory()
+    ensure_layout(broker.bootstrap, partitions=2, extra_topics=jobs.result_topics())
+    ck = tmp_path / "ck" / "aggregates"
+    ck.mkdir(parents=True)
+    (ck / "metadata").write_text('{"id":"11111111-old"}\n')
+    assert worker(broker.bootstrap, ck, 0, 1).stdout.split() == ["W", "0", "W", "1"]
+    assert worker(broker.bootstrap, ck, 1).stdout.split() == ["S", "1"]
+    (ck / "metadata").write_text('{"id":"22222222-new"}\n')  # the checkpoint deleted and made again
+    assert worker(broker.bootstrap, ck, 0).stdout.split() == ["W", "0"]
