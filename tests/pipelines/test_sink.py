@@ -82,3 +82,38 @@ def test_a_new_checkpoint_starts_again_at_batch_zero(broker_factory: BrokerFacto
     assert worker(broker.bootstrap, ck, 1).stdout.split() == ["S", "1"]
     (ck / "metadata").write_text('{"id":"22222222-new"}\n')  # the checkpoint deleted and made again
     assert worker(broker.bootstrap, ck, 0).stdout.split() == ["W", "0"]
+
+
+def test_the_spark_user_of_the_secured_demo_writes_in_transactions(tmp_path: Path) -> None:
+    """``sftraffic up --secure``'s ACLs let the ``spark`` user (SCRAM over TLS) use its
+    transactional ids and read the ledger back."""
+    from deploy.local import secure
+    from deploy.local.process import BrokerProcess, free_port
+    from framework.client.security import ENV
+
+    s, _ = secure.ensure(tmp_path, [])
+    secure.prepare_store(tmp_path / "store", s)
+    port = free_port()
+    overrides = secure.broker_settings(s, f"127.0.0.1:{port}")
+    b = BrokerProcess(tmp_path / "store", port=port, overrides=overrides).start()
+    try:
+        os.environ[ENV] = str(s.properties(secure.ADMIN))
+        try:
+            ensure_layout(b.bootstrap, partitions=2, extra_topics=jobs.result_topics())
+        finally:
+            del os.environ[ENV]
+        ck = tmp_path / "ck" / "aggregates"
+        env = {**os.environ, ENV: str(s.properties(secure.SPARK))}
+        cmd = [sys.executable, "-m", "tests.support.sink_worker", b.bootstrap, str(ck), str(tmp_path / "out")]
+
+        def run(*batches: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [*cmd, *batches], check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+            )
+
+        first = run("0")
+        assert first.stdout.split() == ["W", "0"], first.stderr[-2000:]
+        again = run("0", "1")
+        assert again.stdout.split() == ["S", "0", "W", "1"], again.stderr[-2000:]
+    finally:
+        b.stop()
