@@ -117,3 +117,39 @@ def test_the_spark_user_of_the_secured_demo_writes_in_transactions(tmp_path: Pat
         assert again.stdout.split() == ["S", "0", "W", "1"], again.stderr[-2000:]
     finally:
         b.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_the_pipeline_driver_killed_before_its_commit_emits_each_window_once(
+    broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
+    """The same crash with Spark in the loop: ``sftraffic pipeline aggregates`` SIGKILLs itself
+    in its first micro-batch with windows, after their records were acknowledged and before the
+    commit; restarted on the same checkpoint, Spark replays that batch and the windows are
+    emitted once (``--runslow``: two Spark drivers, ~1-2 minutes)."""
+    from deploy.local.process import sftraffic
+    from tests.pipelines.test_jobs import minute_events, produce, windows, wstart
+
+    b = broker_factory()
+    ensure_layout(b.bootstrap, partitions=2, extra_topics=jobs.result_topics())
+    produce(b.bootstrap, minute_events(0, 4))
+    args = ["pipeline", "aggregates", "-b", b.bootstrap, "--checkpoint-dir", str(tmp_path / "ck")]
+    args += ["--output-dir", str(tmp_path / "out"), "--trigger", "500 milliseconds"]
+    args += ["--watermark", "1 minute"]
+    env = {**os.environ, "SFTRAFFIC_SPARK_CONF": "spark.sql.shuffle.partitions=2"}
+    env[sink.KILL_ENV] = "aggregates"
+
+    def pipeline(timeout_s: str) -> subprocess.CompletedProcess[str]:
+        cmd = sftraffic(*args, "--timeout", timeout_s)
+        return subprocess.run(cmd, check=False, env=env, capture_output=True, text=True, timeout=300)
+
+    killed = pipeline("240")
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    assert windows(b.bootstrap) == {}  # produced, never committed: invisible at read_committed
+    del env[sink.KILL_ENV]
+    again = pipeline("45")
+    assert again.returncode == 0, again.stderr[-3000:]
+    got = windows(b.bootstrap)
+    assert {(s, wstart(m)) for s in "ab" for m in range(3)} <= set(got), got
+    assert all(n == 1 for n in got.values()), got
