@@ -40,10 +40,12 @@ partitions get new leaders. A restarted broker registers again before it leads a
 
 from __future__ import annotations
 
+import _socket
 import asyncio
 import logging
 import os
 import pickle
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import astuple, dataclass, field
@@ -61,6 +63,12 @@ from pysyncobj import (  # type: ignore[import-untyped]
 from framework.errors import StoreError
 from framework.metadata.store import MetadataStore, new_cluster_id
 from framework.protocol.errors import ErrorCode
+
+# pysyncobj's win_inet_pton module replaces socket.inet_ntop with a Windows-only function on
+# every OS (its assignment is not under its `os.name == "nt"` test), so after importing it any
+# code of the process calling socket.inet_ntop (psutil's connection listing, for one) raised
+# TypeError. The C implementation is still in _socket: put it back.
+socket.inet_ntop = _socket.inet_ntop
 
 log = logging.getLogger("sftraffic.cluster")
 

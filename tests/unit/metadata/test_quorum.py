@@ -565,3 +565,14 @@ def test_a_client_election_applies_to_the_partition_as_it_is_when_applied(three:
     assert elect(three, 1, epoch=-1) == OK
     assert three.ps().leader == 1
     assert elect(three, 1, epoch=-1) == ELECTION_NOT_NEEDED
+
+
+def test_importing_the_quorum_leaves_socket_inet_ntop_working() -> None:
+    """pysyncobj replaces socket.inet_ntop with a Windows-only function on import; the quorum
+    module puts the real one back (psutil's connection listing in a test failed on it)."""
+    import socket
+
+    import framework.metadata.quorum  # noqa: F401
+
+    assert socket.inet_ntop(socket.AF_INET, b"\x7f\x00\x00\x01") == "127.0.0.1"
+    assert socket.inet_ntop(socket.AF_INET6, bytes(15) + b"\x01") == "::1"
