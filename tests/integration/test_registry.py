@@ -20,6 +20,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from deploy.local.process import wait_for
 from deploy.local.registry import RegistryProcess
 
 pytestmark = pytest.mark.integration
@@ -232,13 +233,22 @@ def test_two_instances_agree_on_ids(registries: Factory) -> None:
     # the same schema through either instance keeps its id
     first = next(iter(ids))
     assert call(b, "POST", "/subjects/two0/versions", {"schema": first})[1] == {"id": ids[first]}
-    # every kind of write through either instance: each reads its own write and the other's
+
+    # every kind of write through either instance: each reads its own write at once, and the
+    # other's once it has read _schemas that far (instances serve reads from what they have
+    # read, as Confluent's followers do: eventually, within a moment)
+    def sees(reg: RegistryProcess, path: str, expected: object) -> None:
+        wait_for(lambda: call(reg, "GET", path) == expected, 10, 0.05, f"{path} on the other instance")
+
     assert call(b, "PUT", "/config/two1", {"compatibility": "NONE"}) == (200, {"compatibility": "NONE"})
-    assert call(a, "GET", "/config/two1") == (200, {"compatibilityLevel": "NONE"})
+    assert call(b, "GET", "/config/two1") == (200, {"compatibilityLevel": "NONE"})
+    sees(a, "/config/two1", (200, {"compatibilityLevel": "NONE"}))
     assert call(a, "DELETE", "/subjects/two2") == (200, [1])
-    assert call(b, "GET", "/subjects/two2/versions")[1]["error_code"] == 40401  # type: ignore[index]
+    assert call(a, "GET", "/subjects/two2/versions")[1]["error_code"] == 40401  # type: ignore[index]
+    gone = call(a, "GET", "/subjects/two2/versions")
+    sees(b, "/subjects/two2/versions", gone)
     assert call(b, "PUT", "/mode/two3", {"mode": "READONLY"}) == (200, {"mode": "READONLY"})
-    assert call(a, "GET", "/mode/two3") == (200, {"mode": "READONLY"})
+    sees(a, "/mode/two3", (200, {"mode": "READONLY"}))
     # the leader stops: the other takes over and writes go on with the next id
     leader_first = call(a, "POST", "/subjects/x/versions", {"schema": json.dumps({**V1, "name": "X"})})
     assert leader_first == (200, {"id": 7})
