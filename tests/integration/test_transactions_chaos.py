@@ -1,7 +1,9 @@
 """Transactions under faults (issue 19): a transactional producer commits transactions of 12
-records spread over 6 partitions of a 3-broker cluster while brokers are SIGKILLed and
-restarted one after another (coordinator or partition leader, whichever it hits). Then every
-transaction is judged from what a read_committed reader sees:
+records spread over 6 partitions of a 3-broker cluster while the chaos nemesis's three faults
+hit brokers one after another (coordinator or partition leader, whichever it hits): SIGKILL
+then restart, SIGSTOP for 1-3 s (past broker.session.timeout.ms: fenced, then back) then
+SIGCONT, SIGTERM (controlled shutdown) then restart. Then every transaction is judged from
+what a read_committed reader sees:
 
 * committed (commit_transaction returned): all its records, each once (no lost write, no
   torn transaction, no duplicate);
@@ -16,6 +18,7 @@ anomaly in crafted histories.
 from __future__ import annotations
 
 import random
+import signal
 import threading
 import time
 from collections import Counter
@@ -36,7 +39,7 @@ pytestmark = pytest.mark.integration
 
 PARTS = 6
 PER_TXN = 12
-KILLS = 4
+FAULTS = ("kill", "pause", "term") * 2
 TID = "chaos-app"
 TOPIC = "txchaos"
 
@@ -102,7 +105,9 @@ class Workload:
                 p = self._producer()
 
 
-def test_transactions_stay_whole_while_brokers_are_killed(cluster: ClusterProcesses) -> None:
+def test_transactions_stay_whole_while_brokers_are_killed_paused_and_stopped(
+    cluster: ClusterProcesses,
+) -> None:
     create_topic(cluster.bootstrap, TOPIC, PARTS, 3)
     w = Workload(cluster.bootstrap)
     t = threading.Thread(target=w.run, daemon=True)
@@ -111,12 +116,20 @@ def test_transactions_stay_whole_while_brokers_are_killed(cluster: ClusterProces
     try:
         wait_for(lambda: len(w.outcomes) >= 5 or not t.is_alive(), 60, 0.1, "the first transactions")
         assert t.is_alive(), "the workload failed to start"
-        for _ in range(KILLS):
+        for fault in rnd.sample(FAULTS, len(FAULTS)):
             victim = rnd.choice(cluster.brokers)
-            victim.kill()
             seen = len(w.outcomes)
+            if fault == "kill":
+                victim.kill()
+            elif fault == "pause":
+                victim.signal(signal.SIGSTOP)
+            else:
+                assert victim.stop(grace=30) == 0, victim.tail()
             time.sleep(rnd.uniform(1.0, 3.0))  # a random stretch of work without it
-            victim.start()
+            if fault == "pause":
+                victim.signal(signal.SIGCONT)
+            else:
+                victim.start()
             wait_for(lambda: healthy(cluster), 60, 0.2, "a healthy cluster again")
             wait_for(lambda s=seen: len(w.outcomes) > s + 2, 60, 0.1, "transactions after the fault")
     finally:
