@@ -113,7 +113,10 @@ SFTRAFFIC_ONLY: dict[str, str] = {
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
-        "--runslow", action="store_true", default=False, help="run tests marked slow (soak, chaos)"
+        "--runslow",
+        action="store_true",
+        default=False,
+        help="run tests marked slow (soak, chaos, the benchmarks' smoke runs with Kafka or Spark)",
     )
 
 
@@ -132,7 +135,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason=f"sftraffic only: {why}"))
     if config.getoption("--runslow") or os.environ.get("SFTRAFFIC_SLOW") == "1":
         return
-    skip = pytest.mark.skip(reason="slow: run with --runslow (the soak/chaos command)")
+    skip = pytest.mark.skip(reason="slow: run with --runslow (./run soak: soak, chaos, benchmark smoke runs)")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)

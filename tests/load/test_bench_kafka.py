@@ -56,6 +56,9 @@ def test_the_tools_summary_lines_are_parsed() -> None:
         parse_consumer("WARN nothing")
 
 
+# slow: a benchmark's smoke run (Apache Kafka / Spark started), in `./run soak`, not the
+# 30-minute suite; the benchmark's own parsing and options are tested here without it
+@pytest.mark.slow
 def test_bench_java_perf_quick(tmp_path: Path, kafka_available: None) -> None:
     doc = run_bench("load.bench_java_perf", tmp_path, "--quick", timeout=280)
     cfg = doc["config"]
@@ -72,6 +75,9 @@ def test_bench_java_perf_quick(tmp_path: Path, kafka_available: None) -> None:
         assert doc["ratios"]["ours/kafka"][phase] > 0
 
 
+# slow: a benchmark's smoke run (Apache Kafka / Spark started), in `./run soak`, not the
+# 30-minute suite; the benchmark's own parsing and options are tested here without it
+@pytest.mark.slow
 def test_bench_cluster_throughput_quick(tmp_path: Path, kafka_available: None) -> None:
     args = ("--quick", "--phases", "throughput", "--count", "20000", "--reps", "2")
     doc = run_bench("load.bench_cluster", tmp_path, *args, timeout=280)

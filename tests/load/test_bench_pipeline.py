@@ -17,6 +17,9 @@ from sensors.layout import topic
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
+# slow: a benchmark's smoke run (Apache Kafka / Spark started), in `./run soak`, not the
+# 30-minute suite; the benchmark's own parsing and options are tested here without it
+@pytest.mark.slow
 def test_smoke_run_writes_positive_figures(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = subprocess.run(

@@ -18,6 +18,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# slow: a benchmark's smoke run (Apache Kafka / Spark started), in `./run soak`, not the
+# 30-minute suite; the benchmark's own parsing and options are tested here without it
+@pytest.mark.slow
 def test_quick_run_alternates_the_sources_and_reports_the_ratio(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = subprocess.run(
