@@ -365,7 +365,16 @@ class ClusterProcesses:
         return []
 
     def wait_registered(self, count: int, timeout: float = 60.0) -> None:
-        wait_for(lambda: len(self.live_brokers()) >= count, timeout, 0.2, f"{count} registered brokers")
+        """Until every running broker's Metadata lists ``count`` brokers (each broker's view
+        catches up on its own: one listing all while another, taking a CreateTopics, still
+        knows two refused it with INVALID_REPLICATION_FACTOR)."""
+        from framework.client.admin import live_broker_ids
+
+        def everyone_sees() -> bool:
+            views = [live_broker_ids(b.bootstrap) for b in self.brokers if b.alive()]
+            return bool(views) and all(v is not None and len(v) >= count for v in views)
+
+        wait_for(everyone_sees, timeout, 0.2, f"{count} registered brokers, as every broker sees them")
 
     def stop(self) -> None:
         for b in self.brokers:
