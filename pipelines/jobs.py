@@ -42,14 +42,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from framework.cli.common import require_modules
+from framework.cli.common import add_registry, require_modules
 from sensors.layout import topic
 
 require_modules("pyspark", "pyarrow", "msgspec")  # `sftraffic pipeline` needs the app extras
@@ -741,12 +740,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="the events' format: json, or avro (Confluent's wire format, schemas in --registry; "
         "--source sftraffic only); a topic mixing both reads as one",
     )
-    p.add_argument(
-        "--registry",
-        default=os.environ.get("SFTRAFFIC_REGISTRY", "http://127.0.0.1:8081"),
-        metavar="URL",
-        help="schema registry for --format avro ($SFTRAFFIC_REGISTRY, http://127.0.0.1:8081)",
-    )
+    add_registry(p)
     p.set_defaults(func=run)
 
 

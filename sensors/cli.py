@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import multiprocessing as mp
-import os
 import re
 import signal
 import ssl
@@ -25,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from framework.cli.common import add_bootstrap, ensure_reachable, require_modules
+from framework.cli.common import add_bootstrap, add_registry, ensure_reachable, require_modules
 from framework.client.security import check_credentials, configure
 
 require_modules("numpy", "msgspec", "paho")  # the fleet, its encoder, MQTT devices
@@ -128,12 +127,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         default="json",
         help="value format (--via kafka): avro is Confluent's wire format with schemas in --registry",
     )
-    p.add_argument(
-        "--registry",
-        default=os.environ.get("SFTRAFFIC_REGISTRY", "http://127.0.0.1:8081"),
-        metavar="URL",
-        help="schema registry for --format avro ($SFTRAFFIC_REGISTRY, http://127.0.0.1:8081)",
-    )
+    add_registry(p)
     # `--from -6h`: argparse takes "-6h" for an option unless it looks like a negative number
     p._negative_number_matcher = re.compile(r"^-\d+(\.\d+)?[a-z]*$")
     p.set_defaults(func=run)

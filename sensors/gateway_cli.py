@@ -22,7 +22,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from framework.cli.common import add_bootstrap, parse_kv, require_modules
+from framework.cli.common import add_bootstrap, add_registry, parse_kv, require_modules
 from framework.client.wire import BrokerUnavailable
 from framework.errors import StoreError
 
@@ -86,12 +86,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         default="json",
         help="what goes to the store: the devices' JSON, or Avro (Confluent's wire format, --registry)",
     )
-    p.add_argument(
-        "--registry",
-        default=os.environ.get("SFTRAFFIC_REGISTRY", "http://127.0.0.1:8081"),
-        metavar="URL",
-        help="schema registry for --format avro ($SFTRAFFIC_REGISTRY, http://127.0.0.1:8081)",
-    )
+    add_registry(p)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=run)
 

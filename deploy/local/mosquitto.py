@@ -31,9 +31,8 @@ from pathlib import Path
 
 from deploy.local.process import ManagedProcess, free_port
 
-CONF = """\
-listener {port} 127.0.0.1
-allow_anonymous true
+# what every broker here sets, behind its listener and authentication lines
+_COMMON = """\
 persistence {persistence}
 persistence_location {data}/
 max_inflight_messages 0
@@ -49,8 +48,17 @@ log_type information
 connection_messages false
 """
 
+CONF = (
+    """\
+listener {port} 127.0.0.1
+allow_anonymous true
+"""
+    + _COMMON
+)
 
-SECURE_CONF = """\
+
+SECURE_CONF = (
+    """\
 user {user}
 per_listener_settings false
 listener {port} 127.0.0.1
@@ -60,20 +68,9 @@ tls_version tlsv1.2
 allow_anonymous false
 password_file {password_file}
 acl_file {acl_file}
-persistence {persistence}
-persistence_location {data}/
-max_inflight_messages 0
-max_queued_messages 1000000
-max_queued_bytes 0
-persistent_client_expiration 1d
-set_tcp_nodelay true
-log_dest stderr
-log_type error
-log_type warning
-log_type notice
-log_type information
-connection_messages false
 """
+    + _COMMON
+)
 
 PBKDF2_ITERATIONS = 101  # Mosquitto 2's default for $7$ hashes
 SALT_BYTES = 12

@@ -36,6 +36,16 @@ def add_bootstrap(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_registry(p: argparse.ArgumentParser) -> None:
+    """--registry: the schema registry of ``--format avro`` ($SFTRAFFIC_REGISTRY)."""
+    p.add_argument(
+        "--registry",
+        default=os.environ.get("SFTRAFFIC_REGISTRY", "http://127.0.0.1:8081"),
+        metavar="URL",
+        help="schema registry for --format avro ($SFTRAFFIC_REGISTRY, http://127.0.0.1:8081)",
+    )
+
+
 def parse_kv(items: list[str], what: str = "--config") -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items or []:
