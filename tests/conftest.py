@@ -133,12 +133,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if mark is not None:
                 why = mark.kwargs.get("reason") or (mark.args[0] if mark.args else "sftraffic only")
                 item.add_marker(pytest.mark.skip(reason=f"sftraffic only: {why}"))
+    for item in items:
+        group = _xdist_group(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
     if config.getoption("--runslow") or os.environ.get("SFTRAFFIC_SLOW") == "1":
         return
     skip = pytest.mark.skip(reason="slow: run with --runslow (./run soak: soak, chaos, benchmark smoke runs)")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+def _xdist_group(item: pytest.Item) -> str | None:
+    """Under ``pytest -n N --dist loadgroup`` (``./run test``), tests sharing a session-wide
+    resource run on one worker: the local SparkSession, Apache Kafka's cluster, and the whole-
+    system runs (each starts Spark, Chromium and a fleet: two at once would only compete)."""
+    if item.get_closest_marker("spark") or item.nodeid.startswith("tests/pipelines/"):
+        return "spark"
+    if item.nodeid.startswith("tests/kafka/"):
+        return "kafka"
+    if item.get_closest_marker("system"):
+        return "system"
+    return None
 
 
 def quiet_logger() -> logging.Logger:
