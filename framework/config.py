@@ -1019,6 +1019,31 @@ define(
     validator=at_least(1),
 )
 
+# ---- schema validation (issue 20; Confluent Server's topic configs) -------------------------
+TOPIC_NAME_STRATEGY = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
+for _side in ("key", "value"):
+    define(
+        f"confluent.{_side}.schema.validation",
+        "bool",
+        False,
+        f"true: the broker refuses a produced batch (INVALID_RECORD, per record) holding a "
+        f"non-null {_side} that does not start with magic byte 0 and the 4-byte id of a schema "
+        f"registered under the topic's subject (<topic>-{_side}) in the schema registry's "
+        "_schemas topic on this store (deleted versions do not count). As Confluent Server; "
+        "a stream's value applies to its topics.",
+        TS,
+    )
+    define(
+        f"confluent.{_side}.subject.name.strategy",
+        "string",
+        TOPIC_NAME_STRATEGY,
+        f"How confluent.{_side}.schema.validation names the subject: only {TOPIC_NAME_STRATEGY} "
+        f"(<topic>-{_side}); other strategies are refused.",
+        TS,
+        unsupported="only TopicNameStrategy (subject <topic>-key / <topic>-value) is implemented; "
+        "RecordNameStrategy and TopicRecordNameStrategy are refused",
+    )
+
 # ---- stream-only ------------------------------------------------------------------------
 # num.partitions and default.replication.factor above also apply per stream.
 

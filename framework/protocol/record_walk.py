@@ -29,6 +29,13 @@ LONG_MIN: Final = -(2**63)
 NO_KEY: Final = LONG_MIN - 1
 # the inline decoding reads at most two varint bytes: its codes stay below this
 _INLINE_CODE_LIMIT: Final = 1 << 15
+# flags in walk()'s list for a key (value) refused by schema validation: the flag is
+# KEY_SCHEMA (VALUE_SCHEMA) + 1 + the schema id it carries, or the base alone when it carries
+# none (not in Confluent's wire format: magic byte 0, 4-byte big-endian id). Both lie below
+# any timestamp a record can hold (base timestamp + delta >= -2**64).
+KEY_SCHEMA: Final = -(2**67)
+VALUE_SCHEMA: Final = -(2**68)
+SCHEMA_ID_SPAN: Final = 2**33  # flags of one kind lie in [base, base + SCHEMA_ID_SPAN)
 
 
 class MalformedRecords(ValueError):
@@ -36,14 +43,26 @@ class MalformedRecords(ValueError):
 
 
 def walk(  # noqa: PLR0915 (the produce hot loop, inline on purpose: a call costs more than a field)
-    b: bytes, pos: int, end: int, count: int, base_ts: int, lo: int, hi: int, require_key: bool
+    b: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    base_ts: int,
+    lo: int,
+    hi: int,
+    require_key: bool,
+    key_ids: set[int] | None = None,
+    value_ids: set[int] | None = None,
 ) -> list[tuple[int, int]] | None:
     """Walk ``count`` records in ``b[pos:end]``; raise :class:`MalformedRecords` on malformed
     structure.
 
-    Returns the (index, timestamp) of records whose timestamp is outside [lo, hi] and the
-    (index, :data:`NO_KEY`) of keyless ones when ``require_key``, or None: classified by the
-    caller.
+    Returns the (index, timestamp) of records whose timestamp is outside [lo, hi], the
+    (index, :data:`NO_KEY`) of keyless ones when ``require_key``, and with ``key_ids``
+    (``value_ids``) the (index, :data:`KEY_SCHEMA` (:data:`VALUE_SCHEMA`) + ...) of records
+    whose non-null key (value) does not start with a schema id of that set; or None:
+    classified by the caller. The schema check reads five bytes where the walk already is (no
+    decoding) and looks the id up in the set.
 
     The loop takes records of the common shape inline (one- or two-byte varints, no headers, a
     key unless one is required, a timestamp in range) and hands any other record to
@@ -74,7 +93,9 @@ def walk(  # noqa: PLR0915 (the produce hot loop, inline on purpose: a call cost
                     pos += 2
                 rend = pos + (x >> 1)
                 if x & 1 or x >= 0x4000 or rend > end:
-                    pos = parse_record(b, start, end, i, count, base_ts, lo, hi, require_key, flagged)
+                    pos = parse_record(
+                        b, start, end, i, count, base_ts, lo, hi, require_key, flagged, key_ids, value_ids
+                    )
                     continue
                 x = b[pos + 1]  # after the attributes byte: the timestamp delta
                 if x < 0x80:
@@ -83,7 +104,9 @@ def walk(  # noqa: PLR0915 (the produce hot loop, inline on purpose: a call cost
                     x = (x & 0x7F) | (b[pos + 2] << 7)
                     pos += 3
                 if x > ts_code_max:
-                    pos = parse_record(b, start, end, i, count, base_ts, lo, hi, require_key, flagged)
+                    pos = parse_record(
+                        b, start, end, i, count, base_ts, lo, hi, require_key, flagged, key_ids, value_ids
+                    )
                     continue
                 x = b[pos]  # offset delta
                 if x < 0x80:
@@ -92,32 +115,49 @@ def walk(  # noqa: PLR0915 (the produce hot loop, inline on purpose: a call cost
                     x = (x & 0x7F) | (b[pos + 1] << 7)
                     pos += 2
                 if x != i << 1:
-                    pos = parse_record(b, start, end, i, count, base_ts, lo, hi, require_key, flagged)
+                    pos = parse_record(
+                        b, start, end, i, count, base_ts, lo, hi, require_key, flagged, key_ids, value_ids
+                    )
                     continue
                 x = b[pos]  # key length (1: null)
                 if x < 0x80:
-                    pos += 1 + (x >> 1)
+                    pos += 1
                 else:
                     x = (x & 0x7F) | (b[pos + 1] << 7)
-                    pos += 2 + (x >> 1)
+                    pos += 2
+                kpos = pos
+                pos += x >> 1
                 if x & 1 and (x != 1 or require_key):
-                    pos = parse_record(b, start, end, i, count, base_ts, lo, hi, require_key, flagged)
+                    pos = parse_record(
+                        b, start, end, i, count, base_ts, lo, hi, require_key, flagged, key_ids, value_ids
+                    )
                     continue
+                klen = x
                 x = b[pos]  # value length (1: null)
                 if x < 0x80:
-                    pos += 1 + (x >> 1)
+                    pos += 1
                 else:
                     x = (x & 0x7F) | (b[pos + 1] << 7)
-                    pos += 2 + (x >> 1)
+                    pos += 2
+                vpos = pos
+                pos += x >> 1
                 if (x & 1 and x != 1) or b[pos] != 0 or pos + 1 != rend:
-                    pos = parse_record(b, start, end, i, count, base_ts, lo, hi, require_key, flagged)
+                    pos = parse_record(
+                        b, start, end, i, count, base_ts, lo, hi, require_key, flagged, key_ids, value_ids
+                    )
                     continue
+                if key_ids is not None and klen != 1:
+                    check_schema(b, kpos, klen >> 1, key_ids, i, KEY_SCHEMA, flagged)
+                if value_ids is not None and x != 1:
+                    check_schema(b, vpos, x >> 1, value_ids, i, VALUE_SCHEMA, flagged)
                 pos = rend
             break
         except IndexError:  # free until raised (CPython 3.11+; compiled: a branch)
             # a read past the buffer: malformed, or a valid record whose three-byte varint the
             # inline decoding took for two bytes; parse_record decides and the walk goes on after it
-            pos = parse_record(b, start, end, i, count, base_ts, lo, hi, require_key, flagged)
+            pos = parse_record(
+                b, start, end, i, count, base_ts, lo, hi, require_key, flagged, key_ids, value_ids
+            )
             first = i + 1
     if pos != end:
         raise MalformedRecords(f"{end - pos} bytes after the batch's {count} records")
@@ -135,12 +175,14 @@ def parse_record(
     hi: int,
     require_key: bool,
     flagged: list[tuple[int, int]],
+    key_ids: set[int] | None = None,
+    value_ids: set[int] | None = None,
 ) -> int:
     """Parse record ``i`` at ``pos`` in full (any varint size, headers); the position after it.
 
     Raises the precise :class:`MalformedRecords` for malformed structure; appends to
-    ``flagged`` a keyless record when ``require_key`` and a timestamp outside [lo, hi] (see
-    :func:`walk`).
+    ``flagged`` a keyless record when ``require_key``, a key or value without a schema id of
+    ``key_ids`` / ``value_ids``, and a timestamp outside [lo, hi] (see :func:`walk`).
     """
     if pos >= end:
         raise MalformedRecords(f"batch declares {count} records but holds {i}")
@@ -161,10 +203,12 @@ def parse_record(
             raise MalformedRecords(f"record {i}: negative key length {n}")
         if n == -1 and require_key:
             flagged.append((i, NO_KEY))
+        kpos, klen = pos, n
         pos += max(n, 0)
         n, pos = _varint(b, pos, 5)
         if n < -1:
             raise MalformedRecords(f"record {i}: negative value length {n}")
+        vpos = pos
         pos += max(n, 0)
         pos = _skip_headers(b, pos, rend, i)
     except IndexError:
@@ -172,9 +216,26 @@ def parse_record(
     if pos != rend:
         took = length + pos - rend
         raise MalformedRecords(f"record {i}: fields take {took} bytes, its length says {length}")
+    if key_ids is not None and klen >= 0:
+        check_schema(b, kpos, klen, key_ids, i, KEY_SCHEMA, flagged)
+    if value_ids is not None and n >= 0:
+        check_schema(b, vpos, n, value_ids, i, VALUE_SCHEMA, flagged)
     if ts < lo or ts > hi:
         flagged.append((i, ts))
     return pos
+
+
+def check_schema(
+    b: bytes, pos: int, length: int, ids: set[int], i: int, base: int, flagged: list[tuple[int, int]]
+) -> None:
+    """Flag record ``i`` unless the ``length`` bytes at ``pos`` (within ``b``) begin with
+    Confluent's framing (magic byte 0, then a 4-byte big-endian schema id) of an id in ``ids``."""
+    if length < 5 or b[pos] != 0:
+        flagged.append((i, base))
+        return
+    sid = (b[pos + 1] << 24) | (b[pos + 2] << 16) | (b[pos + 3] << 8) | b[pos + 4]
+    if sid not in ids:
+        flagged.append((i, base + 1 + sid))
 
 
 def _uvarint(b: bytes, pos: int, max_bytes: int) -> tuple[int, int]:

@@ -414,6 +414,24 @@ LONG_MAX = 2**63 - 1
 NO_TIMESTAMP = -1
 
 
+@dataclass(frozen=True, slots=True)
+class SchemaCheck:
+    """Schema validation of a batch (Confluent's ``confluent.key/value.schema.validation``).
+
+    A non-null key (value) must start with Confluent's framing, magic byte 0 and a 4-byte
+    big-endian schema id, of an id in ``key_ids`` (``value_ids``): the ids registered under
+    ``key_subject`` (``value_subject``). None: that side is not checked. The sets are read,
+    never changed, by the check (their owner replaces or grows them on the event loop).
+    ``note`` ends each refusal's message (e.g. why the ids may be missing).
+    """
+
+    key_subject: str = ""
+    key_ids: set[int] | None = None
+    value_subject: str = ""
+    value_ids: set[int] | None = None
+    note: str = ""
+
+
 def check_records(
     buf: Buffer,
     pos: int,
@@ -423,6 +441,7 @@ def check_records(
     create_time: bool = True,
     min_timestamp: int = LONG_MIN,
     max_timestamp: int = LONG_MAX,
+    schemas: SchemaCheck | None = None,
 ) -> None:
     """Check the records of the batch at ``pos`` in ``buf`` (header already validated).
 
@@ -432,7 +451,8 @@ def check_records(
     ``create_time`` each record's timestamp (base + delta) must not exceed the header's max
     timestamp (INVALID_RECORD otherwise) and must lie in [``min_timestamp``,
     ``max_timestamp``] unless it is -1 (INVALID_TIMESTAMP, per record). ``require_key``
-    (compacted topics) refuses records without a key (INVALID_RECORD, per record).
+    (compacted topics) refuses records without a key (INVALID_RECORD, per record); so does
+    ``schemas`` records whose key or value lacks a schema id it lists (see :class:`SchemaCheck`).
 
     Raises :class:`InvalidBatch` with the Kafka code; records refused one by one are listed
     in ``record_errors`` (every one of the batch, as Kafka does). A compressed batch is
@@ -453,16 +473,42 @@ def check_records(
     if create_time:
         hi = min(hi, max_timestamp)
         lo = min_timestamp
+    key_ids = value_ids = None
+    if schemas is not None:
+        key_ids, value_ids = schemas.key_ids, schemas.value_ids
     try:  # record_walk looked up per call: the tests run every case on both of its builds
-        flagged = record_walk.walk(data, 0, len(data), count, h.base_timestamp, lo, hi, require_key)
+        flagged = record_walk.walk(
+            data, 0, len(data), count, h.base_timestamp, lo, hi, require_key, key_ids, value_ids
+        )
     except record_walk.MalformedRecords as exc:
         raise _invalid(str(exc)) from None
     if flagged:
-        _refuse(flagged, h, min_timestamp, max_timestamp)
+        _refuse(flagged, h, min_timestamp, max_timestamp, schemas)
 
 
-def _refuse(flagged: list[tuple[int, int]], h: BatchHeader, lo: int, hi: int) -> None:
-    """Raise for the records the walk flagged (Kafka's validateKey / validateTimestamp)."""
+def _schema_error(flag: int, schemas: SchemaCheck | None) -> str | None:
+    """The message of a schema validation flag of the walk; None: the flag is no such flag."""
+    if record_walk.KEY_SCHEMA <= flag < record_walk.KEY_SCHEMA + record_walk.SCHEMA_ID_SPAN:
+        what, subject, sid = "key", schemas.key_subject if schemas else "", flag - record_walk.KEY_SCHEMA - 1
+    elif record_walk.VALUE_SCHEMA <= flag < record_walk.VALUE_SCHEMA + record_walk.SCHEMA_ID_SPAN:
+        what, subject = "value", schemas.value_subject if schemas else ""
+        sid = flag - record_walk.VALUE_SCHEMA - 1
+    else:
+        return None
+    note = f" ({schemas.note})" if schemas is not None and schemas.note else ""
+    if sid < 0:
+        return (
+            f"{what} has no schema id (schema validation is on: it must start with magic byte 0 "
+            f"and the 4-byte id of a schema registered under subject {subject}){note}"
+        )
+    return f"{what} schema id {sid} is not registered under subject {subject}{note}"
+
+
+def _refuse(
+    flagged: list[tuple[int, int]], h: BatchHeader, lo: int, hi: int, schemas: SchemaCheck | None = None
+) -> None:
+    """Raise for the records the walk flagged (Kafka's validateKey / validateTimestamp, and
+    Confluent's schema validation)."""
     errors: list[tuple[int, str]] = []
     bad_ts = False
     for i, ts in flagged:
@@ -470,6 +516,8 @@ def _refuse(flagged: list[tuple[int, int]], h: BatchHeader, lo: int, hi: int) ->
             errors.append((i, "compacted topic cannot accept a record without a key"))
         elif errors and errors[-1][0] == i:
             continue  # one error per record, the key's first (clients match them by index)
+        elif ts < LONG_MIN and (schema_error := _schema_error(ts, schemas)) is not None:
+            errors.append((i, schema_error))
         elif ts > h.max_timestamp:
             raise _invalid(f"record {i}: timestamp {ts} is above the batch's max timestamp {h.max_timestamp}")
         elif ts != NO_TIMESTAMP and (ts < lo or ts > hi):

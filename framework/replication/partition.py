@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from framework.errors import NotEnoughReplicas, NotLeader, OffsetOutOfRange, StoreError
 from framework.protocol.control import EndTxnMarker
 from framework.protocol.errors import ErrorCode
+from framework.protocol.records import SchemaCheck
 from framework.storage.log import AppendInfo, Log
 
 
@@ -115,12 +116,18 @@ class Partition:
 
     # -- leader: appends and the high watermark ---------------------------------------------
     def append_records(
-        self, payload: memoryview, acks: int, now_ms: int, transactional: bool = False
+        self,
+        payload: memoryview,
+        acks: int,
+        now_ms: int,
+        transactional: bool = False,
+        schemas: SchemaCheck | None = None,
     ) -> AppendInfo:
         """Validate, then append a producer's record set as leader (check, then apply).
 
         ``transactional``: the caller checked with the transaction coordinator that the
         producer's transaction includes this partition (else transactional batches are refused).
+        ``schemas``: the schema ids keys and values must carry (schema validation), or None.
         """
         if not self.is_leader:
             self.check_leader()
@@ -130,7 +137,7 @@ class Partition:
                 f"{self.topic}-{self.index}: {len(self.isr)} in-sync replica(s), "
                 f"min.insync.replicas={lg.config.min_insync_replicas}"
             )
-        info = lg.append_as_leader(payload, now_ms, transactional=transactional)
+        info = lg.append_as_leader(payload, now_ms, transactional=transactional, schemas=schemas)
         if len(self.isr) <= 1 and self.pending_isr is None:
             self.advance_high_watermark(lg.log_end_offset)
         elif info.records:

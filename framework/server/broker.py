@@ -10,6 +10,8 @@ The parts, as Kafka keeps them apart::
     MetadataAdmin    metadata changes asked for by clients: plan, then apply or propose
     ReplicaManager   the partitions this broker holds: roles, fetchers, ISR, housekeeping
     GroupService     the group coordinator and ``__consumer_offsets``
+    SchemasTopic     the schema ids of the registry's ``_schemas`` topic (its local replica),
+                     for topics with schema validation
     TransactionService  the transaction coordinator and ``__transaction_state``; its markers
                      go through a MarkerChannel (in process, or WriteTxnMarkers to other brokers)
     KafkaListener    the sockets (one per named listener, TLS and SASL as each needs);
@@ -34,6 +36,8 @@ from framework.coordinator.group_service import GroupService
 from framework.coordinator.groups import LoopScheduler
 from framework.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from framework.coordinator.producer_ids import ProducerIdManager
+from framework.coordinator.schemas_topic import TOPIC as SCHEMAS_TOPIC
+from framework.coordinator.schemas_topic import SchemasPartition, SchemasTopic
 from framework.coordinator.transaction_log import TOPIC as TXN_TOPIC
 from framework.coordinator.transaction_service import TransactionService
 from framework.errors import ConfigError, StoreError
@@ -134,6 +138,7 @@ class Broker:
             _now_ms,
         )
         self.replicas.on_leadership(TXN_TOPIC, self.transactions.on_leadership)
+        self.schemas = SchemasTopic(self._schemas_partition)
         self.stopping = asyncio.Event()
         self.listener = KafkaListener(
             BrokerServices(
@@ -149,12 +154,17 @@ class Broker:
                 self.transactions,
                 self.txn_channel,
                 forwarder=self.forwarder,
+                schemas=self.schemas,
             ),
             self._listener_security(),
         )
         self._tasks: list[asyncio.Task[None]] = []
         self.quorum_watch = metrics.QuorumWatch(self.node_id)
         self.metrics_server: metrics.MetricsServer | None = None
+
+    def _schemas_partition(self) -> SchemasPartition | None:
+        parts = self.replicas.topic_partitions(SCHEMAS_TOPIC)
+        return parts[0] if parts else None
 
     def _listener_security(self) -> ListenerSecurity:
         c = self.config

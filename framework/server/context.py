@@ -14,6 +14,8 @@ tests/unit/server/handlers/) and the parts can change behind it:
   coordinator itself) and ``txn_channel``, how this broker asks a remote coordinator (KIP-890
   verification) and writes markers to remote leaders (None: not wired, as in handler tests);
 * ``forwarder``: requests passed on to another broker (DescribeQuorum to the Raft leader);
+* ``schemas``: the schema ids the registry's ``_schemas`` topic holds, for topics with
+  ``confluent.key/value.schema.validation`` (None: not wired; such topics then refuse);
 * ``authz``: the authorizer and its per-connection decision caches (None when off), asked
   through :mod:`framework.server.authz`.
 """
@@ -36,6 +38,7 @@ from framework.metadata.quorum import PartitionState, QuorumStatus
 from framework.metadata.store import StreamInfo, TopicInfo
 from framework.protocol.errors import ErrorCode
 from framework.protocol.frames import RequestHeader
+from framework.protocol.records import SchemaCheck
 from framework.replication.partition import Partition
 from framework.security import quotas as client_quotas
 from framework.security.authorizer import AclBinding, AclBindingFilter
@@ -183,6 +186,10 @@ class TxnChannel(Protocol):
     ) -> Awaitable[dict[TP, int]]: ...
 
 
+class SchemaSource(Protocol):
+    def check(self, topic: str, key: bool, value: bool) -> SchemaCheck: ...
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerServices:
     """The parts handlers may use, built once by the broker."""
@@ -199,6 +206,7 @@ class BrokerServices:
     transactions: TransactionDirectory | None = None  # the transaction coordinator (issue 19)
     txn_channel: TxnChannel | None = None  # requests to other brokers' coordinators / leaders
     forwarder: Forwarder | None = None  # requests only another broker can answer (DescribeQuorum)
+    schemas: SchemaSource | None = None  # schema ids of the registry's _schemas topic (issue 20)
 
 
 @dataclass(slots=True)

@@ -400,7 +400,12 @@ class Log:
         return out
 
     def validate(
-        self, payload: memoryview, now_ms: int, *, transactional: bool = False
+        self,
+        payload: memoryview,
+        now_ms: int,
+        *,
+        transactional: bool = False,
+        schemas: rb.SchemaCheck | None = None,
     ) -> list[rb.BatchHeader]:
         """Check a producer's record set without side effects; raise a StoreError if bad.
 
@@ -409,9 +414,11 @@ class Log:
         sequence with a producer id), then its records, walked in place or decompressed
         (:func:`records.check_records`: count, offset deltas 0..n-1, lengths and varints, each
         timestamp within ``message.timestamp.before/after.max.ms`` and the batch's max
-        timestamp, a key on every record of a compacted topic). Nothing is written unless
-        every batch passes. Transactional batches are refused unless ``transactional`` (the
-        caller vouches for the transaction; they need a producer id).
+        timestamp, a key on every record of a compacted topic, with ``schemas`` a registered
+        schema id in every key and/or value: Confluent's schema validation, whose ids the
+        caller knows). Nothing is written unless every batch passes. Transactional batches are
+        refused unless ``transactional`` (the caller vouches for the transaction; they need a
+        producer id).
         """
         batches = self._check_batches(payload)
         cfg = self.config
@@ -456,6 +463,7 @@ class Log:
                     create_time=create_time,
                     min_timestamp=lo,
                     max_timestamp=hi,
+                    schemas=schemas,
                 )
             except rb.InvalidBatch as exc:
                 raise self._refused(exc, where) from None
@@ -527,16 +535,22 @@ class Log:
         return AppendInfo(patched[0].base_offset, last, append_time, records, len(payload), patched)
 
     def append_as_leader(
-        self, payload: memoryview, now_ms: int, *, transactional: bool = False
+        self,
+        payload: memoryview,
+        now_ms: int,
+        *,
+        transactional: bool = False,
+        schemas: rb.SchemaCheck | None = None,
     ) -> AppendInfo:
         """Validate a producer's batches, check producer ids/sequences, append, record.
 
         Check, then apply: nothing is written (and no producer state changes) unless every
         batch passes. A retried batch already in the log is answered with its original
         offsets and not written again. ``transactional`` admits transactional batches (the
-        transaction coordinator has the partition in the producer's transaction).
+        transaction coordinator has the partition in the producer's transaction); ``schemas``:
+        the schema ids keys and values must carry (see :meth:`validate`).
         """
-        batches = self.validate(payload, now_ms, transactional=transactional)
+        batches = self.validate(payload, now_ms, transactional=transactional, schemas=schemas)
         pending = None
         if batches[0].producer_id >= 0 or len(batches) > 1:
             checked = self.producer_state.check(batches)

@@ -35,6 +35,9 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     min_insync_replicas: int = 1
     producer_id_expiration_ms: int = 7 * cfg.DAY_MS
+    # Confluent's confluent.key/value.schema.validation: the produce path checks schema ids
+    key_schema_validation: bool = False
+    value_schema_validation: bool = False
 
     @classmethod
     def from_values(cls, v: Mapping[str, Any]) -> LogConfig:
@@ -63,6 +66,8 @@ class LogConfig:
             min_cleanable_dirty_ratio=v["min.cleanable.dirty.ratio"],
             min_insync_replicas=v["min.insync.replicas"],
             producer_id_expiration_ms=v["producer.id.expiration.ms"],
+            key_schema_validation=v["confluent.key.schema.validation"],
+            value_schema_validation=v["confluent.value.schema.validation"],
         )
 
 

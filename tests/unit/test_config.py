@@ -363,6 +363,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Keys no code of the store reads, each with the reason accepting it ignores nothing.
 NOT_READ = {
+    "confluent.key.subject.name.strategy": "only its default, TopicNameStrategy, is accepted "
+    "(ConfigKey.unsupported): schema validation checks the subject <topic>-key",
+    "confluent.value.subject.name.strategy": "only its default, TopicNameStrategy, is accepted "
+    "(ConfigKey.unsupported): schema validation checks the subject <topic>-value",
     "compression.type": "only its default, producer, is accepted (ConfigKey.unsupported): batches "
     "are stored as the producer compressed them; DescribeConfigs reports it",
     "file.delete.delay.ms": "only its default, 0, is accepted (ConfigKey.unsupported): segments are "

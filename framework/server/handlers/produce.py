@@ -16,12 +16,19 @@ not stored; a fenced producer INVALID_PRODUCER_EPOCH; a coordinator that cannot 
 NOT_ENOUGH_REPLICAS (retriable), as Kafka's ReplicaManager maps them. Transactional batches
 without a transactional id answer TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as in Kafka.
 
+Schema validation (Confluent Server's ``confluent.key/value.schema.validation``): on a topic
+with it on, the walk also checks that each non-null key / value starts with magic byte 0 and
+the id of a schema registered under ``<topic>-key`` / ``<topic>-value``, looked up in the sets
+of :class:`~framework.coordinator.schemas_topic.SchemasTopic` (which first catches up with
+``_schemas``, so a schema registered before the batch was sent is known); a record without one
+is refused with INVALID_RECORD.
+
 A refused batch is never stored. Records refused one by one (a key missing on a compacted
-topic, a timestamp out of range) are listed in the partition's ``record_errors`` (KIP-467, v8+)
-with ``error_message``; clients fail such batches at once (librdkafka and the Java client do
-not retry INVALID_RECORD / INVALID_TIMESTAMP). Every refused batch, and every append the disk
-refused, is logged on one line (at most ``LOG_BURST`` lines per ``LOG_PERIOD_S``; the next line
-counts those left out).
+topic, a timestamp out of range, a schema id not registered) are listed in the partition's
+``record_errors`` (KIP-467, v8+) with ``error_message``; clients fail such batches at once
+(librdkafka and the Java client do not retry INVALID_RECORD / INVALID_TIMESTAMP). Every
+refused batch, and every append the disk refused, is logged on one line (at most
+``LOG_BURST`` lines per ``LOG_PERIOD_S``; the next line counts those left out).
 """
 
 from __future__ import annotations
@@ -44,6 +51,8 @@ from framework.protocol.messages.produce import (
     ProduceResponse,
     TopicProduceResponse,
 )
+from framework.protocol.records import SchemaCheck
+from framework.replication.partition import Partition
 from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz, metrics
 from framework.server.context import RequestContext
@@ -55,6 +64,7 @@ _BYTES_IN = metrics.BYTES_IN
 _MSGS_IN = metrics.MESSAGES_IN
 _child = metrics.child
 _WRITE, _TOPIC = AclOperation.WRITE, ResourceType.TOPIC
+_NO_SCHEMAS = "this broker does not read the schema registry's _schemas topic"
 
 log = logging.getLogger("sftraffic.produce")
 
@@ -254,7 +264,13 @@ def _produce(
                 if not records:
                     raise CorruptRecord("empty record set")
                 try:
-                    info = part.append_records(records, acks, now, transactional)  # type: ignore[arg-type]
+                    info = part.append_records(
+                        records,  # type: ignore[arg-type]
+                        acks,
+                        now,
+                        transactional,
+                        _schemas(ctx, name, part),
+                    )
                 except StoreError as exc:
                     if isinstance(exc, InvalidRecord) and exc.record_errors:
                         r.record_errors = [
@@ -283,6 +299,21 @@ def _produce(
     if waits:
         return _replicated(resp, waits, req.timeout_ms)
     return resp
+
+
+def _schemas(ctx: RequestContext, topic: str, part: Partition) -> SchemaCheck | None:
+    """The schema check of the topic's batches; None (two attribute reads) when it has none."""
+    lc = part.log.config
+    key, value = lc.key_schema_validation, lc.value_schema_validation
+    if not (key or value):
+        return None
+    src = ctx.services.schemas
+    if src is None:
+        none: set[int] = set()
+        return SchemaCheck(
+            f"{topic}-key", none if key else None, f"{topic}-value", none if value else None, _NO_SCHEMAS
+        )
+    return src.check(topic, key, value)
 
 
 async def _replicated(
