@@ -81,6 +81,7 @@ def walk(  # noqa: PLR0915 (the produce hot loop, inline on purpose: a call cost
     i = 0
     start = pos
     first = 0
+    key_seen = value_seen = -1  # the last schema id found in the set (ids are >= 0)
     while True:
         try:
             for i in range(first, count):
@@ -147,9 +148,25 @@ def walk(  # noqa: PLR0915 (the produce hot loop, inline on purpose: a call cost
                     )
                     continue
                 if key_ids is not None and klen != 1:
-                    check_schema(b, kpos, klen >> 1, key_ids, i, KEY_SCHEMA, flagged)
+                    if klen >= 10 and b[kpos] == 0:  # five bytes or more, magic byte 0
+                        sid = (b[kpos + 1] << 24) | (b[kpos + 2] << 16) | (b[kpos + 3] << 8) | b[kpos + 4]
+                        if sid != key_seen:  # a batch's records mostly share one id: one look-up
+                            if sid in key_ids:
+                                key_seen = sid
+                            else:
+                                flagged.append((i, KEY_SCHEMA + 1 + sid))
+                    else:
+                        flagged.append((i, KEY_SCHEMA))
                 if value_ids is not None and x != 1:
-                    check_schema(b, vpos, x >> 1, value_ids, i, VALUE_SCHEMA, flagged)
+                    if x >= 10 and b[vpos] == 0:
+                        sid = (b[vpos + 1] << 24) | (b[vpos + 2] << 16) | (b[vpos + 3] << 8) | b[vpos + 4]
+                        if sid != value_seen:
+                            if sid in value_ids:
+                                value_seen = sid
+                            else:
+                                flagged.append((i, VALUE_SCHEMA + 1 + sid))
+                    else:
+                        flagged.append((i, VALUE_SCHEMA))
                 pos = rend
             break
         except IndexError:  # free until raised (CPython 3.11+; compiled: a branch)

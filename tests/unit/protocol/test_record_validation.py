@@ -461,3 +461,96 @@ def test_large_keys_and_values_pass_whatever_they_hold(size: int, filler: bytes)
     ):
         check(make_batch(body, n))
         check(make_batch(body, n, codec=rb.LZ4))
+
+
+# -- schema validation (confluent.key/value.schema.validation) ---------------------------------
+def framed(sid: int, body: bytes = b"avro") -> bytes:
+    """Confluent's wire format: magic byte 0, the 4-byte big-endian schema id, the payload."""
+    return b"\x00" + sid.to_bytes(4, "big") + body
+
+
+def values_only(ids: set[int], subject: str = "t-value") -> rb.SchemaCheck:
+    return rb.SchemaCheck(value_subject=subject, value_ids=ids)
+
+
+@pytest.mark.parametrize("codec", [rb.NONE, *CODECS])
+def test_values_with_registered_ids_pass_on_every_path(codec: int) -> None:
+    """Inline (one- and two-byte lengths) and parse_record (headers, three-byte lengths)."""
+    body = (
+        record(0, b"k", framed(1))
+        + record(1, None, framed(2, b"x" * 200))
+        + record(2, b"k", framed(1), headers=[(b"h", b"v")])
+        + record(3, b"k", framed(2, b"\xff" * 9000))
+        + record(4, b"k", None)  # a tombstone carries no schema
+    )
+    check(make_batch(body, 5, codec=codec), schemas=values_only({1, 2}))
+
+
+@pytest.mark.parametrize("codec", [rb.NONE, rb.ZSTD])
+def test_values_without_a_registered_id_are_listed_one_by_one(codec: int) -> None:
+    values = [
+        framed(7),  # fine
+        b'{"speed": 42}',  # plain JSON
+        framed(8),  # an id not registered under the subject
+        b"\x00\x00\x00",  # too short for an id
+        b"\x01" + framed(7)[1:],  # another magic byte
+        b"",  # empty
+        framed(8, b"y" * 300),  # unknown, two-byte length
+    ]
+    body = b"".join(record(i, b"k", v) for i, v in enumerate(values))
+    e = refused(make_batch(body, len(values), codec=codec), match="6 record", schemas=values_only({7}))
+    got = dict(e.record_errors)
+    assert sorted(got) == [1, 2, 3, 4, 5, 6]
+    assert got[2] == "value schema id 8 is not registered under subject t-value"
+    assert got[6] == got[2]
+    for i in (1, 3, 4, 5):
+        assert got[i].startswith("value has no schema id") and "subject t-value" in got[i]
+
+
+def test_keys_are_checked_against_their_own_subject() -> None:
+    check_ = rb.SchemaCheck(key_subject="t-key", key_ids={3}, value_subject="t-value", value_ids=None)
+    body = record(0, framed(3), b"any") + record(1, None, b"any") + record(2, framed(4), b"any")
+    e = refused(make_batch(body, 3), schemas=check_)
+    assert e.record_errors == [(2, "key schema id 4 is not registered under subject t-key")]
+
+
+def test_one_schema_error_per_record_the_key_first_and_a_note() -> None:
+    both = rb.SchemaCheck("t-key", {1}, "t-value", {1}, note="why")
+    e = refused(make_batch(record(0, b"plain", b"plain"), 1), schemas=both)
+    assert len(e.record_errors) == 1 and e.record_errors[0][1].startswith("key has no schema id")
+    assert e.record_errors[0][1].endswith("(why)")
+
+
+def test_no_check_without_a_schema_check() -> None:
+    check(make_batch(record(0, b"k", b"plain"), 1), schemas=None)
+    check(make_batch(record(0, b"k", b"plain"), 1), schemas=rb.SchemaCheck())  # neither side
+
+
+_schema_value = st.one_of(
+    st.none(),
+    st.binary(max_size=6),
+    st.builds(framed, st.integers(0, 2**32 - 1), st.binary(max_size=3)),
+    st.builds(framed, st.sampled_from([1, 2, 3]), st.sampled_from([b"", b"z" * 150, b"w" * 17000])),
+)
+
+
+@given(st.lists(st.tuples(_schema_value, st.booleans()), min_size=1, max_size=6))
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+def test_the_walk_flags_exactly_the_values_without_a_registered_id(
+    cases: list[tuple[bytes | None, bool]],
+) -> None:
+    ids = {1, 2}
+    body = b"".join(
+        record(i, b"k", v, headers=[(b"h", None)] if h else None) for i, (v, h) in enumerate(cases)
+    )
+    expected = [
+        i
+        for i, (v, _) in enumerate(cases)
+        if v is not None and not (len(v) >= 5 and v[0] == 0 and int.from_bytes(v[1:5], "big") in ids)
+    ]
+    batch = make_batch(body, len(cases))
+    if not expected:
+        check(batch, schemas=values_only(ids))
+        return
+    e = refused(batch, schemas=values_only(ids))
+    assert [i for i, _ in e.record_errors] == expected
