@@ -44,6 +44,7 @@ SFTRAFFIC_ONLY: dict[str, str] = {
     "tests/integration/test_network_partition.py": f"{_OWN}: brokers in network namespaces, cut links",
     "tests/integration/test_metadata_journal.py": "the store's Raft metadata journal (in process, no Kafka)",
     "tests/system/test_chaos.py": "sftraffic chaos starts and kills its own cluster",
+    "tests/system/test_chaos_transactions.py": "sftraffic chaos starts and kills its own cluster",
     # one broker stopped, killed, restarted, or its data dir read
     "tests/integration/test_durability.py": f"{_OWN}: restarts, SIGKILL, segment files in its data dir",
     "tests/integration/test_full_disk.py": f"{_OWN}: its data dir on a 2 MB tmpfs, restarts",

@@ -13,6 +13,11 @@ A run:
    reports, waits for every ISR to be whole, reads every partition to its high watermark;
 4. judges the history (``chaos_checker.py``): lost, duplicated, misplaced, order, reads
    (vanished or changed), ack gap, ISR, foreign values, unacknowledged-but-present;
+   with ``--workload transactions`` the writers are transactional producers (transactions of
+   ``--txn-records`` records over several partitions, every fifth aborted on purpose) and two
+   live readers read at ``--isolation`` (read_committed; read_uncommitted is a broken setup
+   that must fail): ``chaos_txn_workload.py``, judged by ``chaos_txn_checker.py`` (aborted
+   reads G1a, torn transactions, lost commits, duplicates, per-reader offsets, foreign);
 5. prints the verdict table and writes ``--json``. Exit code 0 only when every check passes
    (1 otherwise, 2 when the run could not be set up).
 
@@ -27,6 +32,8 @@ import random
 import shutil
 import tempfile
 import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -36,8 +43,11 @@ from rich.console import Console
 from rich.table import Table
 
 from deploy.local import netns
-from deploy.local.chaos_checker import FAIL, INFO, PASS, Check, History, Verdict, judge
+from deploy.local.chaos_checker import FAIL, INFO, PASS, Check, History, Verdict, check_isr, judge
 from deploy.local.chaos_nemesis import KINDS, CommandTarget, Event, LocalTarget, Nemesis, Target
+from deploy.local.chaos_txn_checker import ABORTED, COMMITTED, UNKNOWN, TxnHistory
+from deploy.local.chaos_txn_checker import judge as judge_transactions
+from deploy.local.chaos_txn_workload import TxnProducerWorker, TxnReader, TxnRecorder, final_txn_read
 from deploy.local.chaos_workload import (
     ProducerWorker,
     Reader,
@@ -77,6 +87,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--acks", default="all", choices=["all", "1", "0", "-1"], help="producer acks (default all)"
     )
     p.add_argument("--no-idempotence", action="store_true", help="producers without enable.idempotence")
+    p.add_argument(
+        "--workload",
+        default="produce",
+        choices=["produce", "transactions"],
+        help="produce: unique values, checked for loss, duplication, order (default); transactions: "
+        "transactional producers (multi-partition transactions, some aborted) and read_committed "
+        "readers, checked for aborted reads (G1a), torn transactions, lost commits, duplicates",
+    )
+    p.add_argument(
+        "--isolation",
+        default="read_committed",
+        choices=["read_committed", "read_uncommitted"],
+        help="the transactions workload's readers (read_uncommitted: a broken setup, shows G1a)",
+    )
+    p.add_argument(
+        "--txn-records",
+        type=int,
+        default=12,
+        help="records per transaction (transactions workload, default 12)",
+    )
     p.add_argument("--seed", type=int, help="fixes the nemesis schedule (default: random, printed)")
     p.add_argument(
         "--nemesis",
@@ -169,6 +199,8 @@ class Run:
             raise SetupError(
                 f"--acks {args.acks} needs --no-idempotence (an idempotent producer uses acks=all)"
             )
+        if args.workload == "transactions" and (args.no_idempotence or args.acks not in ("all", "-1")):
+            raise SetupError("--workload transactions: transactional producers are idempotent with acks=all")
         self.cluster: ClusterProcesses | None = None
         self.data_dir: Path | None = None
         self.temp_dir = False
@@ -195,6 +227,8 @@ class Run:
             self.data_dir = Path(tempfile.mkdtemp(prefix="sftraffic-chaos-"))
             self.temp_dir = True
         overrides = _overrides(a.override)
+        if a.workload == "transactions":  # 50 partitions x RF 3 is slow to create on a small machine
+            overrides.setdefault("transaction.state.log.num.partitions", "3")
         if reason is None:
             try:
                 cluster = netns.NetnsCluster(self.data_dir, a.brokers, overrides, logs=self.data_dir)
@@ -266,6 +300,8 @@ class Run:
             raise SetupError(f"could not create {topic}: {exc}") from None
         self._wait_whole(bootstrap, topic, 60, "a leader and a whole ISR for every partition")
 
+        if a.workload == "transactions":
+            return self._transactions(target, bootstrap, kinds, topic, brokers, rf, min_isr)
         history = History(partitions=a.partitions)
         self.t0 = time.monotonic()
         recorder = Recorder(history, self.clock)
@@ -287,26 +323,14 @@ class Run:
         history.start = self.clock()
         for w in producers:
             w.start()
-        nemesis = Nemesis(
-            target,
-            kinds,
-            random.Random(self.seed),
-            self.clock,
-            self.interval,
-            describe=lambda: leaders(bootstrap, topic),
-            on_event=lambda e: self.say(_event_line(e)),
-        )
-        nemesis.start()
-        self._progress(a.duration, recorder)
+        nemesis = self._nemesis(target, kinds, bootstrap, topic)
+        self._progress(a.duration, lambda: self._produce_progress(recorder))
         nemesis.stop()
         for w in producers:
             w.stop_producing()
         history.end = self.clock()
         self.say(f"stopped writing: {len(history.sent)} sent, {len(history.acks)} acknowledged; healing")
-        healed = target.heal()
-        for h in healed:
-            self.say(f"heal: {h}")
-        timeline = [*nemesis.events, *(Event(round(self.clock(), 3), "heal", None, h) for h in healed)]
+        timeline = self._heal(target, nemesis)
         undelivered = sum(w.finish(60) for w in producers)
         whole = self._wait_whole(bootstrap, topic, a.heal_timeout, "every ISR whole", fail=False)
         reader.stop()
@@ -337,23 +361,7 @@ class Run:
             "command": "sftraffic chaos",
             "passed": verdict.passed,
             "seed": self.seed,
-            "config": {
-                "mode": "existing cluster" if a.bootstrap else "local",
-                "bootstrap": bootstrap,
-                "brokers": brokers,
-                "topic": topic,
-                "partitions": a.partitions,
-                "replication_factor": rf,
-                "min_insync_replicas": min_isr,
-                "producers": a.producers,
-                "rate_per_producer": a.rate,
-                "acks": a.acks,
-                "idempotence": not a.no_idempotence,
-                "duration_s": a.duration,
-                "nemesis": kinds,
-                "interval_s": list(self.interval),
-                "data_dir": str(self.data_dir) if self.data_dir else None,
-            },
+            "config": self._config(bootstrap, brokers, topic, rf, min_isr, kinds),
             "notes": self.notes,
             "figures": {
                 "sent": len(history.sent),
@@ -385,12 +393,149 @@ class Run:
             return False
         return True
 
-    def _progress(self, duration: float, recorder: Recorder) -> None:
+    def _progress(self, duration: float, line: Callable[[], str]) -> None:
         end = time.monotonic() + duration
         while (left := end - time.monotonic()) > 0:
             time.sleep(min(10.0, left))
-            h = recorder.history
-            self.say(f"[dim]{len(h.sent)} sent, {len(h.acks)} acknowledged, {len(h.reads)} read[/]")
+            self.say(f"[dim]{line()}[/]")
+
+    @staticmethod
+    def _produce_progress(recorder: Recorder) -> str:
+        h = recorder.history
+        return f"{len(h.sent)} sent, {len(h.acks)} acknowledged, {len(h.reads)} read"
+
+    def _nemesis(self, target: Target, kinds: list[str], bootstrap: str, topic: str) -> Nemesis:
+        nemesis = Nemesis(
+            target,
+            kinds,
+            random.Random(self.seed),
+            self.clock,
+            self.interval,
+            describe=lambda: leaders(bootstrap, topic),
+            on_event=lambda e: self.say(_event_line(e)),
+        )
+        nemesis.start()
+        return nemesis
+
+    def _heal(self, target: Target, nemesis: Nemesis) -> list[Event]:
+        """Heal everything; the timeline of faults and heals."""
+        healed = target.heal()
+        for h in healed:
+            self.say(f"heal: {h}")
+        return [*nemesis.events, *(Event(round(self.clock(), 3), "heal", None, h) for h in healed)]
+
+    def _config(
+        self, bootstrap: str, brokers: int, topic: str, rf: int, min_isr: int, kinds: list[str]
+    ) -> dict[str, Any]:
+        a = self.args
+        return {
+            "mode": "existing cluster" if a.bootstrap else "local",
+            "workload": a.workload,
+            "bootstrap": bootstrap,
+            "brokers": brokers,
+            "topic": topic,
+            "partitions": a.partitions,
+            "replication_factor": rf,
+            "min_insync_replicas": min_isr,
+            "producers": a.producers,
+            "rate_per_producer": a.rate,
+            "acks": a.acks,
+            "idempotence": not a.no_idempotence,
+            "duration_s": a.duration,
+            "nemesis": kinds,
+            "interval_s": list(self.interval),
+            "data_dir": str(self.data_dir) if self.data_dir else None,
+        }
+
+    def _transactions(
+        self,
+        target: Target,
+        bootstrap: str,
+        kinds: list[str],
+        topic: str,
+        brokers: int,
+        rf: int,
+        min_isr: int,
+    ) -> dict[str, Any]:
+        """The transactions workload (``chaos_txn_workload.py``), judged by ``chaos_txn_checker.py``."""
+        a = self.args
+        history = TxnHistory(per_txn=a.txn_records, isolation=a.isolation)
+        recorder = TxnRecorder(history)
+        self.t0 = time.monotonic()
+        readers = [
+            TxnReader(f"reader{i + 1}", bootstrap, topic, a.partitions, a.isolation, recorder)
+            for i in range(2)
+        ]
+        producers = [
+            TxnProducerWorker(
+                f"t{i + 1}", bootstrap, topic, a.partitions, a.rate, recorder, per_txn=a.txn_records
+            )
+            for i in range(a.producers)
+        ]
+        for w in [*readers, *producers]:
+            w.start()
+        # faults once every producer has its producer id (the transaction coordinators and
+        # __transaction_state in place), as a running application would be
+        try:
+            wait_for(lambda: all(w.outcomes_seen() for w in producers), 90, 0.2, "a first transaction each")
+        except TimeoutError:
+            raise SetupError(f"no transaction ended within 90 s: {recorder.errors[:3]}") from None
+        self.say("every producer has ended a transaction: faults start")
+        nemesis = self._nemesis(target, kinds, bootstrap, topic)
+
+        def line() -> str:
+            counts = Counter(history.outcomes.values())
+            return f"transactions {dict(counts)}, {len(history.reads)} records read"
+
+        self._progress(a.duration, line)
+        nemesis.stop()
+        self.say("stopped the faults; healing, then letting the open transactions end")
+        timeline = self._heal(target, nemesis)
+        for w in producers:
+            w.stop()
+        stuck = [w.logical for w in producers if w.is_alive()]
+        whole = self._wait_whole(bootstrap, topic, a.heal_timeout, "every ISR whole", fail=False)
+        for r in readers:
+            r.stop()
+        self.say(f"final read at {a.isolation} ({len(history.outcomes)} transactions)")
+        history.final, history.final_complete = final_txn_read(bootstrap, topic, a.partitions, a.isolation)
+        states = partition_states(bootstrap, [topic, *INTERNAL_TOPICS, "__transaction_state"])
+        verdict = judge_transactions(history)
+        isr = check_isr(History(partitions=a.partitions, states=states))
+        clients = Check(
+            "client errors",
+            FAIL if stuck else (INFO if recorder.errors else PASS),
+            f"{len(recorder.errors)} producer errors (each an abort or a new client), "
+            f"{sum(r.errors for r in readers)} reader errors"
+            + (f"; producers {stuck} did not stop" if stuck else ""),
+            {"producer_errors": len(recorder.errors), "clients": sum(w.producers for w in producers)},
+            recorder.errors[:10],
+        )
+        verdict = Verdict([*verdict.checks, isr, clients])
+        counts = Counter(history.outcomes.values())
+        return {
+            "command": "sftraffic chaos",
+            "passed": verdict.passed,
+            "seed": self.seed,
+            "config": {
+                **self._config(bootstrap, brokers, topic, rf, min_isr, kinds),
+                "isolation": a.isolation,
+                "records_per_transaction": a.txn_records,
+            },
+            "notes": self.notes,
+            "figures": {
+                "transactions": len(history.outcomes),
+                "committed": counts[COMMITTED],
+                "aborted": counts[ABORTED],
+                "unknown": counts[UNKNOWN],
+                "reads": len(history.reads),
+                "final_records": len(history.final),
+                "isr_whole_after_heal": whole,
+                "faults": sum(1 for e in timeline if e.action in KINDS),
+            },
+            "checks": verdict.to_json()["checks"],
+            "timeline": [asdict(e) for e in timeline],
+        }
 
     def close(self, passed: bool) -> None:
         if self.cluster is not None:
@@ -413,9 +558,17 @@ def _event_line(e: Event) -> str:
 
 def render(doc: dict[str, Any], console: Console) -> None:
     c = doc["config"]
+    if c.get("workload") == "transactions":
+        f = doc["figures"]
+        what = (
+            f"transactions ({f['committed']} committed, {f['aborted']} aborted, {f['unknown']} unknown), "
+            f"readers {c['isolation']}"
+        )
+    else:
+        what = f"acks={c['acks']}, idempotence {'on' if c['idempotence'] else 'off'}"
     table = Table(
-        title=f"sftraffic chaos: seed {doc['seed']}, {c['brokers']} brokers, acks={c['acks']}, "
-        f"idempotence {'on' if c['idempotence'] else 'off'}, {c['duration_s']:.0f} s, "
+        title=f"sftraffic chaos: seed {doc['seed']}, {c['brokers']} brokers, {what}, "
+        f"{c['duration_s']:.0f} s, "
         f"{doc['figures']['faults']} faults ({','.join(c['nemesis'])})",
         title_justify="left",
     )

@@ -13,29 +13,29 @@ what a read_committed reader sees:
 
 Every fifth transaction is aborted by the workload itself once its records are in the logs, so
 aborted reads have something to show. A read_committed consumer's offsets must only grow per
-partition. The judging is :func:`tests.support.txn_checker.judge`, whose unit test shows it
-reporting each anomaly in crafted histories; here it is also shown to fail on a broken setup:
-a reader at read_uncommitted (one that ignores transactions) sees the aborted transactions.
+partition. The workload and the judging are those of ``sftraffic chaos --workload
+transactions`` (:mod:`deploy.local.chaos_txn_workload`, :func:`deploy.local.chaos_txn_checker.
+judge_lines`), whose unit test shows the checker reporting each anomaly in crafted histories;
+here it is also shown to fail on a broken setup: a reader at read_uncommitted (one that ignores
+transactions) sees the aborted transactions.
 """
 
 from __future__ import annotations
 
 import random
 import signal
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from deploy.local.chaos_txn_checker import TxnHistory, judge_lines
+from deploy.local.chaos_txn_workload import TxnProducerWorker, TxnRecorder, final_txn_read
 from deploy.local.process import ClusterProcesses, wait_for
-from tests.conftest import ARTIFACTS, quiet_logger
+from tests.conftest import ARTIFACTS
 from tests.integration.test_cluster import OVERRIDES, create_topic, healthy
-from tests.support.txn_checker import judge
 
 pytestmark = pytest.mark.integration
 
@@ -60,73 +60,31 @@ def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ClusterP
     c.stop()
 
 
-class Workload:
-    """Transactions one after another until stopped; the outcome of each, by number."""
-
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = bootstrap
-        self.outcomes: dict[int, str] = {}
-        self.stop = threading.Event()
-        self.errors: list[str] = []
-
-    def _producer(self) -> Producer:
-        p = Producer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "transactional.id": TID,
-                "transaction.timeout.ms": 10_000,
-                "message.timeout.ms": 10_000,
-                "linger.ms": 2,
-                "logger": quiet_logger(),
-            }
-        )
-        p.init_transactions(60)
-        return p
-
-    def run(self) -> None:
-        p = self._producer()
-        n = 0
-        while not self.stop.is_set():
-            n += 1
-            try:
-                p.begin_transaction()
-                for i in range(PER_TXN):
-                    p.produce(TOPIC, value=f"{n}-{i}".encode(), partition=i % PARTS)
-                if n % ABORT_EVERY == 0:  # aborted on purpose, once its records are in the logs
-                    p.flush(30)
-                    p.abort_transaction(30)
-                    self.outcomes[n] = "aborted"
-                    continue
-                p.commit_transaction(30)
-                self.outcomes[n] = "committed"
-            except KafkaException as exc:
-                err: Any = exc.args[0]
-                self.errors.append(str(err))
-                if err.txn_requires_abort():
-                    try:
-                        p.abort_transaction(30)
-                        self.outcomes[n] = "aborted"
-                        continue
-                    except KafkaException as again:
-                        self.errors.append(str(again.args[0]))
-                self.outcomes[n] = "unknown"  # fatal, or the abort itself failed: a new instance
-                p = self._producer()
-
-
 def test_transactions_stay_whole_while_brokers_are_killed_paused_and_stopped(
     cluster: ClusterProcesses,
 ) -> None:
     create_topic(cluster.bootstrap, TOPIC, PARTS, 3)
-    w = Workload(cluster.bootstrap)
-    t = threading.Thread(target=w.run, daemon=True)
-    t.start()
+    rec = TxnRecorder(TxnHistory(per_txn=PER_TXN))
+    w = TxnProducerWorker(
+        "w",
+        cluster.bootstrap,
+        TOPIC,
+        PARTS,
+        1e9,
+        rec,
+        per_txn=PER_TXN,
+        abort_every=ABORT_EVERY,
+        transactional_id=TID,
+    )
+    w.start()
+    outcomes = rec.history.outcomes
     rnd = random.Random(190)
     try:
-        wait_for(lambda: len(w.outcomes) >= 5 or not t.is_alive(), 60, 0.1, "the first transactions")
-        assert t.is_alive(), "the workload failed to start"
+        wait_for(lambda: len(outcomes) >= 5 or not w.is_alive(), 60, 0.1, "the first transactions")
+        assert w.is_alive(), "the workload failed to start"
         for fault in rnd.sample(FAULTS, len(FAULTS)):
             victim = rnd.choice(cluster.brokers)
-            seen = len(w.outcomes)
+            seen = len(outcomes)
             if fault == "kill":
                 victim.kill()
             elif fault == "pause":
@@ -139,44 +97,20 @@ def test_transactions_stay_whole_while_brokers_are_killed_paused_and_stopped(
             else:
                 victim.start()
             wait_for(lambda: healthy(cluster), 60, 0.2, "a healthy cluster again")
-            wait_for(lambda s=seen: len(w.outcomes) > s + 2, 60, 0.1, "transactions after the fault")
+            wait_for(lambda s=seen: len(outcomes) > s + 2, 60, 0.1, "transactions after the fault")
     finally:
-        w.stop.set()
-        t.join(120)
-    assert not t.is_alive(), "the workload did not stop"
-    outcomes = dict(w.outcomes)
-    records = read_all(cluster.bootstrap, "read_committed")
+        w.stop(120)
+    assert not w.is_alive(), "the workload did not stop"
+    records, complete = final_txn_read(cluster.bootstrap, TOPIC, PARTS, "read_committed")
+    assert complete, "a transaction stayed open"
     for part in range(PARTS):  # offsets only grow, per partition, for a consumer
         offsets = [o for p, o, _v in records if p == part]
         assert offsets == sorted(set(offsets)), f"partition {part}: offsets not strictly increasing"
-    problems = judge(outcomes, [v for _p, _o, v in records], PER_TXN)
+    problems = judge_lines(outcomes, [v for _p, _o, v in records], PER_TXN)
     assert not problems, "; ".join(problems[:10])
     counts = Counter(outcomes.values())
-    assert counts["committed"] >= 20 and counts["aborted"] >= 4, (counts, w.errors[:5])
+    assert counts["committed"] >= 20 and counts["aborted"] >= 4, (counts, rec.errors[:5])
     # the checker on a broken setup: a reader ignoring transactions sees the aborted records
-    broken = judge(outcomes, [v for _p, _o, v in read_all(cluster.bootstrap, "read_uncommitted")], PER_TXN)
-    assert any("aborted read" in line for line in broken), broken[:5]
-
-
-def read_all(bootstrap: str, isolation: str) -> list[tuple[int, int, bytes]]:
-    """(partition, offset, value) of every record of TOPIC a consumer at ``isolation`` gets."""
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"judge-{isolation}",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-            "logger": quiet_logger(),
-        }
-    )
-    out: list[tuple[int, int, bytes]] = []
-    try:
-        c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTS)])
-        idle = 0
-        while idle < 8:
-            msgs = c.consume(500, timeout=0.5)
-            idle = 0 if msgs else idle + 1
-            out += [(m.partition(), m.offset(), bytes(m.value() or b"")) for m in msgs if m.error() is None]
-    finally:
-        c.close()
-    return out
+    dirty, _ = final_txn_read(cluster.bootstrap, TOPIC, PARTS, "read_uncommitted")
+    broken = judge_lines(outcomes, [v for _p, _o, v in dirty], PER_TXN)
+    assert any(line.startswith("aborted read") for line in broken), broken[:5]
