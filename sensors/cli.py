@@ -267,12 +267,12 @@ def _work(
         if creds is not None:
             sink.connect_devices(fleet.sensor_ids)
     else:
-        encode = None
+        encoders = None
         if args.format == "avro":
             from sensors.avro import AvroEncoder
 
-            encode = AvroEncoder(args.registry).encode
-        sink = KafkaSink(args.bootstrap, client_id=f"sftraffic-sensors-{index}", encode=encode)
+            encoders = AvroEncoder(args.registry).by_topic
+        sink = KafkaSink(args.bootstrap, client_id=f"sftraffic-sensors-{index}", encoders=encoders)
 
     def tick(st: Any) -> None:
         with counter.get_lock():

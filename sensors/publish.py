@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import ssl
 import threading
@@ -38,6 +39,18 @@ def _quiet() -> logging.Logger:
     return lg
 
 
+class _PerTopic(dict[str, Callable[[dict[str, Any]], bytes]]):
+    """topic -> ``encode(topic, event)`` bound to the topic (made on first use)."""
+
+    def __init__(self, encode: Callable[[str, dict[str, Any]], bytes]) -> None:
+        super().__init__()
+        self.encode = encode
+
+    def __missing__(self, topic: str) -> Callable[[dict[str, Any]], bytes]:
+        fn = self[topic] = functools.partial(self.encode, topic)
+        return fn
+
+
 class KafkaSink:
     def __init__(
         self,
@@ -46,8 +59,11 @@ class KafkaSink:
         exactly_once: bool = True,
         extra: dict[str, Any] | None = None,
         encode: Callable[[str, dict[str, Any]], bytes] | None = None,
+        encoders: Mapping[str, Callable[[dict[str, Any]], bytes]] | None = None,
     ) -> None:
-        """``encode(topic, event)``: the value's bytes (default: JSON; sensors.avro for Avro)."""
+        """The value's bytes: JSON by default; ``encoders[topic](event)`` when given (a mapping
+        that makes a topic's encoder on first use, e.g. :attr:`sensors.avro.AvroEncoder.by_topic`:
+        one subscript and one call per event, as cheap as JSON's), else ``encode(topic, event)``."""
         from confluent_kafka import Producer
 
         conf = producer_config(
@@ -69,7 +85,9 @@ class KafkaSink:
             },
         )
         self.producer = Producer(secured(conf))
-        self._encode = encode
+        if encoders is None and encode is not None:
+            encoders = _PerTopic(encode)
+        self._encoders = encoders
         self.errors = 0
         self.sent = 0
         self.last_error: str | None = None
@@ -80,7 +98,7 @@ class KafkaSink:
             self.last_error = str(err)
 
     def send(self, topic: str, key: str, value: dict[str, Any], ts_ms: int) -> None:
-        data = _enc.encode(value) if self._encode is None else self._encode(topic, value)
+        data = _enc.encode(value) if self._encoders is None else self._encoders[topic](value)
         while True:
             try:
                 self.producer.produce(topic, data, key, timestamp=ts_ms)  # str key: UTF-8 in C

@@ -102,3 +102,35 @@ def test_v2_is_compatible_both_ways_and_v1_registers_cleanly() -> None:
     assert check(v2.avro, [(1, v1.avro)], Level.FULL_TRANSITIVE) == []
     for schema in avro.SCHEMAS.values():
         parse_schema(json.dumps(schema))  # valid, defaults included
+
+
+class _Registry(avro.RegistryClient):
+    """Ids without a registry: one per subject, in order of registration."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+
+    def register(self, subject: str, schema: dict[str, Any]) -> int:
+        return self.ids.setdefault(subject, len(self.ids) + 1)
+
+
+def test_by_topic_writes_confluent_frames_as_encode_does() -> None:
+    enc = avro.AvroEncoder(_Registry())
+    for name, ev in fleet_events()[:300]:
+        topic = f"traffic_monitoring.{name}"
+        data = enc.by_topic[topic](ev)
+        assert data == enc.encode(topic, ev)
+        assert data[:5] == b"\x00" + enc.schema_id(topic).to_bytes(4, "big")
+        assert data[5:] == fastavro_bytes(avro.SCHEMAS[name], ev)
+
+
+def test_strings_and_longs_from_the_caches_stay_right_when_they_are_cleared() -> None:
+    schema = {
+        "type": "record",
+        "name": "C",
+        "fields": [{"name": "s", "type": "string"}, {"name": "n", "type": "long"}],
+    }
+    enc = avro.compile_encoder(schema)
+    for i in range(3 * avro._CACHE_MAX):  # every cache filled and cleared twice
+        ev = {"s": f"sensor-{i}", "n": 1_795_502_078_000 + i * 97}
+        assert enc(ev) == fastavro_bytes(schema, ev)
