@@ -8,7 +8,9 @@ records, up to the partition's high watermark (committed records only), to a
 and from where it stopped afterwards. Reading is lazy: :meth:`SchemasTopic.check` first
 reads what was committed since the last call (two integer compares when nothing was), so a
 schema the registry has just registered (it answers once the record is committed) is valid
-for the producer's next batch.
+for the producer's next batch. A batch refused for an unknown id is checked once more after
+:meth:`SchemasTopic.refresh` read on to the log end (a follower replica learns the high
+watermark one fetch after the records).
 
 A log that no longer holds the next offset to read (truncated, its start moved past it by
 DeleteRecords, or a new log object after the topic was re-created or the replica moved) is
@@ -67,13 +69,27 @@ class SchemasTopic:
         lg, hw = p.log, p.high_watermark
         if hw == self.next_offset and lg is self._log:
             return True
+        self._read_to(lg, hw)
+        return True
+
+    def refresh(self) -> bool:
+        """Before refusing a batch for an unknown id: read on to the replica's log end (a
+        follower learns the high watermark a fetch after the records, and a schema registered
+        that instant is worth accepting); True when that applied any record."""
+        p = self._find()
+        if p is None:
+            return False
+        before = (self._log, self.next_offset)
+        self._read_to(p.log, max(p.high_watermark, p.log.log_end_offset))
+        return (self._log, self.next_offset) != before
+
+    def _read_to(self, lg: Log, upper: int) -> None:
         if lg is not self._log or not lg.log_start_offset <= self.next_offset <= lg.log_end_offset:
             if self._log is not None:
                 log.info("%s: log changed under the schema id reader; reading it again", self.topic)
             self._log, self.ids, self.next_offset, self.records = lg, SchemaIds(), lg.log_start_offset, 0
-        if hw > self.next_offset:
-            self._read(lg, hw)
-        return True
+        if upper > self.next_offset:
+            self._read(lg, upper)
 
     def _read(self, lg: Log, upper: int) -> None:
         offset = self.next_offset

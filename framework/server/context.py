@@ -189,6 +189,8 @@ class TxnChannel(Protocol):
 class SchemaSource(Protocol):
     def check(self, topic: str, key: bool, value: bool) -> SchemaCheck: ...
 
+    def refresh(self) -> bool: ...
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerServices:

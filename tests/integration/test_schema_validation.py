@@ -50,6 +50,7 @@ from framework.protocol.messages.stream_admin import (
     StreamAdminResponse,
     StreamConfig,
 )
+from tests.conftest import quiet_logger
 
 pytestmark = pytest.mark.integration
 
@@ -79,7 +80,7 @@ def client(registry: RegistryProcess) -> SchemaRegistryClient:
 
 def new_topic(bootstrap: str, config: dict[str, str] | None = None, name: str | None = None) -> str:
     name = name or f"sv-{uuid.uuid4().hex[:10]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
     admin.create_topics([NewTopic(name, 1, 1, config=config or {})])[name].result(30)
     return name
 
@@ -90,7 +91,7 @@ def serializer(client: SchemaRegistryClient, schema: dict[str, Any]) -> AvroSeri
 
 def produce(bootstrap: str, topic: str, values: list[bytes | None], key: bytes | None = None) -> list[Any]:
     """Each value's delivery outcome: None (delivered) or its KafkaError."""
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1})
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1, "logger": quiet_logger()})
     out: list[Any] = []
     for v in values:
         p.produce(topic, value=v, key=key, on_delivery=lambda err, msg: out.append(err))
@@ -120,7 +121,7 @@ def count(bootstrap: str, topic: str) -> int:
 
 
 def alter(bootstrap: str, topic: str, name: str, value: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
     res = ConfigResource(
         ConfigResource.Type.TOPIC,
         topic,
@@ -242,7 +243,7 @@ def test_a_stream_policy_applies_to_its_topics(broker: BrokerProcess, client: Sc
 )
 def test_bad_values_are_refused_with_invalid_config(broker: BrokerProcess, name: str, value: str) -> None:
     topic = f"sv-bad-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "logger": quiet_logger()})
     with pytest.raises(KafkaException) as info:
         admin.create_topics([NewTopic(topic, 1, 1, config={name: value})])[topic].result(30)
     assert info.value.args[0].code() == KafkaError.INVALID_CONFIG

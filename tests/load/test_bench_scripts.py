@@ -80,3 +80,14 @@ def test_bench_authorizer_smoke(tmp_path: Path) -> None:
         "broker CPU/msg on/off (batched)",
         "broker CPU/msg on/off (small)",
     ]
+
+
+def test_bench_schema_validation_smoke(tmp_path: Path) -> None:
+    doc = run_bench("load.bench_schema_validation", tmp_path, "--smoke", timeout=240)
+    assert sorted(r["validation"] for r in doc["runs"]) == [False, True]
+    assert all(r["failed"] == 0 and r["msgs_s"] > 0 for r in doc["runs"])
+    assert 90 <= doc["values"]["mean_bytes"] <= 115  # ~100-byte Avro values
+    ip = doc["in_process"]
+    assert ip["check_records_ns_per_record_1000_on"] > 0 and ip["check_records_ns_per_record_9000_off"] > 0
+    assert doc["summary"]["ratio_of_medians"] > 0
+    assert [g["name"] for g in doc["goals"]] == ["produce msgs/s, validation on / off (ratio of medians)"]

@@ -57,6 +57,7 @@ from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz, metrics
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors, kafka_error, set_error
+from framework.storage.log import AppendInfo
 
 API_KEY = 0
 
@@ -264,13 +265,7 @@ def _produce(
                 if not records:
                     raise CorruptRecord("empty record set")
                 try:
-                    info = part.append_records(
-                        records,  # type: ignore[arg-type]
-                        acks,
-                        now,
-                        transactional,
-                        _schemas(ctx, name, part),
-                    )
+                    info = _append(ctx, name, part, records, acks, now, transactional)  # type: ignore[arg-type]
                 except StoreError as exc:
                     if isinstance(exc, InvalidRecord) and exc.record_errors:
                         r.record_errors = [
@@ -299,6 +294,27 @@ def _produce(
     if waits:
         return _replicated(resp, waits, req.timeout_ms)
     return resp
+
+
+def _append(
+    ctx: RequestContext,
+    topic: str,
+    part: Partition,
+    records: memoryview,
+    acks: int,
+    now: int,
+    transactional: bool,
+) -> AppendInfo:
+    """The leader's append, with the topic's schema check; a batch refused while the reader of
+    ``_schemas`` had not read to its log end is checked once more after it has."""
+    schemas = _schemas(ctx, topic, part)
+    try:
+        return part.append_records(records, acks, now, transactional, schemas)
+    except InvalidRecord:
+        src = ctx.services.schemas
+        if schemas is None or src is None or not src.refresh():
+            raise
+    return part.append_records(records, acks, now, transactional, _schemas(ctx, topic, part))
 
 
 def _schemas(ctx: RequestContext, topic: str, part: Partition) -> SchemaCheck | None:

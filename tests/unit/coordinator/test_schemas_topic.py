@@ -71,3 +71,18 @@ def test_without_a_replica_no_id_is_known_and_the_refusal_says_why(tmp_path: Pat
     check = reader.check("t", True, True)
     assert check.value_ids == set() and check.key_ids == set()
     assert "holds no replica of _schemas" in check.note
+
+
+def test_refresh_reads_on_to_the_log_end_once(tmp_path: Path) -> None:
+    """A follower's records arrive a fetch before it learns they are committed: before a batch
+    is refused, the reader reads what the replica holds."""
+    lg, _ = open_log(tmp_path)
+    part = FakePartition(lg)
+    reader = SchemasTopic(lambda: part)
+    write(lg, schema("t-value", 1, 1))
+    lg.high_watermark = 0
+    assert reader.check("t", False, True).value_ids == set()
+    assert reader.refresh()
+    assert reader.check("t", False, True).value_ids == {1}
+    assert not reader.refresh()  # nothing more to read
+    assert not SchemasTopic(lambda: None).refresh()
