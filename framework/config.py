@@ -67,6 +67,18 @@ def list_of(*choices: str) -> Validator:
     return check
 
 
+def throttled_replicas(v: Any) -> str | None:
+    """Kafka's ThrottledReplicaListValidator: ``*`` alone, or PARTITION:BROKER pairs."""
+    if v == ["*"] or all(_pair(x) for x in v):
+        return None
+    return "must be * or a list of PARTITION:BROKER pairs, e.g. 0:1,1:2"
+
+
+def _pair(item: str) -> bool:
+    part, colon, broker = item.partition(":")
+    return bool(colon) and part.strip().isdigit() and broker.strip().isdigit()
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigKey:
     name: str
@@ -552,6 +564,38 @@ define(
     "Bytes a follower asks for per fetch, all partitions together.",
     [B],
     validator=at_least(1024),
+)
+define(
+    "leader.replication.throttled.rate",
+    "long",
+    LONG_MAX,
+    "Bytes/s this broker, as a leader, serves to follower replicas that are not in sync, over "
+    "the partitions its topics list in leader.replication.throttled.replicas (Kafka's "
+    "replication throttle; set at run time with IncrementalAlterConfigs, e.g. by "
+    "kafka-reassign-partitions --throttle).",
+    [B],
+    validator=at_least(0),
+    dynamic=True,
+)
+define(
+    "follower.replication.throttled.rate",
+    "long",
+    LONG_MAX,
+    "Bytes/s this broker, as a follower not in sync, fetches of the partitions its topics list "
+    "in follower.replication.throttled.replicas (set at run time like the leader's).",
+    [B],
+    validator=at_least(0),
+    dynamic=True,
+)
+define(
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+    "long",
+    LONG_MAX,
+    "Kafka's throttle of replica moves between a broker's log dirs (only deleting it is "
+    "accepted, as kafka-reassign-partitions --verify does).",
+    [B],
+    dynamic=True,
+    unsupported="a broker has one log dir here, so replicas never move between dirs",
 )
 define(
     "replica.fetch.backoff.ms",
@@ -1043,6 +1087,26 @@ for _side in ("key", "value"):
         unsupported="only TopicNameStrategy (subject <topic>-key / <topic>-value) is implemented; "
         "RecordNameStrategy and TopicRecordNameStrategy are refused",
     )
+
+define(
+    "leader.replication.throttled.replicas",
+    "list",
+    [],
+    "Replicas throttled on the leader side: PARTITION:BROKER pairs (e.g. 0:1,1:2), or * for "
+    "every replica of the topic; the broker named serves them at most "
+    "leader.replication.throttled.rate while the follower is out of sync.",
+    [T],
+    validator=throttled_replicas,
+)
+define(
+    "follower.replication.throttled.replicas",
+    "list",
+    [],
+    "Replicas throttled on the follower side: PARTITION:BROKER pairs, or *; the broker named "
+    "fetches them at most follower.replication.throttled.rate while it is out of sync.",
+    [T],
+    validator=throttled_replicas,
+)
 
 # ---- stream-only ------------------------------------------------------------------------
 # num.partitions and default.replication.factor above also apply per stream.

@@ -88,6 +88,8 @@ APIS = [
     "list_transactions",
     "describe_quorum",
     "describe_topic_partitions",
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
 ]
 DATA = ["consumer_protocol_subscription", "consumer_protocol_assignment"]
 

@@ -143,6 +143,47 @@ class MetadataAdmin:
     ) -> Proposal[list[list[AclBinding] | StoreError]]:
         return self._commit(self.store.plan_delete_acls(filters, may_delete))
 
+    # -- dynamic broker configs (IncrementalAlterConfigs on a BROKER resource) --------------------
+    def alter_broker_configs(
+        self, resource: str, set_: Mapping[str, Any], delete: list[str], validate_only: bool = False
+    ) -> Proposal[str]:
+        return self._commit(self.store.plan_broker_configs(resource, set_, delete, validate_only))
+
+    # -- partition reassignments (AlterPartitionReassignments) ---------------------------------
+    def alter_reassignment(
+        self, topic: str, index: int, target: list[int] | None, allow_rf_change: bool = True
+    ) -> tuple[ErrorCode, str | None] | asyncio.Future[Any]:
+        """Start, change or (``target`` None) cancel a partition's reassignment: an error code
+        and message at once, or a future of the quorum's answer ((code, message)), checked where
+        it is applied, in log order. A single node holds every replica: the only valid target is
+        itself, and nothing is ever in progress."""
+        quorum = self.cache.quorum
+        if quorum is not None:  # checked in log order (a topic just created may not be here yet)
+            return quorum.propose("alter_reassignment", topic, index, target, allow_rf_change)
+        t = self.cache.topics.get(topic)
+        if t is None or not 0 <= index < t.partitions:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unable to find partition {topic}:{index}"
+        if target is None:
+            return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None
+        if not target or any(b != self.cache.node_id for b in target):
+            unknown = next((b for b in target if b != self.cache.node_id), None)
+            why = (
+                "is empty"
+                if unknown is None
+                else f"includes broker {unknown}, but no such broker is registered"
+            )
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"the manual partition assignment {why}"
+        if len(target) > 1:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
+                f"the manual partition assignment includes the broker {target[0]} more than once"
+            )
+        return ErrorCode.NONE, None
+
+    def reassignments(self) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        """(topic, partition) -> (replicas, adding, removing) of every ongoing reassignment."""
+        quorum = self.cache.quorum
+        return {} if quorum is None else quorum.reassignments()
+
     # -- leader elections (ElectLeaders) ------------------------------------------------------
     def elect_leader(self, topic: str, index: int, election_type: int) -> ErrorCode | asyncio.Future[Any]:
         """Elect a partition's preferred replica (or, unclean, any live replica when no in-sync

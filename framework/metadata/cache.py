@@ -146,6 +146,11 @@ class MetadataCache:
         """Every SCRAM user: mechanism → iterations (DescribeUserScramCredentials; no keys)."""
         return {u: {m: int(c["iterations"]) for m, c in ms.items()} for u, ms in self.store.scram.items()}
 
+    def broker_config_value(self, name: str) -> tuple[Any, str]:
+        """A broker key's value on this broker and its source: "dynamic_broker" (set for this
+        broker at run time), "dynamic_default" (for every broker), "broker" (its file), "default"."""
+        return self.store.dynamic_broker_value(self.node_id, name)
+
     def topic_config_values(self, t: TopicInfo) -> dict[str, tuple[Any, str]]:
         """Each topic config's effective value and its source ("topic", "stream", "broker", "default")."""
         return self.store.topic_config_values(t)

@@ -11,7 +11,8 @@ then the journal after it, ``raft.journal``; nothing else is persisted for it)::
     md        the MetadataStore's streams and topics (the same changes a single node applies)
     brokers   node id -> {"host", "port", "rack", "fenced", "listeners"}: host and port of the
               inter-broker listener, "listeners" the advertised address of every named listener
-    pstates   topic -> [PartitionState(leader, leader_epoch, isr, partition_epoch)] per partition
+    pstates   topic -> [PartitionState(leader, leader_epoch, isr, partition_epoch, adding,
+              removing)] per partition; adding/removing are non-empty while it is reassigned
 
 Invariants kept by the apply functions (deterministic: they read only replicated state):
 
@@ -27,6 +28,17 @@ Invariants kept by the apply functions (deterministic: they read only replicated
   through the partition's current leader at the current ``partition_epoch`` (Kafka's
   AlterPartition check) or when the controller fences a broker, and grows only by unfenced
   brokers.
+
+Reassignment (AlterPartitionReassignments, Kafka's PartitionReassignmentReplicas): a target
+replica list makes the partition's replicas ``target + (current - target)``, with
+``adding = target - current`` and ``removing = current - target``. The added replicas copy the
+log by fetching like any follower and join the ISR through the leader; the apply that puts
+the last target replica in the ISR also completes the reassignment (replicas = target, ISR
+without the removed ones), and elects the first live in-sync target replica when the leader
+was removed; a reassignment whose target is in sync already completes at once. Removing a
+replica bumps the leader epoch, as Kafka does. Cancelling (a null target) reverts: the added
+replicas leave the replica list and the ISR. All of it is replicated state, so a reassignment
+survives a controller failover and goes on under the next controller.
 
 The journal is compacted (Raft log compaction) once it holds ``SNAPSHOT_EVERY`` entries: the
 state above is written to the snapshot file (pickled, replaced atomically by pysyncobj) and the
@@ -81,6 +93,12 @@ class PartitionState:
     leader_epoch: int
     isr: list[int]
     partition_epoch: int = 0
+    adding: list[int] = field(default_factory=list)  # a reassignment's replicas being added
+    removing: list[int] = field(default_factory=list)  # and those it removes once complete
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding or self.removing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -608,10 +626,119 @@ class ClusterState(SyncObj):  # type: ignore[misc]
             # Kafka's Replicas.validateIsr: a non-replica would never fetch, so the leader's
             # high watermark would stop; a duplicate would count one replica twice
             return int(ErrorCode.INVALID_REQUEST)
-        ps.isr = list(isr)
-        ps.partition_epoch += 1
+        if ps.reassigning:
+            # the ISR change and the reassignment's completion are one change, as Kafka's
+            # PartitionChangeBuilder makes them one PartitionChangeRecord
+            self._change_partition(topic, index, ps, replicas, list(isr), ps.adding, ps.removing)
+        else:
+            ps.isr = list(isr)
+            ps.partition_epoch += 1
         self._changed()
         return 0
+
+    @replicated  # type: ignore[untyped-decorator]
+    def alter_reassignment(
+        self, topic: str, index: int, target: list[int] | None, allow_rf_change: bool = True
+    ) -> tuple[int, str | None]:
+        """Start, change or (``target`` None) cancel a partition's reassignment
+        (AlterPartitionReassignments): (error code, message), checked here in log order as
+        Kafka's ReplicationControlManager.alterPartitionReassignment checks it."""
+        ps = self.partition_state(topic, index)
+        t = self.md.topics.get(topic)
+        if ps is None or t is None:
+            return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), f"unable to find partition {topic}:{index}"
+        replicas = self._replicas(topic, index)
+        if target is None:
+            if not ps.reassigning:
+                return int(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS), None
+            original = [r for r in replicas if r not in ps.adding]
+            isr = [r for r in ps.isr if r not in ps.adding]
+            if not isr:
+                if not self.md.topic_config_values(t)["unclean.leader.election.enable"][0]:
+                    return (
+                        int(ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+                        f"unable to revert partition assignment for {topic}:{index} because it "
+                        "would require an unclean leader election",
+                    )
+                isr = original[:1]
+            self._change_partition(topic, index, ps, original, isr, [], [])
+            self._changed()
+            return 0, None
+        if not target:
+            return int(ErrorCode.INVALID_REPLICA_ASSIGNMENT), "the manual partition assignment is empty"
+        for b in sorted(target):
+            if b not in self.brokers:
+                return (
+                    int(ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+                    f"the manual partition assignment includes broker {b}, but no such broker is registered",
+                )
+        if len(set(target)) != len(target):
+            dup = next(b for b in target if target.count(b) > 1)
+            return (
+                int(ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+                f"the manual partition assignment includes the broker {dup} more than once",
+            )
+        current_rf = len(replicas) - len(ps.removing)
+        if not allow_rf_change and len(target) != current_rf:
+            return (
+                int(ErrorCode.INVALID_REPLICATION_FACTOR),
+                f"the replication factor is changed from {current_rf} to {len(target)}",
+            )
+        removing = sorted(set(replicas) - set(target))
+        adding = sorted(set(target) - set(replicas))
+        self._change_partition(topic, index, ps, list(target) + removing, list(ps.isr), adding, removing)
+        self._changed()
+        return 0, None
+
+    def reassignments(self) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        """(topic, partition) -> (replicas, adding, removing) of every ongoing reassignment."""
+        out = {}
+        for topic, parts in self.pstates.items():
+            for i, ps in enumerate(parts):
+                if ps.reassigning:
+                    out[(topic, i)] = (self._replicas(topic, i), list(ps.adding), list(ps.removing))
+        return out
+
+    def _change_partition(
+        self,
+        topic: str,
+        index: int,
+        ps: PartitionState,
+        replicas: list[int],
+        isr: list[int],
+        adding: list[int],
+        removing: list[int],
+    ) -> None:
+        """One partition change (Kafka's PartitionChangeBuilder.build): complete the
+        reassignment if the ISR allows, keep the leader if it is still a live ISR member or elect
+        the first live ISR member of the replicas, bump the leader epoch when the leader changes
+        or a replica leaves, the partition epoch when anything changes."""
+        if adding or removing:
+            kept_isr = [r for r in isr if r not in removing]
+            kept = [r for r in replicas if r not in removing]
+            if kept_isr and kept and all(r in kept_isr for r in kept):
+                replicas, isr, adding, removing = kept, kept_isr, [], []
+        old_replicas = self._replicas(topic, index)
+        leader = ps.leader
+        if not (leader in isr and self.unfenced(leader)):
+            leader = self._elect(replicas, isr)
+        changed = (
+            leader != ps.leader
+            or isr != ps.isr
+            or replicas != old_replicas
+            or adding != ps.adding
+            or removing != ps.removing
+        )
+        if not changed:
+            return
+        if leader != ps.leader or any(r not in replicas for r in old_replicas):
+            ps.leader_epoch += 1
+        ps.partition_epoch += 1
+        ps.leader, ps.isr, ps.adding, ps.removing = leader, list(isr), list(adding), list(removing)
+        if replicas != old_replicas:
+            self.md.set_replicas(topic, index, replicas)
+        if not adding and not removing and (old_replicas != replicas):
+            log.info("%s-%d: replicas now %s (leader %d, isr %s)", topic, index, replicas, leader, isr)
 
     def _replicas(self, topic: str, index: int) -> list[int]:
         t = self.md.topics.get(topic)

@@ -19,6 +19,14 @@ ACLs (``acls``: Kafka's ACL bindings, in creation order) likewise: ``plan_create
 
 Client quotas (``quotas``: entity → key → value, :mod:`framework.security.quotas`) likewise:
 ``plan_client_quotas`` then ``apply``; every broker's quota manager reloads them when one applies.
+
+Dynamic broker configs (``broker_configs``: ``""`` for the cluster-wide default or a broker id
+→ key → value; only keys declared ``dynamic`` in :mod:`framework.config`, e.g. the replication
+throttles) likewise: ``plan_broker_configs`` then ``apply`` (IncrementalAlterConfigs on a
+BROKER resource, as Kafka keeps them in its metadata log as ConfigRecords).
+
+A partition's replica list changes during a reassignment (issue 21): the quorum applies each
+step (:meth:`set_replicas`), from the partition states it keeps beside this store.
 """
 
 from __future__ import annotations
@@ -147,6 +155,8 @@ class MetadataStore:
         self.acls: dict[AclBinding, None] = {}
         # client quotas: entity ((type, name or None), ...) -> quota key -> value
         self.quotas: dict[client_quotas.Entity, dict[str, float]] = {}
+        # dynamic broker configs: "" (cluster default) or a broker id -> key -> value
+        self.broker_configs: dict[str, dict[str, Any]] = {}
         self.listeners: list[Listener] = []
         self._lock = threading.Lock()
         # cluster mode: changes are applied by the Raft quorum, on every node, in log order,
@@ -167,6 +177,7 @@ class MetadataStore:
                 scram = _scram_from(doc)
                 acls = _acls_from(doc)
                 quotas = _quotas_from(doc)
+                broker_configs = _broker_configs_from(doc)
             except (OSError, ValueError, TypeError, AttributeError, KeyError) as exc:
                 raise StoreError(
                     f"cannot read {self.path}: {exc}; restore it from a backup or move the data "
@@ -179,6 +190,7 @@ class MetadataStore:
             self.scram = scram
             self.acls = acls
             self.quotas = quotas
+            self.broker_configs = broker_configs
         if not self.cluster_id:
             self.cluster_id = self.broker["cluster.id"] or new_cluster_id()
             self._persist()
@@ -196,6 +208,7 @@ class MetadataStore:
                 {"entity": [list(c) for c in e], "values": dict(v)}
                 for e, v in sorted(self.quotas.items(), key=str)
             ],
+            "broker_configs": {r: dict(c) for r, c in sorted(self.broker_configs.items())},
         }
 
     def restore(self, doc: dict[str, Any]) -> None:
@@ -205,6 +218,7 @@ class MetadataStore:
         scram = _scram_from(doc)
         acls = _acls_from(doc)
         quotas = _quotas_from(doc)
+        broker_configs = _broker_configs_from(doc)
         with self._lock:
             self.cluster_id = str(doc.get("cluster_id", ""))
             self.streams = {st.name: st for st in streams}
@@ -213,6 +227,7 @@ class MetadataStore:
             self.scram = scram
             self.acls = acls
             self.quotas = quotas
+            self.broker_configs = broker_configs
             self._persist()
         self._notify("restored", "")
 
@@ -526,6 +541,45 @@ class MetadataStore:
             return Change(None, {}, None)
         return Change("client_quotas", {"name": "quotas", "alter": ops}, None)
 
+    def plan_broker_configs(
+        self, resource: str, set_: Mapping[str, Any], delete: list[str], validate_only: bool = False
+    ) -> Change[str]:
+        """Set and delete dynamic broker configs of one broker (``resource`` its id) or of the
+        cluster default (``""``), as IncrementalAlterConfigs on a BROKER resource. Only keys
+        declared dynamic may change at run time; deleting a key that is not set changes nothing."""
+        if resource and not resource.isdigit():
+            raise InvalidRequest(f"broker resource {resource!r} is not a broker id")
+        for name in [*set_, *delete]:
+            k = cfg.lookup(name)
+            if k is None or cfg.BROKER not in k.scopes:
+                raise ConfigError(f"unknown broker config {name!r}")
+            if not k.dynamic:
+                raise ConfigError(
+                    f"{name} cannot be changed at run time: edit the broker's TOML file (or "
+                    "SFTRAFFIC_* variables) and restart it"
+                )
+        where = f"broker {resource or 'default'}"
+        parsed = {name: cfg.key(name).parse(raw, where) for name, raw in set_.items()}
+        new = dict(self.broker_configs.get(resource, {}))
+        new.update(parsed)
+        for name in delete:
+            new.pop(name, None)
+        if validate_only or new == self.broker_configs.get(resource, {}):
+            return Change(None, {}, resource)
+        return Change("broker_configs", {"name": resource, "configs": new}, resource)
+
+    def dynamic_broker_value(self, node_id: int, name: str) -> tuple[Any, str]:
+        """A broker key's value on broker ``node_id`` and where it comes from: its own dynamic
+        config ("dynamic_broker"), the cluster default ("dynamic_default"), its file ("broker"),
+        or the built-in default ("default")."""
+        own = self.broker_configs.get(str(node_id), {})
+        if name in own:
+            return own[name], "dynamic_broker"
+        default = self.broker_configs.get("", {})
+        if name in default:
+            return default[name], "dynamic_default"
+        return self.broker[name], "broker" if name in self.broker.values else "default"
+
     # -- apply: the same on every node ---------------------------------------------------------
     def commit_here(self, change: Change[T]) -> T:
         """Apply a planned change on this node at once (a single node, tools and tests)."""
@@ -629,7 +683,7 @@ class MetadataStore:
                 else:
                     s.configs = dict(arg["configs"])
                 event = "stream_changed"
-            elif op in ("scram_credentials", "create_acls", "delete_acls", "client_quotas"):
+            elif op in ("scram_credentials", "create_acls", "delete_acls", "client_quotas", "broker_configs"):
                 event = self._apply_security(op, arg)
             else:
                 return InvalidRequest(f"unknown metadata change {op!r}")
@@ -638,7 +692,13 @@ class MetadataStore:
         return None
 
     def _apply_security(self, op: str, arg: dict[str, Any]) -> str:
-        """SCRAM credentials, ACLs and client quotas; the event to notify."""
+        """SCRAM credentials, ACLs, client quotas and dynamic broker configs; the event to notify."""
+        if op == "broker_configs":
+            if arg["configs"]:
+                self.broker_configs[str(arg["name"])] = dict(arg["configs"])
+            else:
+                self.broker_configs.pop(str(arg["name"]), None)
+            return "broker_configs_changed"
         if op == "scram_credentials":
             self._apply_scram(str(arg["name"]), arg["set"], arg["delete"])
             return "scram_changed"
@@ -678,6 +738,17 @@ class MetadataStore:
             else:
                 self.quotas.pop(ent, None)
 
+    def set_replicas(self, name: str, index: int, replicas: list[int]) -> None:
+        """Set one partition's replica list: a reassignment's step, applied by the quorum in log
+        order on every node (it checked the topic and partition exist)."""
+        with self._lock:
+            t = self.topics[name]
+            assignments = [list(a) for a in t.assignments]
+            assignments[index] = list(replicas)
+            t.assignments = assignments
+            self._persist()
+        self._notify("partition_reassigned", name)
+
     def stream_topics(self, name: str) -> list[str]:
         return sorted(t.name for t in self.topics.values() if t.stream == name)
 
@@ -706,6 +777,13 @@ def _quotas_from(doc: dict[str, Any]) -> dict[client_quotas.Entity, dict[str, fl
         _entity_from(q["entity"]): {str(k): float(v) for k, v in q["values"].items()}
         for q in doc.get("quotas", [])
     }
+
+
+def _broker_configs_from(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    configs = doc.get("broker_configs", {})
+    if not isinstance(configs, dict):
+        raise ValueError("broker_configs is not an object")
+    return {str(r): dict(c) for r, c in configs.items()}
 
 
 def new_cluster_id() -> str:

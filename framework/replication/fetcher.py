@@ -15,6 +15,10 @@ connection to the leader's Kafka listener, over which it sends
 Errors that mean "the quorum has moved on" (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH)
 make the follower wait for the metadata change that will reassign it.
 
+Throttling (``follower.replication.throttled.*``, :class:`ReplicationQuota`): while the
+follower side's quota is exceeded, a throttled partition this broker is not in the ISR of is
+left out of the next fetch; the bytes throttled partitions receive are recorded.
+
 The connection goes to the leader's ``inter.broker.listener.name`` listener: over TLS when it
 is SSL or SASL_SSL (``FetcherSettings.tls``), and authenticated with SaslHandshake and
 SaslAuthenticate when it is SASL (``FetcherSettings.sasl``: ``sasl.mechanism.inter.broker.protocol``
@@ -51,6 +55,7 @@ from framework.protocol.messages.sasl_authenticate import (
 )
 from framework.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from framework.replication.partition import Partition
+from framework.replication.quota import ReplicationQuota
 from framework.security.sasl import SaslClient, SaslLogin
 
 # what a broker-to-broker link may raise: the peer gone, TLS, a short or undecodable answer
@@ -116,8 +121,15 @@ Endpoints = Callable[[int], tuple[str, int] | None]
 
 
 class ReplicaFetcher:
-    def __init__(self, settings: FetcherSettings, leader_id: int, endpoints: Endpoints) -> None:
+    def __init__(
+        self,
+        settings: FetcherSettings,
+        leader_id: int,
+        endpoints: Endpoints,
+        quota: ReplicationQuota | None = None,
+    ) -> None:
         self.settings = settings
+        self.quota = quota or ReplicationQuota("follower")
         self.node_id = settings.node_id
         self.endpoints = endpoints
         self.leader_id = leader_id
@@ -292,13 +304,29 @@ class ReplicaFetcher:
                 self.truncate.discard(key)
 
     # -- fetching ----------------------------------------------------------------------------
+    def _fetchable(self, throttled: set[Key]) -> list[tuple[Key, Partition]]:
+        """The partitions to fetch this round: not waiting for truncation, and not held back by
+        the follower's replication throttle (those throttled but fetched go into ``throttled``)."""
+        quota = self.quota
+        mono = time.monotonic()
+        out = []
+        for key, p in self.parts.items():
+            if key in self.truncate:
+                continue
+            if quota.active and self.node_id not in p.isr and quota.is_throttled(*key):
+                if quota.exceeded(mono):
+                    continue  # over the follower's replication throttle: not this round
+                throttled.add(key)
+            out.append((key, p))
+        return out
+
     async def _fetch(self) -> bool:
         """One fetch round; False when no partition could fetch (all wait for metadata)."""
         topics: dict[str, list[FetchPartition]] = {}
         sent: dict[Key, tuple[Partition | None, int, int]] = {}
-        for key, p in self.parts.items():
-            if key in self.truncate:
-                continue
+        quota = self.quota
+        throttled: set[Key] = set()
+        for key, p in self._fetchable(throttled):
             lg = p.log
             sent[key] = (p, p.leader_epoch, lg.log_end_offset)
             topics.setdefault(key[0], []).append(
@@ -353,6 +381,8 @@ class ReplicaFetcher:
                         )
                     continue
                 progressed = True
+                if key in throttled and pd.records:
+                    quota.record(len(pd.records), time.monotonic())
                 if pd.records and lg.log_end_offset == offset:
                     try:
                         lg.append_as_follower(memoryview(pd.records), now)

@@ -5,6 +5,14 @@ leader or a follower at the epoch the quorum chose; runs one :class:`ReplicaFetc
 leader it follows; proposes ISR changes to the quorum; and runs the logs' housekeeping
 (retention, flush, checkpoints, producer-id expiry, compaction, ISR shrinking).
 
+A replica the quorum takes off a broker (a reassignment removed it) stops at once: it leaves
+its fetcher, fails what waits on it with NOT_LEADER_OR_FOLLOWER, and its log is deleted (Kafka's
+StopReplica with delete, driven by metadata as KRaft brokers do).
+
+Replication throttles (:mod:`framework.replication.quota`): the leader side's quota is read by
+the Fetch handler, the follower side's by the replica fetchers; both are refreshed from the
+topic configs and dynamic broker configs at every metadata change.
+
 Who else learns of leadership: listeners registered with :meth:`on_leadership` for a topic
 (the group service for ``__consumer_offsets``) are told when this broker starts or stops
 leading one of its partitions.
@@ -23,7 +31,7 @@ import asyncio
 import logging
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +42,7 @@ from framework.metadata.quorum import PartitionState
 from framework.metadata.store import TopicInfo
 from framework.replication.fetcher import FetcherSettings, ReplicaFetcher
 from framework.replication.partition import Partition
+from framework.replication.quota import ReplicationQuota, throttled_partitions
 from framework.security.sasl import SaslLogin
 from framework.storage.cleaner import LogCleaner
 from framework.storage.log_manager import LogManager
@@ -81,6 +90,9 @@ class ReplicaManager:
         self._isr_backoff: dict[tuple[str, int], float] = {}  # partition -> no proposal before
         # replica fetchers reach leaders on inter.broker.listener.name (TLS and SASL as it needs)
         self.fetcher_settings = FetcherSettings.from_config(node_id, config, fetcher_tls, fetcher_sasl)
+        self.leader_quota = ReplicationQuota("leader")
+        self.follower_quota = ReplicationQuota("follower")
+        self.removed_replicas = 0  # replicas stopped and deleted because a reassignment moved them away
 
     # -- look-ups for handlers ---------------------------------------------------------------
     def topic_partitions(self, topic: str) -> list[Partition | None] | None:
@@ -143,8 +155,36 @@ class ReplicaManager:
                 )
             )
 
+    def refresh_throttles(self) -> None:
+        """Read the replication throttles: the rates (dynamic broker configs) and the throttled
+        replicas of this broker (topic configs)."""
+        store, me, topics = self.cache.store, self.node_id, list(self.cache.topics.values())
+        self.leader_quota.rate = int(store.dynamic_broker_value(me, "leader.replication.throttled.rate")[0])
+        self.follower_quota.rate = int(
+            store.dynamic_broker_value(me, "follower.replication.throttled.rate")[0]
+        )
+        self.leader_quota.throttled = self._throttled(
+            (t.name, t.configs.get("leader.replication.throttled.replicas")) for t in topics
+        )
+        self.follower_quota.throttled = self._throttled(
+            (t.name, t.configs.get("follower.replication.throttled.replicas")) for t in topics
+        )
+
+    def _throttled(self, listed: Iterable[tuple[str, list[str] | None]]) -> dict[str, frozenset[int]]:
+        """topic -> its partitions a throttled-replicas list names for this broker."""
+        out = {}
+        for topic, entries in listed:
+            parts = throttled_partitions(entries or [], self.node_id)
+            if parts:
+                out[topic] = parts
+        return out
+
     def on_metadata(self, event: str, name: str) -> None:
         """A metadata change was applied (the MetadataStore's listener)."""
+        if event in ("topic_altered", "broker_configs_changed", "restored", "topic_created"):
+            self.refresh_throttles()
+        if event == "broker_configs_changed":
+            return
         if event == "topic_altered":
             self._reconfigure(name)
         elif event == "stream_changed":
@@ -203,6 +243,7 @@ class ReplicaManager:
         quorum = self.cache.quorum
         if quorum is None or not quorum.replayed:
             return
+        self.refresh_throttles()
         for name in list(self.partitions):
             t = self.cache.topics.get(name)
             if t is None or self._topic_ids.get(name) != t.topic_id:
@@ -233,6 +274,10 @@ class ReplicaManager:
             if i >= len(states):
                 continue
             p = parts[i]
+            if p is not None and self.node_id not in replicas:
+                self._remove_replica(p, replicas)
+                parts[i] = None
+                continue
             if p is None:
                 if self.node_id not in replicas:
                     continue
@@ -262,6 +307,17 @@ class ReplicaManager:
                 )
         return roles
 
+    def _remove_replica(self, p: Partition, replicas: list[int]) -> None:
+        """The quorum moved this replica away: stop serving and fetching it, delete its log."""
+        was_leader = p.is_leader
+        self._unfollow(p)
+        p.close(NotLeader(f"{p.topic}-{p.index}: moved to brokers {replicas}"))
+        self.logs.remove_log(p.topic, p.index)
+        self.removed_replicas += 1
+        if was_leader:
+            self._tell(p.topic, p.index, False)
+        log.info("%s-%d: replica moved to brokers %s; its log here is deleted", p.topic, p.index, replicas)
+
     def _new_replica(self, t: TopicInfo, index: int) -> Partition:
         return Partition(
             topic=t.name,
@@ -279,7 +335,7 @@ class ReplicaManager:
         f = self._fetchers.get(leader)
         if f is None:
             f = self._fetchers[leader] = ReplicaFetcher(
-                self.fetcher_settings, leader, self.cache.registered_endpoint
+                self.fetcher_settings, leader, self.cache.registered_endpoint, self.follower_quota
             )
         f.add(p)
 

@@ -349,6 +349,39 @@ class BrokerCollector:
         leaders = _gauge("sftraffic_leader_partitions", "Partitions led by this broker.")
         leaders.add_metric([], leading)
         yield from (leo, lso, hw, size, urp, leaders)
+        yield from self._throttles()
+
+    def _throttles(self) -> Iterator[GaugeMetricFamily]:
+        rm = self.broker.replicas
+        if not hasattr(rm, "leader_quota"):  # tests hand in small fakes
+            return
+        moved = _gauge(
+            "sftraffic_replication_throttled_bytes",
+            "Record bytes of throttled replicas (leader.replication.throttled.replicas / "
+            "follower.replication.throttled.replicas) moved while out of sync, by side, since start.",
+            ["side"],
+        )
+        skips = _gauge(
+            "sftraffic_replication_throttle_skips",
+            "Times a throttled replica's fetch was held back because the side's replication "
+            "throttle rate was exceeded, by side, since start.",
+            ["side"],
+        )
+        rate = _gauge(
+            "sftraffic_replication_throttle_rate",
+            "The replication throttle in bytes/s, by side (9223372036854775807: none).",
+            ["side"],
+        )
+        for q in (rm.leader_quota, rm.follower_quota):
+            moved.add_metric([q.side], q.throttled_bytes)
+            skips.add_metric([q.side], q.throttled_skips)
+            rate.add_metric([q.side], q.rate)
+        removed = _gauge(
+            "sftraffic_replicas_removed",
+            "Replicas this broker stopped and deleted because a reassignment moved them away, since start.",
+        )
+        removed.add_metric([], rm.removed_replicas)
+        yield from (moved, skips, rate, removed)
 
     def _cluster(self) -> Iterator[GaugeMetricFamily]:
         quorum = self.broker.cache.quorum

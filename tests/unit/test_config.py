@@ -375,11 +375,14 @@ NOT_READ = {
     "reads PEM keystores only",
     "ssl.truststore.type": "only its default, PEM, is accepted (ConfigKey.unsupported): Python's ssl "
     "reads PEM truststores only",
+    "replica.alter.log.dirs.io.max.bytes.per.second": "only deleting it is accepted "
+    "(ConfigKey.unsupported): a broker has one log dir, replicas never move between dirs; "
+    "kafka-reassign-partitions --verify deletes it",
 }
 # The command line and the client helpers set keys or show described values: the store is what
 # must honour them.
 CLIENT_SIDE = ("framework/cli/", "framework/client/")
-READ_CALLS = {"get", "topic_default", "stream_default"}
+READ_CALLS = {"get", "topic_default", "stream_default", "dynamic_broker_value"}
 
 
 def _read_key(node: ast.AST, names: set[str]) -> str | None:

@@ -24,16 +24,19 @@ BROKER_STATIC = (
 )
 
 
-def check_alterable(ctx: RequestContext, resource_type: int, name: str) -> None:
+def check_alterable(
+    ctx: RequestContext, resource_type: int, name: str, dynamic_brokers: bool = False
+) -> None:
     """AlterConfigs on the topic (or the cluster, for a broker) when an authorizer is on; then:
-    only topic configs change at run time, broker configs are static here."""
+    topic configs change at run time, and (``dynamic_brokers``: IncrementalAlterConfigs) the
+    broker configs declared dynamic; the other broker configs are static here."""
     if resource_type == TOPIC:
         authz.check(ctx, AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, name)
     elif resource_type == BROKER:
         authz.check_cluster(ctx, AclOperation.ALTER_CONFIGS)
-    if resource_type == BROKER:
+    if resource_type == BROKER and not dynamic_brokers:
         raise StoreError(BROKER_STATIC, ErrorCode.INVALID_REQUEST)
-    if resource_type != TOPIC:
+    if resource_type not in (TOPIC, BROKER):
         raise StoreError(f"resource type {resource_type} is not supported", ErrorCode.INVALID_REQUEST)
 
 

@@ -30,7 +30,7 @@ from framework.server.errors import answer_errors
 API_KEY = 32
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
-SOURCE_CODES = {"topic": 1, "stream": 3, "broker": 4, "default": 5}
+SOURCE_CODES = {"topic": 1, "dynamic_broker": 2, "stream": 3, "dynamic_default": 3, "broker": 4, "default": 5}
 
 
 def _entry(
@@ -96,6 +96,10 @@ def describe_broker(
     out = []
     for k in cfg.keys(cfg.BROKER):
         if keys is not None and k.name not in keys:
+            continue
+        if k.dynamic:  # may be set at run time (IncrementalAlterConfigs), for one broker or all
+            value, src = ctx.cluster.broker_config_value(k.name)
+            out.append(_entry(k.name, value, src, False, None, synonyms, docs, bc))
             continue
         src = "broker" if k.name in bc.values else "default"
         out.append(_entry(k.name, bc[k.name], src, True, None, synonyms, docs, bc))

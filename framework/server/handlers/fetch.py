@@ -9,6 +9,10 @@ at ``isolation_level`` 1 (read_committed) reads only below it and gets the abort
 transactions overlapping what it may read (from the logs' ``.txnindex``), so it can drop
 their records. With an authorizer a consumer needs Read on each topic, a follower
 (replica id set) ClusterAction on the cluster; else TOPIC_AUTHORIZATION_FAILED.
+
+Replication throttle (leader side, ``leader.replication.throttled.*``): a follower out of the
+ISR fetching a throttled partition gets it without records while the leader's quota is
+exceeded (Kafka's shouldLeaderThrottle), and the bytes it does get are recorded.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from framework.protocol.messages.fetch import (
     PartitionData,
 )
 from framework.replication.partition import Partition
+from framework.replication.quota import ReplicationQuota
 from framework.security.authorizer import AclOperation, ResourceType
 from framework.security.quotas import CONSUMER_BYTE_RATE
 from framework.server import authz, metrics
@@ -70,7 +75,11 @@ def _replica_id(req: FetchRequest, v: int) -> int:
 
 
 def _read(
-    req: FetchRequest, v: int, topics: list[FetchableTopicResponse], targets: list[_Target]
+    req: FetchRequest,
+    v: int,
+    topics: list[FetchableTopicResponse],
+    targets: list[_Target],
+    quota: ReplicationQuota | None = None,
 ) -> tuple[FetchResponse, int, bool]:
     budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
     total = 0
@@ -119,7 +128,9 @@ def _read(
                     f"[{lg.log_start_offset}, {lg.log_end_offset}]"
                 )
             upper = lg.log_end_offset if replica >= 0 else (lso if committed else hw)
-            if budget > 0 and fp.partition_max_bytes > 0:
+            # over the leader's replication throttle, a throttled replica gets no records this time
+            throttled = _throttled(quota, part, replica)
+            if budget > 0 and fp.partition_max_bytes > 0 and not (throttled and _held_back(quota)):
                 data = lg.read(fp.fetch_offset, min(fp.partition_max_bytes, budget), upper, total == 0)
                 if data:
                     pd.records = data
@@ -135,6 +146,7 @@ def _read(
                         metrics.child(metrics.BYTES_OUT, part.topic).inc(n)
                     else:
                         metrics.REPLICATION_BYTES_OUT.inc(n)
+                        _record(quota if throttled else None, n)
         if pd.error_code:
             error = True
     return FetchResponse(session_id=0, responses=topics), total, error
@@ -152,13 +164,38 @@ def _cap_to_quota(ctx: RequestContext, req: FetchRequest, v: int) -> None:
         req.max_bytes = min(req.max_bytes, cap) if req.max_bytes > 0 else cap
 
 
+def _throttled(quota: ReplicationQuota | None, part: Partition, replica: int) -> bool:
+    """Kafka's shouldLeaderThrottle, less the rate: an out-of-sync follower of a throttled partition."""
+    return (
+        quota is not None
+        and replica >= 0
+        and quota.active
+        and replica not in part.isr
+        and quota.is_throttled(part.topic, part.index)
+    )
+
+
+def _held_back(quota: ReplicationQuota | None) -> bool:
+    return quota is not None and quota.exceeded(time.monotonic())
+
+
+def _record(quota: ReplicationQuota | None, n: int) -> None:
+    if quota is not None:
+        quota.record(n, time.monotonic())
+
+
+def _leader_quota(ctx: RequestContext) -> ReplicationQuota | None:
+    quota = getattr(ctx.partitions, "leader_quota", None)  # handler tests hand in small fakes
+    return quota if isinstance(quota, ReplicationQuota) else None
+
+
 def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse | Coroutine[Any, Any, FetchResponse]:
     v = ctx.version
     if v >= 7 and req.session_id != 0:
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
     topics, targets = _resolve(ctx, req)
     _cap_to_quota(ctx, req, v)
-    resp, total, error = _read(req, v, topics, targets)
+    resp, total, error = _read(req, v, topics, targets, _leader_quota(ctx))
     if error or total >= req.min_bytes or req.max_wait_ms <= 0 or not targets:
         return resp
     return _delayed(ctx, req, topics, targets)
@@ -185,10 +222,10 @@ async def _delayed(
             await fut
         finally:
             timer.cancel()
-        resp, total, error = _read(req, ctx.version, topics, targets)
+        resp, total, error = _read(req, ctx.version, topics, targets, _leader_quota(ctx))
         if error or total >= req.min_bytes:
             return resp
-    return _read(req, ctx.version, topics, targets)[0]
+    return _read(req, ctx.version, topics, targets, _leader_quota(ctx))[0]
 
 
 def _wake(fut: asyncio.Future[None]) -> None:

@@ -1,4 +1,6 @@
-"""IncrementalAlterConfigs (44): SET / DELETE / APPEND / SUBTRACT on topic configs."""
+"""IncrementalAlterConfigs (44): SET / DELETE / APPEND / SUBTRACT on topic configs, and SET /
+DELETE of the dynamic broker configs (the replication throttles) of one broker (resource name
+its id) or of every broker (resource name "")."""
 
 from __future__ import annotations
 
@@ -16,20 +18,22 @@ from framework.protocol.messages.incremental_alter_configs import (
 )
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors, when_committed
-from framework.server.handlers.alter_configs import check_alterable
+from framework.server.handlers.alter_configs import BROKER, check_alterable
 
 API_KEY = 44
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def _changes(current: dict[str, Any], configs: list[AlterableConfig]) -> tuple[dict[str, Any], list[str]]:
+def _changes(
+    current: dict[str, Any], configs: list[AlterableConfig], scope: str = cfg.TOPIC
+) -> tuple[dict[str, Any], list[str]]:
     """The SET/DELETE/APPEND/SUBTRACT operations as values to set and keys to delete."""
     set_: dict[str, Any] = {}
     delete: list[str] = []
     for c in configs:
         k = cfg.lookup(c.name)
-        if k is None or cfg.TOPIC not in k.scopes:
-            raise ConfigError(f"unknown topic config {c.name!r}")
+        if k is None or scope not in k.scopes:
+            raise ConfigError(f"unknown {scope} config {c.name!r}")
         if c.config_operation == SET:
             set_[c.name] = c.value
         elif c.config_operation == DELETE:
@@ -58,7 +62,15 @@ def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> object:
         )
         out.append(r)
         with answer_errors(r):
-            check_alterable(ctx, res.resource_type, res.resource_name)
+            check_alterable(ctx, res.resource_type, res.resource_name, dynamic_brokers=True)
+            if res.resource_type == BROKER:
+                bset, bdelete = _changes({}, res.configs, cfg.BROKER)
+                bprop = ctx.admin.alter_broker_configs(
+                    res.resource_name, bset, bdelete, validate_only=req.validate_only
+                )
+                if bprop.committed is not None:
+                    pending.append((r, bprop.committed))
+                continue
             t = ctx.cluster.topics.get(res.resource_name)
             if t is None:
                 raise UnknownTopicOrPartition(f"topic {res.resource_name!r} does not exist")

@@ -1,0 +1,65 @@
+"""Partition reassignment over the Kafka protocol (AlterPartitionReassignments 45,
+ListPartitionReassignments 46), for tests, benchmarks and tools. confluent-kafka has no admin
+call for either; Kafka's ``kafka-reassign-partitions`` does the same with the Java client.
+
+These are plain Kafka APIs: they work against Apache Kafka as against our store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from framework.client.security import wire_client
+from framework.protocol.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ReassignablePartition,
+    ReassignableTopic,
+)
+from framework.protocol.messages.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
+
+TP = tuple[str, int]
+# (topic, partition) -> (replicas, adding, removing)
+Ongoing = dict[TP, tuple[list[int], list[int], list[int]]]
+
+
+def alter_reassignments(
+    bootstrap: str, targets: Mapping[TP, list[int] | None], timeout: float = 30.0
+) -> dict[TP, tuple[int, str | None]]:
+    """Move each partition to its target replicas (None: cancel its reassignment); the broker's
+    answer per partition: (error code, message), 0 when accepted."""
+    by_topic: dict[str, list[ReassignablePartition]] = {}
+    for (topic, index), replicas in targets.items():
+        by_topic.setdefault(topic, []).append(
+            ReassignablePartition(
+                partition_index=index, replicas=None if replicas is None else list(replicas)
+            )
+        )
+    req = AlterPartitionReassignmentsRequest(
+        timeout_ms=int(timeout * 1000),
+        topics=[ReassignableTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+    )
+    with wire_client(bootstrap, timeout + 5) as c:
+        resp = c.send(req, AlterPartitionReassignmentsResponse)
+    out: dict[TP, tuple[int, str | None]] = {}
+    for t in resp.responses:
+        for p in t.partitions:
+            out[(t.name, p.partition_index)] = (
+                p.error_code or resp.error_code,
+                p.error_message or resp.error_message,
+            )
+    return out
+
+
+def list_reassignments(bootstrap: str, timeout: float = 10.0) -> Ongoing:
+    """Every ongoing reassignment as the broker reports it."""
+    with wire_client(bootstrap, timeout) as c:
+        resp = c.send(ListPartitionReassignmentsRequest(topics=None), ListPartitionReassignmentsResponse)
+    return {
+        (t.name, p.partition_index): (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
+        for t in resp.topics
+        for p in t.partitions
+    }
