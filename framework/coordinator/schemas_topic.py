@@ -37,6 +37,7 @@ __all__ = ["TOPIC", "SchemasPartition", "SchemasTopic"]
 
 TOPIC = "_schemas"
 READ_BYTES = 1 << 20
+MAX_CACHED_CHECKS = 10_000  # topics whose SchemaCheck is kept (then the cache starts again)
 _NO_REPLICA = "this broker holds no replica of {} (is the schema registry running?)"
 log = logging.getLogger("sftraffic.schemas")
 
@@ -60,6 +61,8 @@ class SchemasTopic:
         self._log: Log | None = None
         self.next_offset = 0  # the next offset to apply
         self.records = 0  # records applied (since the last rebuild)
+        # (topic, key, value) -> (the SchemaIds, whether a replica was here, the check made)
+        self._checks: dict[tuple[str, bool, bool], tuple[SchemaIds, bool, rb.SchemaCheck]] = {}
 
     def catch_up(self) -> bool:
         """Apply what the partition committed since the last call; True when it has a replica here."""
@@ -118,13 +121,21 @@ class SchemasTopic:
     def check(self, topic: str, key: bool, value: bool) -> rb.SchemaCheck:
         """The schema check of a batch for ``topic`` (TopicNameStrategy subjects), after
         catching up with ``_schemas``; ``key`` / ``value``: which sides are validated."""
-        note = "" if self.catch_up() else _NO_REPLICA.format(self.topic)
+        here = self.catch_up()
+        cached = self._checks.get((topic, key, value))
+        if cached is not None and cached[0] is self.ids and cached[1] == here:
+            return cached[2]  # its sets are the current ones (changed in place)
+        note = "" if here else _NO_REPLICA.format(self.topic)
         ks, vs = f"{topic}-key", f"{topic}-value"
         ids = self.ids
-        return rb.SchemaCheck(
+        check = rb.SchemaCheck(
             key_subject=ks,
             key_ids=ids.ids(ks) if key else None,
             value_subject=vs,
             value_ids=ids.ids(vs) if value else None,
             note=note,
         )
+        if len(self._checks) >= MAX_CACHED_CHECKS:
+            self._checks.clear()
+        self._checks[(topic, key, value)] = (ids, here, check)
+        return check

@@ -81,7 +81,8 @@ def walk(  # noqa: PLR0915 (the produce hot loop, inline on purpose: a call cost
     i = 0
     start = pos
     first = 0
-    key_seen = value_seen = -1  # the last schema id found in the set (ids are >= 0)
+    # the bytes of the last schema id found in the set, key's and value's (-1: none yet)
+    ks1 = ks2 = ks3 = ks4 = vs1 = vs2 = vs3 = vs4 = -1
     while True:
         try:
             for i in range(first, count):
@@ -148,25 +149,26 @@ def walk(  # noqa: PLR0915 (the produce hot loop, inline on purpose: a call cost
                     )
                     continue
                 if key_ids is not None and klen != 1:
-                    if klen >= 10 and b[kpos] == 0:  # five bytes or more, magic byte 0
-                        sid = (b[kpos + 1] << 24) | (b[kpos + 2] << 16) | (b[kpos + 3] << 8) | b[kpos + 4]
-                        if sid != key_seen:  # a batch's records mostly share one id: one look-up
-                            if sid in key_ids:
-                                key_seen = sid
-                            else:
-                                flagged.append((i, KEY_SCHEMA + 1 + sid))
-                    else:
+                    # five bytes or more, magic byte 0, then the id: compared byte by byte with
+                    # the last one found in the set (a batch's records mostly share one id), and
+                    # looked up only when it differs
+                    if klen < 10 or b[kpos] != 0:
                         flagged.append((i, KEY_SCHEMA))
+                    elif b[kpos + 4] != ks4 or b[kpos + 3] != ks3 or b[kpos + 2] != ks2 or b[kpos + 1] != ks1:
+                        sid = (b[kpos + 1] << 24) | (b[kpos + 2] << 16) | (b[kpos + 3] << 8) | b[kpos + 4]
+                        if sid in key_ids:
+                            ks1, ks2, ks3, ks4 = b[kpos + 1], b[kpos + 2], b[kpos + 3], b[kpos + 4]
+                        else:
+                            flagged.append((i, KEY_SCHEMA + 1 + sid))
                 if value_ids is not None and x != 1:
-                    if x >= 10 and b[vpos] == 0:
-                        sid = (b[vpos + 1] << 24) | (b[vpos + 2] << 16) | (b[vpos + 3] << 8) | b[vpos + 4]
-                        if sid != value_seen:
-                            if sid in value_ids:
-                                value_seen = sid
-                            else:
-                                flagged.append((i, VALUE_SCHEMA + 1 + sid))
-                    else:
+                    if x < 10 or b[vpos] != 0:
                         flagged.append((i, VALUE_SCHEMA))
+                    elif b[vpos + 4] != vs4 or b[vpos + 3] != vs3 or b[vpos + 2] != vs2 or b[vpos + 1] != vs1:
+                        sid = (b[vpos + 1] << 24) | (b[vpos + 2] << 16) | (b[vpos + 3] << 8) | b[vpos + 4]
+                        if sid in value_ids:
+                            vs1, vs2, vs3, vs4 = b[vpos + 1], b[vpos + 2], b[vpos + 3], b[vpos + 4]
+                        else:
+                            flagged.append((i, VALUE_SCHEMA + 1 + sid))
                 pos = rend
             break
         except IndexError:  # free until raised (CPython 3.11+; compiled: a branch)

@@ -35,6 +35,7 @@ def test_reads_lazily_up_to_the_high_watermark(tmp_path: Path) -> None:
     assert check.value_ids == {1} and check.key_ids == {2} and check.note == ""
     assert (check.key_subject, check.value_subject) == ("t-key", "t-value")
     assert reader.check("t", key=False, value=True).key_ids is None
+    assert reader.check("t", True, True) is reader.check("t", True, True)  # made once per topic
 
     write(lg, schema("t-value", 2, 7))  # registered after the first check: read at the next
     lg.high_watermark -= 1  # not committed yet: not read

@@ -554,3 +554,14 @@ def test_the_walk_flags_exactly_the_values_without_a_registered_id(
         return
     e = refused(batch, schemas=values_only(ids))
     assert [i for i, _ in e.record_errors] == expected
+
+
+def test_ids_sharing_bytes_with_the_last_one_found_are_looked_up() -> None:
+    """The walk looks an id up only when it differs from the last one found: every byte counts."""
+    sids = [1, 1, 1 + 2**8, 1, 1 + 2**16, 1 + 2**24, 1]
+    body = b"".join(record(i, b"k", framed(sid)) for i, sid in enumerate(sids))
+    e = refused(make_batch(body, len(sids)), schemas=values_only({1}))
+    assert [i for i, _ in e.record_errors] == [2, 4, 5]
+    keys = b"".join(record(i, framed(sid), b"v") for i, sid in enumerate(sids))
+    e = refused(make_batch(keys, len(sids)), schemas=rb.SchemaCheck("t-key", {1}))
+    assert [i for i, _ in e.record_errors] == [2, 4, 5]
