@@ -1072,7 +1072,7 @@ for _side in ("key", "value"):
         False,
         f"true: the broker refuses a produced batch (INVALID_RECORD, per record) holding a "
         f"non-null {_side} that does not start with magic byte 0 and the 4-byte id of a schema "
-        f"registered under the topic's subject (<topic>-{_side}) in the schema registry's "
+        f"registered under the topic's subject (TOPIC-{_side}) in the schema registry's "
         "_schemas topic on this store (deleted versions do not count). As Confluent Server; "
         "a stream's value applies to its topics.",
         TS,
@@ -1082,9 +1082,9 @@ for _side in ("key", "value"):
         "string",
         TOPIC_NAME_STRATEGY,
         f"How confluent.{_side}.schema.validation names the subject: only {TOPIC_NAME_STRATEGY} "
-        f"(<topic>-{_side}); other strategies are refused.",
+        f"(TOPIC-{_side}); other strategies are refused.",
         TS,
-        unsupported="only TopicNameStrategy (subject <topic>-key / <topic>-value) is implemented; "
+        unsupported="only TopicNameStrategy (subject TOPIC-key / TOPIC-value) is implemented; "
         "RecordNameStrategy and TopicRecordNameStrategy are refused",
     )
 
