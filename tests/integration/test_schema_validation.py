@@ -224,6 +224,11 @@ def test_a_stream_policy_applies_to_its_topics(broker: BrokerProcess, client: Sc
     )
     errs = produce(broker.bootstrap, topic, [good, b"{}"])
     assert errs[0] is None and errs[1].code() == KafkaError.INVALID_RECORD
+    # DescribeConfigs shows where the topic's value comes from
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "logger": quiet_logger()})
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    entry = admin.describe_configs([res])[res].result(30)["confluent.value.schema.validation"]
+    assert entry.value == "true" and not entry.is_default
 
 
 @pytest.mark.parametrize(
