@@ -45,6 +45,7 @@ from framework.protocol.messages.produce import (
     TopicProduceData,
 )
 from framework.protocol.messages.stream_admin import (
+    ALTER,
     CREATE,
     StreamAdminRequest,
     StreamAdminResponse,
@@ -229,6 +230,13 @@ def test_a_stream_policy_applies_to_its_topics(broker: BrokerProcess, client: Sc
     res = ConfigResource(ConfigResource.Type.TOPIC, topic)
     entry = admin.describe_configs([res])[res].result(30)["confluent.value.schema.validation"]
     assert entry.value == "true" and not entry.is_default
+    # the stream's policy altered: its topics follow
+    req = StreamAdminRequest(
+        operation=ALTER, names=[stream], configs=[StreamConfig("confluent.value.schema.validation", "false")]
+    )
+    with WireClient(broker.bootstrap) as c:
+        assert c.send(req, StreamAdminResponse, version=0).streams[0].error_code == 0
+    assert produce(broker.bootstrap, topic, [b"{}"]) == [None]
 
 
 @pytest.mark.parametrize(
