@@ -436,6 +436,7 @@ def test_kafka_reassign_partitions_generate_execute_verify_with_throttle(tool: T
         ].result(30)
         for part in range(3):
             fill(b, t, part, 100, 10_000)  # 1 MB each
+        reassign = ("kafka-reassign-partitions", "--bootstrap-server", b)
         topics = tmp_path / "topics.json"
         topics.write_text(json.dumps({"version": 1, "topics": [{"topic": t}]}))
         gen = tool(
@@ -503,6 +504,24 @@ def test_kafka_reassign_partitions_generate_execute_verify_with_throttle(tool: T
             in tool("kafka-reassign-partitions", "--bootstrap-server", b, "--list").stdout
         )
         assert len(read_partitions(b, t, 3)) == 300
+
+        # --cancel of a move held back by a slow throttle: the replicas are back as they were
+        slow = "slowmove"
+        a.create_topics([NewTopic(slow, num_partitions=1, replica_assignment=[[1, 2]])])[slow].result(30)
+        fill(b, slow, 0, 200, 10_000)  # 2 MB at 100 kB/s: 20 s
+        plan.write_text(
+            json.dumps({"version": 1, "partitions": [{"topic": slow, "partition": 0, "replicas": [1, 3]}]})
+        )
+        tool(*reassign, "--execute", "--reassignment-json-file", str(plan), "--throttle", "100000")
+        cancelled = tool(*reassign, "--cancel", "--reassignment-json-file", str(plan)).stdout
+        assert f"Successfully cancelled partition reassignment for: {slow}-0" in cancelled, cancelled
+
+        def reverted() -> bool:
+            v = partitions_of(c.brokers[0], slow)
+            return v is not None and v[0][1] == [1, 2] and sorted(v[0][2]) == [1, 2]
+
+        wait_for(reverted, 15, 0.2, "the replicas back on brokers 1 and 2")
+        assert "No partition reassignments found" in tool(*reassign, "--list").stdout
     finally:
         c.stop()
 

@@ -96,3 +96,14 @@ def test_bench_schema_validation_smoke(tmp_path: Path) -> None:
         "leader append of 1500-record batches in process, on / off throughput",
     ]
     assert 0 < ip["append_throughput_ratio"] < 2
+
+
+def test_bench_reassign_smoke(tmp_path: Path) -> None:
+    doc = run_bench("load.bench_reassign", tmp_path, "--smoke", timeout=240)
+    r = doc["results"]
+    assert r["measured_s"] > 0 and r["implied_s"] > 0 and r["moved_mb"] == 4
+    assert r["throttle"]['sftraffic_replication_throttled_bytes{side="follower"}'] >= 4_000_000
+    assert [g["name"] for g in doc["goals"]] == [
+        "measured / throttle-implied duration (not over)",
+        "measured / throttle-implied duration (not under)",
+    ]
