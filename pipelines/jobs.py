@@ -466,13 +466,19 @@ def start_correlation(spark: Any, cfg: JobConfig) -> Any:
 
 
 # -- anomalies --------------------------------------------------------------------------------
-def baselines(spark: Any, cfg: JobConfig) -> Any:
+def baselines(spark: Any, cfg: JobConfig, pending: Any = None) -> Any:
+    """Per segment and hour of week, from the joined history (free flow where it has none);
+    ``pending``: joined windows not in the history yet (a backfill's, staged until its commit)."""
     from pipelines import transforms
 
     path = Path(cfg.output_dir) / "traffic_weather"
     ff = transforms.free_flow_baselines(spark)
-    if path.exists():
-        hist = transforms.baselines_from_history(spark.read.parquet(str(path)))
+    frames = [spark.read.parquet(str(path))] if path.exists() and any(path.glob("*.parquet")) else []
+    if pending is not None:
+        frames.append(pending)
+    if frames:
+        joined = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1], allowMissingColumns=True)
+        hist = transforms.baselines_from_history(joined)
         return hist.unionByName(
             ff.join(hist.select("segment_id", "hour_of_week"), ["segment_id", "hour_of_week"], "left_anti")
         )
@@ -549,7 +555,9 @@ def result_topics() -> dict[str, dict[str, str]]:
 
 
 # -- batch ------------------------------------------------------------------------------------
-def run_batch(spark: Any, cfg: JobConfig, job: str, publish: bool = False) -> dict[str, Any]:
+def run_batch(
+    spark: Any, cfg: JobConfig, job: str, publish: bool = False, out_tx: Any = None
+) -> dict[str, Any]:
     """The same transforms once over what the topics hold now; returns a summary.
 
     The traffic topic is read and parsed once: its per-segment windows (persisted) feed every
@@ -560,6 +568,9 @@ def run_batch(spark: Any, cfg: JobConfig, job: str, publish: bool = False) -> di
     ``publish``: the windows and alerts also go to their result topics, oldest first, as the
     streaming jobs' do (a backfill). With an event-time range (``cfg.event_from_ms``) dead
     letters are left to the streaming jobs, which read every record from their start offset.
+    ``out_tx``: an open transaction (:class:`pipelines.sink.TransactionalSink`, the backfill's)
+    that takes the published windows and alerts and stages the Parquet files; the weather
+    effects, computed from the Parquet history, are then left to the caller (after the commit).
     """
     from pyspark import StorageLevel
 
@@ -579,36 +590,42 @@ def run_batch(spark: Any, cfg: JobConfig, job: str, publish: bool = False) -> di
         tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
     traffic, bad = transforms.split_json(tagged)
     out: dict[str, Any] = {}
+    joined: Any = None  # the joined windows, kept (staged, not in the history) with out_tx
     aggs = transforms.traffic_aggregates(traffic, cfg.window, None).persist()
     if job in ("aggregates", "all"):
-        _parquet(aggs, cfg, "aggregates")
+        _parquet(aggs, cfg, "aggregates", out=out_tx)
         out["aggregates"] = aggs.count()
         lap("aggregates")
         if publish:
-            _to_topic(aggs, cfg, t("traffic_aggregates"), "segment_id", "window_start")
+            _to_topic(aggs, cfg, t("traffic_aggregates"), "segment_id", "window_start", out=out_tx)
             lap("aggregates_published")
     if job in ("correlation", "all"):
         weather, _ = transforms.split_json(_events(spark, cfg, "weather_conditions", batch=True))
         joined = transforms.aggregates_with_weather(
             aggs, weather, transforms.segment_stations(spark), cfg.window
         ).persist()
-        _parquet(joined, cfg, "traffic_weather")
+        _parquet(joined, cfg, "traffic_weather", out=out_tx)
         out["traffic_weather"] = joined.count()
         lap("traffic_weather")
         if publish:
-            _to_topic(joined, cfg, t("traffic_weather"), "segment_id", "window_start")
+            _to_topic(joined, cfg, t("traffic_weather"), "segment_id", "window_start", out=out_tx)
             lap("traffic_weather_published")
-        joined.unpersist()
-        out["effects"] = publish_effects(spark, cfg)
-        lap("effects")
+        if out_tx is None:
+            joined.unpersist()
+            joined = None
+            out["effects"] = publish_effects(spark, cfg)
+            lap("effects")
     if job in ("anomalies", "all"):
-        alerts = transforms.congestion_alerts(aggs, baselines(spark, cfg), cfg.congestion_ratio).persist()
-        _parquet(alerts, cfg, "alerts")
+        base = baselines(spark, cfg, pending=joined)  # the history, and the staged windows
+        alerts = transforms.congestion_alerts(aggs, base, cfg.congestion_ratio).persist()
+        _parquet(alerts, cfg, "alerts", out=out_tx)
         out["alerts"] = alerts.count()
         if publish:
-            _to_topic(alerts, cfg, t("congestion_alerts"), "segment_id", "window_start")
+            _to_topic(alerts, cfg, t("congestion_alerts"), "segment_id", "window_start", out=out_tx)
         alerts.unpersist()
         lap("alerts")
+    if joined is not None:
+        joined.unpersist()
     if dead_letters:
         out["dead_letters"] = bad.count()
         _dead_letters(bad, cfg)
@@ -621,7 +638,10 @@ def run_batch(spark: Any, cfg: JobConfig, job: str, publish: bool = False) -> di
 
 # -- backfill ---------------------------------------------------------------------------------
 STREAMING_CHECKPOINTS = ("aggregates", "aggregates-dlq", "correlation", "anomalies")
-BACKFILL_OUTPUTS = ("aggregates", "traffic_weather", "alerts")
+BACKFILL_QUERY = "backfill"  # its transactional sink's query name and checkpoint folder
+# the backfill's transaction stays open while its batch jobs run (the store's
+# transaction.max.timeout.ms, like Kafka's, is 15 minutes)
+BACKFILL_TXN_TIMEOUT_S = 900.0
 
 
 def backfill_marker(cfg: JobConfig) -> Path:
@@ -631,32 +651,43 @@ def backfill_marker(cfg: JobConfig) -> Path:
 def run_backfill(spark: Any, cfg: JobConfig, from_ms: int, until_ms: int) -> dict[str, Any]:
     """The batch jobs over event time ``[from_ms, until_ms)``, results published, once.
 
-    A marker in the checkpoint folder records that it ran; a second call with the marker in
-    place does nothing. Results of an attempt that failed before the marker was written are
-    removed from the Parquet folders first, as long as no streaming query has written there
-    (its checkpoint would exist); the result topics may then hold a window twice, which the
-    dashboard's caches (keyed by segment and window) absorb.
+    The results (windows, joined windows, alerts) and a ledger record go out in **one Kafka
+    transaction** through the streaming queries' sink (:class:`pipelines.sink.TransactionalSink`:
+    query ``backfill``, checkpoint ``<checkpoint dir>/backfill`` whose id is the range, batch 0),
+    and the Parquet files are staged and moved in after the commit. An attempt killed before
+    its commit leaves nothing visible at read_committed (the next attempt's
+    ``init_transactions`` aborts it) and no Parquet file; one killed after its commit is not
+    written again (the ledger says the range was committed). The weather effects are estimated
+    from the Parquet history after the commit (idempotent producer: estimates keyed by segment
+    and regime, a repeat replaces). A marker in the checkpoint folder then records the summary;
+    a second call with the marker in place does nothing.
     """
-    import shutil
+    from pipelines import sink
 
     marker = backfill_marker(cfg)
     if marker.exists():
         done: dict[str, Any] = json.loads(marker.read_text())
         if (done.get("from_ms"), done.get("until_ms")) == (from_ms, until_ms):
             return {**done, "skipped": True}
-    ck = Path(cfg.checkpoint_dir)
-    if "://" not in cfg.output_dir and not any((ck / q).exists() for q in STREAMING_CHECKPOINTS):
-        for name in BACKFILL_OUTPUTS:
-            shutil.rmtree(Path(cfg.output_dir) / name, ignore_errors=True)
+    ck = Path(cfg.checkpoint_dir) / BACKFILL_QUERY
+    ck.mkdir(parents=True, exist_ok=True)
+    (ck / "metadata").write_text(json.dumps({"id": f"{from_ms}-{until_ms}"}) + "\n")  # the ledger's key
+    out = sink.TransactionalSink(
+        cfg.bootstrap, BACKFILL_QUERY, str(ck), cfg.output_dir, transaction_timeout_s=BACKFILL_TXN_TIMEOUT_S
+    )
     bcfg = JobConfig(**{**cfg.__dict__, "event_from_ms": from_ms, "event_until_ms": until_ms})
     t0 = time.monotonic()
-    out = run_batch(spark, bcfg, "all", publish=True)
-    eff = out.pop("effects", None)
+    counts: dict[str, Any] = {}
+    try:
+        wrote = out.write(0, lambda tx: counts.update(run_batch(spark, bcfg, "all", publish=True, out_tx=tx)))
+    finally:
+        out.close()
+    eff = publish_effects(spark, cfg)  # from the Parquet history, the backfill's files now in it
     summary = {
         "from_ms": from_ms,
         "until_ms": until_ms,
         "seconds": round(time.monotonic() - t0, 1),
-        **out,
+        **(counts if wrote else {"committed_before": True}),
         "effects": [] if eff is None or not len(eff) else eff[eff["segment_id"] == "*"].to_dict("records"),
     }
     marker.parent.mkdir(parents=True, exist_ok=True)

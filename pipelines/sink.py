@@ -33,6 +33,10 @@ visible to a ``read_committed`` reader or neither is; there is no step after the
   after the commit), any other deleted (an aborted attempt). So the history holds each batch
   once too. On a cluster file system (``s3a://``, ``hdfs://``) files are appended directly, and
   a replayed batch's rows may be there twice.
+* **The backfill** (:func:`pipelines.jobs.run_backfill`) is one more user: query ``backfill``,
+  its "checkpoint" ``<checkpoint dir>/backfill`` with the event-time range as its id, the whole
+  range as batch 0, and a longer ``transaction_timeout_s`` (its batch jobs run while the
+  transaction is open).
 * Fault injection for tests: with ``$SFTRAFFIC_PIPELINE_KILL_BEFORE_COMMIT`` set to a query's
   name, the process SIGKILLs itself after the batch's results and ledger record were produced
   and acknowledged and before the commit: the crash point the ledger file could not cover.
@@ -88,6 +92,7 @@ class TransactionalSink:
         checkpoint_dir: str,
         output_dir: str | None = None,
         ledger: str | None = None,
+        transaction_timeout_s: float = TIMEOUT_S,
     ) -> None:
         from confluent_kafka import Producer
 
@@ -102,7 +107,7 @@ class TransactionalSink:
             **client_security(),
             "logger": _quiet(),
             "transactional.id": self.tid,
-            "transaction.timeout.ms": int(TIMEOUT_S * 1000),
+            "transaction.timeout.ms": int(transaction_timeout_s * 1000),
         }
         self.p = Producer(producer_config(bootstrap, client_id=f"sftraffic-pipeline-{query}", extra=extra))
         self.p.init_transactions(TIMEOUT_S)  # fences an older incarnation, aborts its transaction

@@ -1,15 +1,19 @@
 """The backfill's batch jobs and the streaming jobs after them (issue 16): each window once,
-none missing at the boundary, and the effects of a replayed showery spell recovered."""
+none missing at the boundary, and the effects of a replayed showery spell recovered; a
+backfill SIGKILLed before its commit and run again emits each window once (issue 19: its
+results and its ledger record go out in one transaction, pipelines/sink.py)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pipelines import jobs
+from pipelines import jobs, sink
 from sensors import backfill as bf
 from sensors.fleet import SensorFleet
 from sensors.model import WeatherEffect
@@ -108,3 +112,41 @@ def test_a_replayed_showery_spell_recovers_the_configured_effects(
         ("*", c) for c in truth
     }
     assert len(results(b.bootstrap, "congestion_alerts")) == summary["alerts"]
+
+
+def test_a_backfill_killed_before_its_commit_emits_each_window_once_when_run_again(
+    spark: Any, broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
+    """The backfill SIGKILLs itself once its windows, joined windows and ledger record are
+    produced and acknowledged, before the commit (where an idempotent producer left them all
+    visible, and a rerun wrote them again). At read_committed nothing of it is visible and no
+    Parquet file is in place; the rerun writes each window once. A rerun after a commit whose
+    summary file was lost writes nothing."""
+    import sys
+
+    b = store(broker_factory)
+    cfg = cfg_for(b, tmp_path)
+    until = T0 + 5 * MIN
+    produce(b.bootstrap, minute_events(0, 4))
+    cmd = [sys.executable, "-m", "tests.support.backfill_worker", b.bootstrap, cfg.checkpoint_dir]
+    cmd += [cfg.output_dir, str(T0), str(until)]
+    env = {**os.environ, sink.KILL_ENV: "backfill"}
+    root = Path(__file__).resolve().parents[2]
+    killed = subprocess.run(cmd, check=False, cwd=root, env=env, capture_output=True, text=True, timeout=240)
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    assert windows(b.bootstrap) == {}  # produced, never committed
+    assert not list(Path(cfg.output_dir).glob("aggregates/*.parquet"))  # staged only
+
+    summary = jobs.run_backfill(spark, cfg, T0, until)
+    assert summary["aggregates"] == 10
+    expected = {(s, wstart(m)): 1 for s in "ab" for m in range(5)}
+    assert windows(b.bootstrap) == expected
+    joined = Counter((r["segment_id"], r["window_start"]) for r in results(b.bootstrap, "traffic_weather"))
+    assert set(joined.values()) <= {1}
+    assert spark.read.parquet(str(Path(cfg.output_dir) / "aggregates")).count() == 10
+
+    jobs.backfill_marker(cfg).unlink()  # killed after the commit, before the summary file
+    again = jobs.run_backfill(spark, cfg, T0, until)
+    assert again.get("committed_before") is True
+    assert windows(b.bootstrap) == expected
+    assert spark.read.parquet(str(Path(cfg.output_dir) / "aggregates")).count() == 10
