@@ -551,7 +551,7 @@ class MetadataStore:
             raise InvalidRequest(f"broker resource {resource!r} is not a broker id")
         for name in [*set_, *delete]:
             k = cfg.lookup(name)
-            if k is None or cfg.BROKER not in k.scopes:
+            if k is None or (cfg.BROKER not in k.scopes and k.broker_name != name):
                 raise ConfigError(f"unknown broker config {name!r}")
             if not k.dynamic:
                 raise ConfigError(

@@ -32,7 +32,7 @@ def _changes(
     delete: list[str] = []
     for c in configs:
         k = cfg.lookup(c.name)
-        if k is None or scope not in k.scopes:
+        if k is None or (scope not in k.scopes and k.broker_name != c.name):
             raise ConfigError(f"unknown {scope} config {c.name!r}")
         if c.config_operation == SET:
             set_[c.name] = c.value
