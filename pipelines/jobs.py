@@ -30,11 +30,12 @@ effects are produced from the driver either way (:class:`ResultProducer`).
 
 A backfill (``--backfill FROM,UNTIL``, what ``sftraffic up`` runs after replaying a simulated
 past): the batch jobs over the events whose *event time* is in ``[FROM, UNTIL)``, their
-results written to the same topics and Parquet folders as the streaming jobs' (once: a marker
-in the checkpoint folder), then the streaming queries over event time ``UNTIL`` on
-(``--since``: they start at the first offset stamped ``UNTIL`` or later and drop older
-events). With ``UNTIL`` on a window boundary, every window is computed by exactly one side:
-the backfill's windows are never re-emitted by the live queries and none is missing.
+results written to the same topics and Parquet folders as the streaming jobs' (once: in one
+transaction with a ledger record, as a micro-batch's, then a marker in the checkpoint
+folder), then the streaming queries over event time ``UNTIL`` on (``--since``: they start at
+the first offset stamped ``UNTIL`` or later and drop older events). With ``UNTIL`` on a
+window boundary, every window is computed by exactly one side: the backfill's windows are
+never re-emitted by the live queries and none is missing.
 """
 
 from __future__ import annotations
@@ -687,7 +688,7 @@ def run_backfill(spark: Any, cfg: JobConfig, from_ms: int, until_ms: int) -> dic
         "from_ms": from_ms,
         "until_ms": until_ms,
         "seconds": round(time.monotonic() - t0, 1),
-        **(counts if wrote else {"committed_before": True}),
+        **(counts if wrote else {"committed_before": True, "skipped": True}),
         "effects": [] if eff is None or not len(eff) else eff[eff["segment_id"] == "*"].to_dict("records"),
     }
     marker.parent.mkdir(parents=True, exist_ok=True)
