@@ -189,6 +189,28 @@ def test_a_move_under_acks_all_traffic_fails_and_loses_no_write(
     print(f"moved 6 partitions under {len(traffic.acked)} acknowledged writes, 0 failed, 0 lost")
 
 
+def test_a_single_replica_moves_to_another_broker_under_traffic(
+    cluster: tuple[ClusterProcesses, Metrics],
+) -> None:
+    """RF 1: the only replica, the leader, moves ({2} -> {3}, {3} -> {1}): the new one copies the
+    log while the old one serves, then takes over."""
+    c, _ = cluster
+    topic = "single"
+    create(c.bootstrap, topic, [[2], [3]])
+    wait_for(lambda: done_moving(c, topic, {0: [2], 1: [3]}), 15, 0.1, "the topic led")
+    with Traffic(c.bootstrap, topic, 2) as traffic:
+        wait_for(lambda: len(traffic.acked) > 1000, 30, 0.05, "traffic flowing")
+        got = alter_reassignments(c.bootstrap, {(topic, 0): [3], (topic, 1): [1]})
+        assert all(code == 0 for code, _ in got.values()), got
+        wait_for(lambda: done_moving(c, topic, {0: [3], 1: [1]}), 60, 0.1, "the move")
+        seen = len(traffic.acked)
+        wait_for(lambda: len(traffic.acked) > seen + 1000, 30, 0.05, "traffic after the move")
+    assert traffic.failed == [], f"{len(traffic.failed)} writes failed, e.g. {traffic.failed[:3]}"
+    got_back = {(m.partition(), m.offset()): m.value() for m in read_partitions(c.bootstrap, topic, 2)}
+    assert all(got_back.get((p, o)) == v for p, o, v in traffic.acked), "an acknowledged record is missing"
+    assert not [v for v, n in Counter(got_back.values()).items() if n > 1], "a record written twice"
+
+
 def throttle(c: ClusterProcesses, topic: str, leader: str, follower: str, rate: int | None) -> None:
     """The throttle kafka-reassign-partitions --throttle sets: topic lists, broker rates."""
     resources = [
