@@ -47,6 +47,7 @@ import argparse
 import functools
 import json
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -70,7 +71,8 @@ from sensors.layout import STREAM, ensure_layout, topic
 # the parts it starts need the app extras (pyspark: through pipelines.jobs)
 require_modules("numpy", "msgspec", "paho", "dash")
 
-console = Console(stderr=True)
+# into a file or a pipe, lines stay whole (paths stay copyable); on a terminal rich wraps them
+console = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
