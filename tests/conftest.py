@@ -148,9 +148,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _xdist_group(item: pytest.Item) -> str | None:
     """Under ``pytest -n N --dist loadgroup`` (``./run test``), tests sharing a session-wide
-    resource run on one worker: the local SparkSession, Apache Kafka's cluster, and the whole-
-    system runs (each starts Spark, Chromium and a fleet: two at once would only compete)."""
-    if item.get_closest_marker("spark") or item.nodeid.startswith("tests/pipelines/"):
+    resource run on one worker: the local SparkSession (the ``spark`` fixture), Apache Kafka's
+    cluster and tools, and the whole-system runs (each starts Spark, Chromium and a fleet: two at
+    once would only compete for the cores)."""
+    if "spark" in getattr(item, "fixturenames", ()):
         return "spark"
     if item.nodeid.startswith("tests/kafka/"):
         return "kafka"

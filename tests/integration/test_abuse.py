@@ -58,8 +58,10 @@ from framework.protocol.messages.sasl_handshake import SaslHandshakeRequest, Sas
 from tests.conftest import quiet_logger
 from tests.integration.test_security import users_add
 
+# a good client's p99 held to a bound while others abuse the broker: measured alone (serial)
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.serial,
     pytest.mark.sftraffic_only(reason="starts a broker with its own listeners and users"),
 ]
 

@@ -21,7 +21,7 @@ from tests.conftest import BrokerFactory
 from tests.deploy import deployfiles as df
 from tests.pipelines.test_jobs import minute_events, produce, store
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(300)]
 
 
 def _standalone(command: list[str], values: dict[str, str]) -> list[str]:
@@ -128,7 +128,7 @@ def test_pipeline_batch_runs_on_a_spark_standalone_cluster(
             ready=lambda line: line.startswith('{"aggregates"'),  # its summary, on stdout
             env=driver_env,
         )
-        driver.start(timeout=90)
+        driver.start(timeout=180)
         assert driver.proc is not None and driver.proc.wait(30) == 0, driver.tail(40)
         summary = json.loads(next(x for x in driver.logs().splitlines() if x.startswith('{"aggregates"')))
         assert summary["aggregates"] == 10
