@@ -162,11 +162,14 @@ def test_faust_tables_are_exact_after_a_killed_worker_restarts(
         # nothing lost on the way (the per-sensor seq would hide duplicates, not losses): every
         # event is in the repartition topic at read_committed. Sent in the destination
         # partition's transaction (faust's own choice) 14-44 events were missing here; see
-        # pipelines/faust_app.py. Not asserted: no duplicate there. faust commits the offsets
-        # of the events it acked while the transaction already holds forwards of events still
-        # in flight, so a kill can repeat a few (2 of 16,000 in one run); the seq absorbs them.
-        forwarded = set(repartitioned(b.bootstrap))
-        assert len(forwarded) == 16_000, 16_000 - len(forwarded)
+        # pipelines/faust_app.py. Repeats are printed, not asserted: with the offsets of acked
+        # events only committed while the transaction held forwards of events in flight, a kill
+        # repeated 1-2 (2 runs); with their offsets committed with the forwards, 0 in 6 runs of
+        # 7 and 3 in one (a cause not found yet); the seq absorbs them.
+        records = repartitioned(b.bootstrap)
+        forwarded = set(records)
+        print(f"\nrepartition topic: {len(records)} records, {len(records) - len(forwarded)} repeated")
+        assert len(forwarded) == 16_000, f"{16_000 - len(forwarded)} events not forwarded"
     finally:
         w.stop()
     assert "Traceback" not in (tmp_path / "faust.log").read_text()
