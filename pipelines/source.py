@@ -83,6 +83,7 @@ from pyspark.sql.types import (
 NAME = "sftraffic"
 BATCH_ROWS = 20_000
 CONSUME_MAX = 10_000  # records per consume() call
+MIN_BATCH = 32  # valueFormat=avro: fewer values of a schema id are decoded record by record
 
 HEADER_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
@@ -301,15 +302,13 @@ class AvroValues:
     def _batch(self, values: list[bytes | None]) -> pa.Array | None:
         """The column decoded all at once (:func:`pipelines.avro_decode.compile_columns`) when
         every value is Avro of one schema id, undamaged, with every required field; else None."""
-        if len(values) < 32:
-            return None
         try:
             heads = {v[:5] for v in values}  # type: ignore[index]
         except TypeError:  # a null value
             return None
-        if len(heads) != 1:
-            return None
-        head = heads.pop()
+        return self._one_id(values, heads.pop()) if len(heads) == 1 else None
+
+    def _one_id(self, values: list[bytes | None], head: bytes) -> pa.Array | None:
         if len(head) != 5 or head[0] != 0:
             return None
         sid = int.from_bytes(head[1:5], "big")
@@ -325,10 +324,48 @@ class AvroValues:
         cols.append(pa.nulls(len(values), type=pa.string()))
         return pa.StructArray.from_arrays(cols, fields=list(self.arrow_type))
 
+    def _mixed(self, values: list[bytes | None]) -> pa.Array | None:
+        """Each schema id's values decoded at once (as :meth:`_batch`), the others record by
+        record, the rows put back in order; None when no id's values could be."""
+        groups: dict[bytes | None, list[int]] = {}
+        for i, v in enumerate(values):
+            key = v[:5] if v is not None and len(v) > 5 and v[0] == 0 else None
+            groups.setdefault(key, []).append(i)
+        rest = groups.pop(None, [])
+        parts, order = [], []
+        for head, idx in groups.items():
+            arr = self._one_id([values[i] for i in idx], head) if len(idx) >= MIN_BATCH else None  # type: ignore[arg-type]
+            if arr is None:
+                rest += idx
+            else:
+                parts.append(arr)
+                order.append(idx)
+        if not parts:
+            return None
+        if rest:
+            rest.sort()
+            parts.append(self._per_record([values[i] for i in rest]))
+            order.append(rest)
+        import numpy as np
+
+        where = np.concatenate([np.asarray(o, dtype=np.int64) for o in order])
+        back = np.empty_like(where)
+        back[where] = np.arange(len(where))
+        return pa.concat_arrays(parts).take(pa.array(back))
+
     def column(self, values: list[bytes | None]) -> pa.Array:
-        fast = self._batch(values)
-        if fast is not None:
-            return fast
+        if len(values) >= MIN_BATCH:
+            try:
+                heads = {v[:5] for v in values}  # type: ignore[index]
+            except TypeError:  # a null value
+                heads = set()
+            one = len(heads) == 1  # one schema id (or none): nothing to gain from grouping
+            fast = self._one_id(values, heads.pop()) if one else self._mixed(values)
+            if fast is not None:
+                return fast
+        return self._per_record(values)
+
+    def _per_record(self, values: list[bytes | None]) -> pa.Array:
         names, checks, required = self.json.names, self.json.checks, self.json.required
         nulls = (None,) * len(names)
         rows: list[Any] = []

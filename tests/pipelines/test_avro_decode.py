@@ -91,11 +91,7 @@ def _decoder(fields: list[tuple[str, Any]], reader: dict[str, Any], required: tu
 
 
 def _per_record(dec: Any, values: list[Any]) -> Any:
-    dec._batch = lambda values: None  # the record-by-record path only
-    try:
-        return dec.column(values)
-    finally:
-        del dec._batch
+    return dec._per_record(values)  # the record-by-record path only
 
 
 def _traffic(n: int = 400) -> list[dict[str, Any]]:
@@ -131,6 +127,14 @@ def test_columns_equal_the_record_by_record_column() -> None:
         assert dec._batch(values) is not None  # the columnar path answered
         assert fast.equals(_per_record(dec, values))
         assert fast.field("road_surface").to_pylist() == ["dry" if sid == 11 else "wet"] * len(evs)
+    # v1 and v2 interleaved, a JSON value from before a switch, a damaged one: each id's values
+    # at once, the others record by record, the rows in their order
+    dec = _decoder(fields, avro.TRAFFIC_V2, ("sensor_id", "speed_kmh"))
+    v1, v2 = _values(avro.TRAFFIC, evs, 11), _values(avro.TRAFFIC_V2, evs, 12)
+    mixed: list[Any] = [v for pair in zip(v1, v2, strict=True) for v in pair]
+    mixed[7], mixed[8] = json.dumps(evs[3]).encode(), mixed[8][:-2]
+    assert dec._batch(mixed) is None and dec._mixed(mixed) is not None
+    assert dec.column(mixed).equals(_per_record(dec, mixed))
 
 
 def test_batches_it_does_not_cover_go_record_by_record() -> None:
