@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.load.test_bench_scripts import run_bench
+
+pytestmark = pytest.mark.integration
 
 
 def test_bench_avro_decode_smoke(tmp_path: Path) -> None:
