@@ -438,7 +438,9 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         elif (
             not self.is_voter
             and not self.shutting_down
-            and not self._heartbeating
+            # a proposal whose answer was lost (a dropped link to an unchanged leader) does not
+            # stop the heartbeats: after a session without an answer the next one goes anyway
+            and (not self._heartbeating or now >= self._next_heartbeat + self.session_timeout)
             and now >= self._next_heartbeat
             and me is not None
             and not me["fenced"]
