@@ -13,8 +13,9 @@ then the journal after it, ``raft.journal``; nothing else is persisted for it)::
 
     cluster_id
     md        the MetadataStore's streams and topics (the same changes a single node applies)
-    brokers   node id -> {"host", "port", "rack", "fenced", "listeners"}: host and port of the
-              inter-broker listener, "listeners" the advertised address of every named listener
+    brokers   node id -> {"host", "port", "rack", "fenced", "listeners", "epoch"}: host and port
+              of the inter-broker listener, "listeners" the advertised address of every named
+              listener, "epoch" the broker epoch (Kafka's): ``version`` after its registration
     pstates   topic -> [PartitionState(leader, leader_epoch, isr, partition_epoch, adding,
               removing)] per partition; adding/removing are non-empty while it is reassigned
 
@@ -591,7 +592,7 @@ class ClusterState(SyncObj):  # type: ignore[misc]
 
         self._heartbeating = True
         self._next_heartbeat = now + self.heartbeat_interval
-        self.broker_heartbeat(self.node_id, int(self.raftLastApplied), callback=done)
+        self.broker_heartbeat(self.node_id, int(self.raftLastApplied), self.broker_epoch, callback=done)
 
     # -- replicated changes (applied on every node, in log order) ---------------------------
     def _changed(self) -> None:
@@ -634,7 +635,10 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         rack: str | None,
         listeners: dict[str, list[Any]] | None = None,
     ) -> None:
-        self.brokers[node_id] = {"host": host, "port": port, "rack": rack, "fenced": False}
+        # the broker epoch: a later registration (a restart) has a higher one, so what the
+        # earlier incarnation still had in flight (a heartbeat, its controlled shutdown) is refused
+        epoch = self.version + 1
+        self.brokers[node_id] = {"host": host, "port": port, "rack": rack, "fenced": False, "epoch": epoch}
         self._heartbeats[node_id] = (time.monotonic(), -1)  # registering starts its session
         if listeners is not None:  # journals written before listeners were named have none
             self.brokers[node_id]["listeners"] = listeners
@@ -644,9 +648,24 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         self._changed()
 
     @replicated  # type: ignore[untyped-decorator]
-    def broker_heartbeat(self, node_id: int, applied: int) -> None:
-        """Changes no replicated state: the controller notes when it applied it (its own clock)."""
+    def broker_heartbeat(self, node_id: int, applied: int, epoch: int = -1) -> int:
+        """Changes no replicated state: the controller notes when it applied it (its own clock).
+        Refused (STALE_BROKER_EPOCH) from an incarnation that is not the registered one."""
+        if not self._current(node_id, epoch):
+            return int(ErrorCode.STALE_BROKER_EPOCH)
         self._heartbeats[node_id] = (time.monotonic(), applied)
+        return 0
+
+    def _current(self, node_id: int, epoch: int) -> bool:
+        """``node_id`` is registered, at broker epoch ``epoch`` unless that is -1 (any)."""
+        b = self.brokers.get(node_id)
+        return b is not None and (epoch < 0 or b.get("epoch", -1) == epoch)
+
+    @property
+    def broker_epoch(self) -> int:
+        """This broker's epoch once it registered during this run, else -1."""
+        b = self.brokers.get(self.node_id)
+        return int(b.get("epoch", -1)) if b is not None and self._registered_once else -1
 
     @replicated  # type: ignore[untyped-decorator]
     def unregister_broker(self, node_id: int) -> tuple[int, str | None]:
@@ -678,9 +697,11 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         return 0, None
 
     @replicated  # type: ignore[untyped-decorator]
-    def fence_broker(self, node_id: int) -> None:
+    def fence_broker(self, node_id: int, epoch: int = -1) -> None:
+        """The controller's (epoch -1) or the broker's own, controlled shutdown (its epoch: a
+        restarted broker's registration is not undone by its previous run's shutdown)."""
         b = self.brokers.get(node_id)
-        if b is None or b["fenced"]:
+        if b is None or b["fenced"] or not self._current(node_id, epoch):
             return
         b["fenced"] = True
         self._leave(node_id)

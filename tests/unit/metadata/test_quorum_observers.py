@@ -89,3 +89,29 @@ def test_unregister_removes_an_observer_once_its_replicas_moved_off(five: Replic
     refused = int(ErrorCode.INVALID_REPLICA_ASSIGNMENT)
     assert five.apply("alter_reassignment", "t", 0, [4, 1, 2], True)[0] == refused
     assert isinstance(five.ps(), PartitionState)
+
+
+def test_each_registration_has_a_higher_broker_epoch(five: Replica) -> None:
+    first = five.cs.brokers[4]["epoch"]
+    five.fence(4)
+    five.register(4)  # restarted
+    assert five.cs.brokers[4]["epoch"] > first
+
+
+def test_a_previous_incarnations_heartbeat_and_shutdown_are_refused(five: Replica) -> None:
+    old = five.cs.brokers[4]["epoch"]
+    five.register(4)  # a restart registered while the old run's requests were in flight
+    new = five.cs.brokers[4]["epoch"]
+    five.cs._heartbeats.pop(4)
+    assert five.apply("broker_heartbeat", 4, 5, old) == int(ErrorCode.STALE_BROKER_EPOCH)
+    assert 4 not in five.cs._heartbeats
+    assert five.apply("broker_heartbeat", 4, 5, new) == 0
+    five.apply("fence_broker", 4, old)  # the old run's controlled shutdown
+    assert not five.cs.brokers[4]["fenced"]
+    five.apply("fence_broker", 4, new)
+    assert five.cs.brokers[4]["fenced"]
+
+
+def test_a_heartbeat_from_an_unregistered_broker_is_refused(five: Replica) -> None:
+    assert five.apply("broker_heartbeat", 9, 1, -1) == int(ErrorCode.STALE_BROKER_EPOCH)
+    assert 9 not in five.cs._heartbeats
