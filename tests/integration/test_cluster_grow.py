@@ -2,7 +2,8 @@
 started later as non-voting observers of the metadata log; partitions moved onto them under
 idempotent acks=all producers with no failed and no lost write; an observer SIGKILLed is fenced
 by its missing heartbeats and its leaderships move; the replicas moved off 4 and 5 again and both
-unregistered (UnregisterBroker, ``kafka-cluster unregister``): back to 3 brokers.
+unregistered (UnregisterBroker, ``kafka-cluster unregister``): back to 3 brokers. And the
+controller SIGKILLed: observers follow the next one, which fences a dead observer only.
 
 Real brokers (``ClusterProcesses(voters=3)`` + ``add_broker``), real confluent-kafka clients.
 """
@@ -115,6 +116,33 @@ def test_grow_to_five_move_partitions_fence_an_observer_and_shrink_back(tmp_path
             f"observer fenced in {fenced_in:.1f} s, shrank to 3: {len(traffic.acked)} acknowledged "
             "writes, 0 failed, 0 lost"
         )
+    except BaseException:
+        print(c.logs()[-20000:])
+        raise
+    finally:
+        c.stop()
+
+
+def test_observers_follow_a_new_controller_which_fences_a_dead_one(tmp_path: Path) -> None:
+    """The controller SIGKILLed: a live observer keeps heartbeating to the next one and is not
+    fenced; a dead observer is fenced by the new controller, which has never heard from it."""
+    c = ClusterProcesses(tmp_path, 3, overrides=OVERRIDES, voters=3).start()
+    try:
+        b4, b5 = c.add_broker(), c.add_broker()
+        c.wait_registered(5, 30)
+        leader = quorum(c.brokers[0].bootstrap).topics[0].partitions[0].leader_id
+        assert leader in (1, 2, 3)
+        b5.kill()
+        c.brokers[leader - 1].kill()
+        survivors = sorted({1, 2, 3} - {leader})
+        wait_for(lambda: c.live_brokers() == [*survivors, 4], 30, 0.2, "the old controller and 5 fenced")
+        q = quorum(b4.bootstrap).topics[0].partitions[0]
+        assert q.leader_id in survivors
+        assert sorted(o.replica_id for o in q.observers) == [4, 5]
+        (o4,) = [o for o in q.observers if o.replica_id == 4]
+        assert o4.last_fetch_timestamp > 0 and o4.log_end_offset > 0
+        time.sleep(4.0)  # two sessions (broker.session.timeout.ms 2000)
+        assert c.live_brokers() == [*survivors, 4], "the live observer was fenced"
     except BaseException:
         print(c.logs()[-20000:])
         raise
