@@ -152,6 +152,24 @@ def parse_voters(items: list[str]) -> dict[int, str]:
     return voters
 
 
+# The journal holds each change as (method id, args). pysyncobj numbers the @replicated methods
+# by their sorted names, so adding one renumbers those after it and a journal written before
+# (or a not yet upgraded member's entries) would replay as the wrong calls: the ids are pinned
+# here, in the order of the methods as of the partition reassignment release; a new method is
+# appended, never inserted, and none is removed or renamed.
+REPLICATED_METHODS = (
+    "alter_isr",
+    "alter_reassignment",
+    "change_metadata",
+    "elect_leader",
+    "fence_broker",
+    "init_cluster",
+    "register_broker",
+    # non-voting brokers (issue 21)
+    "broker_heartbeat",
+    "unregister_broker",
+)
+
 SNAPSHOT_EVERY = 1000  # journal entries that trigger a snapshot (log compaction)
 SNAPSHOT_MAX_AGE_S = 3600  # and at least this often when anything changed
 SNAPSHOT_FORMAT = 1
@@ -249,7 +267,19 @@ class ClusterState(SyncObj):  # type: ignore[misc]
                 f"cannot bind the controller endpoint {voters[node_id]} of node {node_id}: {exc}; "
                 "is another broker using it?"
             ) from None
+        self._pin_method_ids()  # before the first tick applies anything
         self._start_commit = self.raftCommitIndex
+
+    def _pin_method_ids(self) -> None:
+        """Number the replicated methods as REPLICATED_METHODS lists them (see there)."""
+        pinned = {f"{name}_v0": i for i, name in enumerate(REPLICATED_METHODS)}
+        found: dict[str, int] = vars(self)["_methodToID"]  # pysyncobj's numbering
+        if set(pinned) != set(found):
+            raise StoreError(
+                f"replicated methods and REPLICATED_METHODS differ: {sorted(set(pinned) ^ set(found))}"
+            )
+        self._methodToID = pinned
+        self._idToMethod = {i: getattr(self, name) for name, i in pinned.items()}
 
     # -- snapshots (Raft log compaction; called by pysyncobj on the event loop) ----------------
     def _write_snapshot(self, path: str, raft: tuple[Any, ...]) -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from framework.metadata.quorum import PartitionState
+from framework.errors import StoreError
+from framework.metadata.quorum import REPLICATED_METHODS, ClusterState, PartitionState
 from framework.protocol.errors import ErrorCode
 from tests.unit.metadata.test_quorum import Replica
 
@@ -115,3 +116,36 @@ def test_a_previous_incarnations_heartbeat_and_shutdown_are_refused(five: Replic
 def test_a_heartbeat_from_an_unregistered_broker_is_refused(five: Replica) -> None:
     assert five.apply("broker_heartbeat", 9, 1, -1) == int(ErrorCode.STALE_BROKER_EPOCH)
     assert 9 not in five.cs._heartbeats
+
+
+# -- journal compatibility -------------------------------------------------------------------------
+def test_the_methods_before_observers_keep_their_journal_ids() -> None:
+    """pysyncobj numbers @replicated methods by sorted name: broker_heartbeat would otherwise
+    take change_metadata's id, and a journal written before would replay as the wrong calls."""
+    assert REPLICATED_METHODS[:7] == (
+        "alter_isr",
+        "alter_reassignment",
+        "change_metadata",
+        "elect_leader",
+        "fence_broker",
+        "init_cluster",
+        "register_broker",
+    )
+    replicated = {
+        m.removesuffix("_v0")
+        for m in dir(ClusterState)
+        if getattr(getattr(ClusterState, m), "replicated", False)
+    }
+    assert replicated == set(REPLICATED_METHODS) and len(REPLICATED_METHODS) == len(set(REPLICATED_METHODS))
+
+
+def test_pinning_renumbers_pysyncobjs_ids_and_refuses_an_unlisted_method(five: Replica) -> None:
+    cs = five.cs
+    sorted_names = sorted(f"{n}_v0" for n in REPLICATED_METHODS)
+    cs._methodToID = {n: i for i, n in enumerate(sorted_names)}  # what pysyncobj assigns
+    cs._pin_method_ids()
+    assert cs._methodToID["change_metadata_v0"] == 2 and cs._methodToID["broker_heartbeat_v0"] == 7
+    assert cs._idToMethod[6].__name__ == "register_broker_v0"
+    cs._methodToID = {**cs._methodToID, "surprise_v0": 9}
+    with pytest.raises(StoreError, match="surprise"):
+        cs._pin_method_ids()
