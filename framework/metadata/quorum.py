@@ -261,6 +261,11 @@ class ClusterState(SyncObj):  # type: ignore[misc]
             if self.is_voter:
                 super().__init__(voters[node_id], [a for i, a in voters.items() if i != node_id], conf)
             else:  # pysyncobj's read-only node: receives the log and snapshots, binds nothing
+                log.info(
+                    "node %d is not in controller.quorum.voters (%s): joining as a non-voting observer",
+                    node_id,
+                    ", ".join(map(str, sorted(voters))),
+                )
                 super().__init__(None, list(voters.values()), conf)
         except SyncObjException as exc:  # 'BindError' after maxBindRetries
             raise StoreError(
