@@ -477,7 +477,8 @@ define(
     [],
     "Metadata quorum (Raft) of a cluster as ID@HOST:PORT of each broker's controller endpoint, "
     "e.g. 1@127.0.0.1:19092,2@127.0.0.1:19093,3@127.0.0.1:19094; this node's entry is the "
-    "address it binds. Empty: a single node.",
+    "address it binds. A broker whose node.id is not listed joins as a non-voting observer "
+    "(binds no controller endpoint). Empty: a single node.",
     [B],
 )
 define(

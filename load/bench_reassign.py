@@ -2,7 +2,8 @@
 of ours under a replication throttle, and compare the time the move takes with the time the
 throttle implies.
 
-A cluster of ``--brokers`` brokers (3; every broker a Raft voter) on 127.0.0.1. A topic of
+A cluster of ``--brokers`` brokers (3) on 127.0.0.1, the first ``--voters`` of them Raft voters
+(default: all; the others non-voting observers of the metadata log, as added brokers are). A topic of
 ``--partitions`` partitions (6), replication factor ``--rf`` (2), is placed on the brokers other
 than the ``--new`` last ones (1: brokers 1 and 2 of 3) and filled with ``--mb`` MB per partition
 (50; acks=1, 64 KiB values) before anything is timed; then every partition is reassigned: with
@@ -27,7 +28,7 @@ The machine is small and shared: the brokers, their fetchers and the producer sh
 
 Usage::
 
-    python -m load.bench_reassign [--quick | --smoke] [--brokers 3] [--new 1] [--partitions 6]
+    python -m load.bench_reassign [--quick | --smoke] [--brokers 3] [--voters N] [--new 1] [--partitions 6]
         [--rf 2] [--mb 50] [--rate BYTES_PER_S | --target-s 25] [--baseline] [--json FILE]
 """
 
@@ -234,6 +235,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     implied = implied_seconds(initial, target, size, rate)
     config = {
         "brokers": args.brokers,
+        "voters": args.voters or args.brokers,
         "new_brokers": args.new,
         "partitions": args.partitions,
         "replication_factor": args.rf,
@@ -250,6 +252,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         args.brokers,
         overrides=OVERRIDES,
         broker_overrides=[{"metrics.listen": f"127.0.0.1:{p}"} for p in ports],
+        voters=args.voters or None,
     )
     c.start()
     try:
@@ -326,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         __doc__,
         "10 MB per partition, ~10 s (instead of 50 MB, ~25 s)",
         "2 partitions x 2 MB, ~4 s (tests)",
-        ("--brokers", 3, "brokers in the cluster (every one a Raft voter)"),
+        ("--brokers", 3, "brokers in the cluster"),
+        ("--voters", 0, "Raft voters among them, brokers 1..N (0: all); the others are observers"),
         ("--new", 1, "brokers that start empty and receive the replicas"),
         ("--partitions", 6, "partitions moved"),
         ("--rf", 2, "replication factor"),

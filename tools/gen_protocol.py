@@ -90,6 +90,7 @@ APIS = [
     "describe_topic_partitions",
     "alter_partition_reassignments",
     "list_partition_reassignments",
+    "unregister_broker",
 ]
 DATA = ["consumer_protocol_subscription", "consumer_protocol_assignment"]
 

@@ -301,8 +301,10 @@ class BrokerProcess(ManagedProcess):
 class ClusterProcesses:
     """N brokers forming one cluster on free 127.0.0.1 ports (tests, benchmarks).
 
-    Each broker gets a Kafka listener and a controller (Raft) endpoint; ``start`` returns once
-    every broker is listening and all of them are registered with the controller.
+    Brokers 1 to ``voters`` (all of them by default) get a controller (Raft) endpoint and form
+    the metadata quorum; the others are observers (non-voting brokers following the metadata
+    log). ``start`` returns once every broker is listening and all of them are registered with
+    the controller; ``add_broker`` starts one more observer (growing the cluster).
     ``broker_overrides[i]`` adds settings of broker i + 1 alone (e.g. its ``metrics.listen``).
     """
 
@@ -315,27 +317,43 @@ class ClusterProcesses:
         ports: list[int] | None = None,
         env: Mapping[str, str] | None = None,
         broker_overrides: Sequence[Mapping[str, object]] | None = None,
+        voters: int | None = None,
     ) -> None:
         self.base_dir = Path(base_dir)
         self.size = size
+        self.host = host
+        self.env = env
+        self.overrides = dict(overrides or {})
         kafka_ports = ports or [free_port(host) for _ in range(size)]
-        raft_ports = [free_port(host) for _ in range(size)]
-        voters = ",".join(f"{i + 1}@{host}:{raft_ports[i]}" for i in range(size))
+        n_voters = size if voters is None else voters
+        raft_ports = [free_port(host) for _ in range(n_voters)]
+        self.voters = ",".join(f"{i + 1}@{host}:{raft_ports[i]}" for i in range(n_voters))
         self.brokers = [
-            BrokerProcess(
-                self.base_dir / f"broker-{i + 1}",
-                port=kafka_ports[i],
-                node_id=i + 1,
-                overrides={
-                    **(overrides or {}),
-                    **(broker_overrides[i] if broker_overrides else {}),
-                    "controller.quorum.voters": voters,
-                },
-                host=host,
-                env=env,
-            )
+            self._broker(i + 1, kafka_ports[i], broker_overrides[i] if broker_overrides else None)
             for i in range(size)
         ]
+
+    def _broker(self, node_id: int, port: int, overrides: Mapping[str, object] | None) -> BrokerProcess:
+        return BrokerProcess(
+            self.base_dir / f"broker-{node_id}",
+            port=port,
+            node_id=node_id,
+            overrides={**self.overrides, **(overrides or {}), "controller.quorum.voters": self.voters},
+            host=self.host,
+            env=self.env,
+        )
+
+    def add_broker(
+        self, overrides: Mapping[str, object] | None = None, timeout: float = 60.0
+    ) -> BrokerProcess:
+        """Start broker ``size + 1``, a non-voting observer, and wait until it serves clients
+        (it has caught up with the metadata log and registered)."""
+        b = self._broker(len(self.brokers) + 1, free_port(self.host), overrides)
+        self.brokers.append(b)
+        self.size = len(self.brokers)
+        b.launch()
+        b.wait_ready(timeout)
+        return b
 
     @property
     def bootstrap(self) -> str:

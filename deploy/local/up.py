@@ -112,6 +112,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="store brokers: 1 (default) or a replicated cluster of 3-9 (topics get min(N, 3) replicas)",
     )
     p.add_argument(
+        "--voters",
+        type=int,
+        metavar="M",
+        help="with --cluster N: brokers 1..M are the metadata quorum's voters (3 or 5; default all N), "
+        "the others non-voting observers",
+    )
+    p.add_argument(
         "--store",
         choices=("sftraffic", "kafka"),
         default="sftraffic",
@@ -166,10 +173,18 @@ def store_part(
 
 
 def cluster_parts(
-    py: list[str], root: Path, size: int, port: int, metrics_port: int, env: dict[str, str]
+    py: list[str],
+    root: Path,
+    size: int,
+    port: int,
+    metrics_port: int,
+    env: dict[str, str],
+    n_voters: int | None = None,
 ) -> list[ManagedProcess]:
-    """``size`` brokers of one cluster: Kafka on port.., controller (Raft) on port+10000.."""
-    voters = ",".join(f"{i}@127.0.0.1:{port + 10_000 + i - 1}" for i in range(1, size + 1))
+    """``size`` brokers of one cluster: Kafka on port.., controller (Raft) on port+10000.. for
+    the first ``n_voters`` (all by default); the others are observers of the metadata log."""
+    n_voters = size if n_voters is None else n_voters
+    voters = ",".join(f"{i}@127.0.0.1:{port + 10_000 + i - 1}" for i in range(1, n_voters + 1))
     parts = []
     for i in range(1, size + 1):
         cmd = [*py, "broker", "--node-id", str(i), "--listen", f"127.0.0.1:{port + i - 1}"]
@@ -565,6 +580,11 @@ def run(args: argparse.Namespace) -> int:
             f"--cluster {args.cluster}: use 1 (a single node) or 3 to 9 brokers "
             "(a 2-broker quorum cannot survive the loss of either)"
         )
+    if args.voters is not None and not (3 <= args.voters <= args.cluster and args.voters % 2 == 1):
+        raise StoreError(
+            f"--voters {args.voters}: an odd number from 3 to --cluster ({args.cluster}); "
+            "the other brokers join as observers"
+        )
     if args.secure and (args.cluster != 1 or args.bootstrap or args.store != "sftraffic"):
         raise StoreError(
             "--secure runs the embedded single-node store: not with --cluster, --store kafka or --bootstrap"
@@ -621,7 +641,7 @@ def run(args: argparse.Namespace) -> int:
             )
         else:
             sup.launch(
-                cluster_parts(py, root, args.cluster, args.port, args.metrics_port, env.base),
+                cluster_parts(py, root, args.cluster, args.port, args.metrics_port, env.base, args.voters),
                 90,
                 f"{args.cluster}-broker event store cluster on {bootstrap}",
                 survivable=True,

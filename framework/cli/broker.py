@@ -39,8 +39,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument(
         "--voters",
         metavar="ID@HOST:PORT,...",
-        help="run as a cluster member: every broker's controller (Raft) endpoint "
-        "(controller.quorum.voters), e.g. 1@127.0.0.1:19092,2@127.0.0.1:19093,3@127.0.0.1:19094",
+        help="run as a cluster member: the voters' controller (Raft) endpoints "
+        "(controller.quorum.voters), e.g. 1@127.0.0.1:19092,2@127.0.0.1:19093,3@127.0.0.1:19094; "
+        "a broker whose --node-id is not listed joins as a non-voting observer",
     )
     p.add_argument(
         "--override",

@@ -1,6 +1,7 @@
 """Partition reassignment over the Kafka protocol (AlterPartitionReassignments 45,
-ListPartitionReassignments 46), for tests, benchmarks and tools. confluent-kafka has no admin
-call for either; Kafka's ``kafka-reassign-partitions`` does the same with the Java client.
+ListPartitionReassignments 46) and UnregisterBroker (64), for tests, benchmarks and tools.
+confluent-kafka has no admin call for these; Kafka's ``kafka-reassign-partitions`` and
+``kafka-cluster unregister`` do the same with the Java client.
 
 These are plain Kafka APIs: they work against Apache Kafka as against our store.
 """
@@ -20,6 +21,7 @@ from framework.protocol.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
+from framework.protocol.messages.unregister_broker import UnregisterBrokerRequest, UnregisterBrokerResponse
 
 TP = tuple[str, int]
 # (topic, partition) -> (replicas, adding, removing)
@@ -63,3 +65,10 @@ def list_reassignments(bootstrap: str, timeout: float = 10.0) -> Ongoing:
         for t in resp.topics
         for p in t.partitions
     }
+
+
+def unregister_broker(bootstrap: str, broker_id: int, timeout: float = 30.0) -> tuple[int, str | None]:
+    """UnregisterBroker (64, ``kafka-cluster unregister``): (error code, message), 0 when done."""
+    with wire_client(bootstrap, timeout + 5) as c:
+        resp = c.send(UnregisterBrokerRequest(broker_id=broker_id), UnregisterBrokerResponse)
+    return resp.error_code, resp.error_message

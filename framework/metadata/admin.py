@@ -150,6 +150,16 @@ class MetadataAdmin:
         return self._commit(self.store.plan_broker_configs(resource, set_, delete, validate_only))
 
     # -- partition reassignments (AlterPartitionReassignments) ---------------------------------
+    def unregister_broker(self, broker_id: int) -> tuple[ErrorCode, str | None] | asyncio.Future[Any]:
+        """Remove a broker's registration (UnregisterBroker): a future of the quorum's answer
+        ((code, message)), checked where it is applied. A single node has nothing to remove."""
+        quorum = self.cache.quorum
+        if quorum is not None:
+            return quorum.propose("unregister_broker", broker_id)
+        if broker_id == self.cache.node_id:
+            return ErrorCode.INVALID_REQUEST, "a single-node broker cannot unregister itself"
+        return ErrorCode.BROKER_ID_NOT_REGISTERED, f"broker {broker_id} is not registered"
+
     def alter_reassignment(
         self, topic: str, index: int, target: list[int] | None, allow_rf_change: bool = True
     ) -> tuple[ErrorCode, str | None] | asyncio.Future[Any]:

@@ -1,16 +1,21 @@
 """The cluster's metadata quorum: topics, streams, brokers and partition leadership.
 
-Every broker of a cluster is a voter of one Raft group (pysyncobj), listed in
-``controller.quorum.voters``. Changes are proposed by any broker and applied, in log order, on
-every broker by the ``@replicated`` methods below; the Raft leader is the *controller*.
+The brokers listed in ``controller.quorum.voters`` are the voters of one Raft group (pysyncobj);
+any further broker (its ``node.id`` not among them) is an *observer*: a pysyncobj read-only node
+that receives the log and snapshots and applies every entry but never votes or leads, and binds
+no Raft port (Kafka's brokers beside its controllers), so a cluster grows past its 3 or 5
+voters. Changes are proposed by any broker (an observer's go to the leader like a follower's)
+and applied, in log order, on every broker by the ``@replicated`` methods below; the Raft leader
+is the *controller*.
 
 Replicated state (rebuilt on start from the latest snapshot, ``<data dir>/__cluster/raft.snapshot``,
 then the journal after it, ``raft.journal``; nothing else is persisted for it)::
 
     cluster_id
     md        the MetadataStore's streams and topics (the same changes a single node applies)
-    brokers   node id -> {"host", "port", "rack", "fenced", "listeners"}: host and port of the
-              inter-broker listener, "listeners" the advertised address of every named listener
+    brokers   node id -> {"host", "port", "rack", "fenced", "listeners", "epoch"}: host and port
+              of the inter-broker listener, "listeners" the advertised address of every named
+              listener, "epoch" the broker epoch (Kafka's): ``version`` after its registration
     pstates   topic -> [PartitionState(leader, leader_epoch, isr, partition_epoch, adding,
               removing)] per partition; adding/removing are non-empty while it is reassigned
 
@@ -45,9 +50,14 @@ state above is written to the snapshot file (pickled, replaced atomically by pys
 journal keeps only what came after, so a long-lived cluster's journal and restart time stay
 bounded. A member too far behind receives the snapshot from the leader and restores it.
 
-The controller fences a broker it has not heard from (Raft append-entries responses) for
-``broker.session.timeout.ms``: it leaves every ISR it is not the last member of and its
-partitions get new leaders. A restarted broker registers again before it leads anything.
+The controller fences a broker it has not heard from for ``broker.session.timeout.ms``: it
+leaves every ISR it is not the last member of and its partitions get new leaders. A voter is
+heard from through its Raft append-entries responses (keyed by its voter address); an observer,
+whose read-only Raft connection carries no broker id, through ``broker_heartbeat`` entries it
+proposes every ``min(2 s, session / 4)`` (Kafka's BrokerHeartbeat): the apply changes no
+replicated state, the controller notes its own clock. A restarted broker registers again before
+it leads anything. ``unregister_broker`` (Kafka's UnregisterBroker) removes an observer's
+registration once no partition lists it as a replica (shrinking the cluster).
 """
 
 from __future__ import annotations
@@ -121,6 +131,9 @@ class QuorumStatus:
     is_leader: bool
     voters: list[VoterState]
     addresses: dict[int, str] = field(default_factory=dict)  # voter -> its Raft HOST:PORT
+    # registered brokers that are not voters (they follow the log read-only): as of their last
+    # heartbeat on the leader, -1 elsewhere
+    observers: list[VoterState] = field(default_factory=list)
 
 
 def parse_voters(items: list[str]) -> dict[int, str]:
@@ -139,9 +152,28 @@ def parse_voters(items: list[str]) -> dict[int, str]:
     return voters
 
 
+# The journal holds each change as (method id, args). pysyncobj numbers the @replicated methods
+# by their sorted names, so adding one renumbers those after it and a journal written before
+# (or a not yet upgraded member's entries) would replay as the wrong calls: the ids are pinned
+# here, in the order of the methods as of the partition reassignment release; a new method is
+# appended, never inserted, and none is removed or renamed.
+REPLICATED_METHODS = (
+    "alter_isr",
+    "alter_reassignment",
+    "change_metadata",
+    "elect_leader",
+    "fence_broker",
+    "init_cluster",
+    "register_broker",
+    # non-voting brokers (issue 21)
+    "broker_heartbeat",
+    "unregister_broker",
+)
+
 SNAPSHOT_EVERY = 1000  # journal entries that trigger a snapshot (log compaction)
 SNAPSHOT_MAX_AGE_S = 3600  # and at least this often when anything changed
 SNAPSHOT_FORMAT = 1
+HEARTBEAT_MAX_S = 2.0  # Kafka's broker.heartbeat.interval.ms default; at most a quarter of the session
 STALL_S = 1.0  # a gap between two duty rounds (every 0.2 s) longer than this: the process was paused
 
 
@@ -162,16 +194,24 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         listeners: dict[str, tuple[str, int]] | None = None,
         password: str = "",
     ) -> None:
-        if node_id not in voters:
-            raise StoreError(
-                f"node.id {node_id} is not in controller.quorum.voters ({', '.join(map(str, voters))})"
-            )
+        if not voters:
+            raise StoreError("a cluster broker needs controller.quorum.voters")
         directory.mkdir(parents=True, exist_ok=True)
         self.node_id = node_id
         self.md = md
         self.on_change = on_change
         self.voters = voters
         self.session_timeout = session_timeout_ms / 1000
+        # a broker that is not a voter follows the metadata log read-only (an observer, Kafka's
+        # broker role): no Raft port, never votes or leads, its proposals go to the leader
+        self.is_voter = node_id in voters
+        self.heartbeat_interval = min(HEARTBEAT_MAX_S, self.session_timeout / 4)
+        self._next_heartbeat = 0.0
+        self._heartbeating = False
+        # the controller's view of each broker's last heartbeat applied: node -> (monotonic
+        # time of the apply, the Raft index the broker had applied when it sent it). Not
+        # replicated state: only the controller reads it, from its own clock
+        self._heartbeats: dict[int, tuple[float, int]] = {}
         self.addr_to_id = {a: i for i, a in voters.items()}
         self._controller_since: float | None = None
         self._fencing: set[int] = set()
@@ -208,7 +248,7 @@ class ClusterState(SyncObj):  # type: ignore[misc]
             # links with it (pysyncobj's password option, Fernet from `cryptography`)
             password=password or None,
             # bind the Raft port to this node's voter address: pysyncobj binds 0.0.0.0 otherwise
-            bindAddress=voters[node_id],
+            bindAddress=voters[node_id] if self.is_voter else None,
         )
         # replicated state (written to snapshots by _write_snapshot, not by pysyncobj's pickling
         # of attributes: it is set before SyncObj.__init__ for that reason)
@@ -218,13 +258,33 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         self.version = 0
         self._start_commit = 1 << 62  # set once the journal is open
         try:
-            super().__init__(voters[node_id], [a for i, a in voters.items() if i != node_id], conf)
+            if self.is_voter:
+                super().__init__(voters[node_id], [a for i, a in voters.items() if i != node_id], conf)
+            else:  # pysyncobj's read-only node: receives the log and snapshots, binds nothing
+                log.info(
+                    "node %d is not in controller.quorum.voters (%s): joining as a non-voting observer",
+                    node_id,
+                    ", ".join(map(str, sorted(voters))),
+                )
+                super().__init__(None, list(voters.values()), conf)
         except SyncObjException as exc:  # 'BindError' after maxBindRetries
             raise StoreError(
                 f"cannot bind the controller endpoint {voters[node_id]} of node {node_id}: {exc}; "
                 "is another broker using it?"
             ) from None
+        self._pin_method_ids()  # before the first tick applies anything
         self._start_commit = self.raftCommitIndex
+
+    def _pin_method_ids(self) -> None:
+        """Number the replicated methods as REPLICATED_METHODS lists them (see there)."""
+        pinned = {f"{name}_v0": i for i, name in enumerate(REPLICATED_METHODS)}
+        found: dict[str, int] = vars(self)["_methodToID"]  # pysyncobj's numbering
+        if set(pinned) != set(found):
+            raise StoreError(
+                f"replicated methods and REPLICATED_METHODS differ: {sorted(set(pinned) ^ set(found))}"
+            )
+        self._methodToID = pinned
+        self._idToMethod = {i: getattr(self, name) for name, i in pinned.items()}
 
     # -- snapshots (Raft log compaction; called by pysyncobj on the event loop) ----------------
     def _write_snapshot(self, path: str, raft: tuple[Any, ...]) -> None:
@@ -308,7 +368,20 @@ class ClusterState(SyncObj):  # type: ignore[misc]
                     self._caught_up.get(nid, -1) if is_leader else -1,
                 )
             )
+        if not self.is_voter:  # an observer lists the voters only
+            voters = voters[1:]
         voters.sort(key=lambda v: v.node_id)
+        observers = []
+        for nid in sorted(self.brokers):
+            if nid in self.voters:
+                continue
+            beat = self._heartbeats.get(nid) if is_leader else None
+            if nid == self.node_id:
+                observers.append(VoterState(nid, own_end, -1, -1))
+            elif beat is None:
+                observers.append(VoterState(nid, -1, -1, -1))
+            else:
+                observers.append(VoterState(nid, beat[1], now_ms - int((mono - beat[0]) * 1000), -1))
         return QuorumStatus(
             leader_id,
             int(self.raftCurrentTerm),
@@ -316,6 +389,7 @@ class ClusterState(SyncObj):  # type: ignore[misc]
             is_leader,
             voters,
             dict(self.voters),
+            observers,
         )
 
     def _note_caught_up(self) -> None:
@@ -397,6 +471,17 @@ class ClusterState(SyncObj):  # type: ignore[misc]
             and (not self._registered_once or me is None or me["fenced"])
         ):
             self._register()
+        elif (
+            not self.is_voter
+            and not self.shutting_down
+            # a proposal whose answer was lost (a dropped link to an unchanged leader) does not
+            # stop the heartbeats: after a session without an answer the next one goes anyway
+            and (not self._heartbeating or now >= self._next_heartbeat + self.session_timeout)
+            and now >= self._next_heartbeat
+            and me is not None
+            and not me["fenced"]
+        ):
+            self._heartbeat(now)
         if not self.is_controller:
             self._controller_since = None
             return
@@ -421,10 +506,27 @@ class ClusterState(SyncObj):  # type: ignore[misc]
                 )
                 self._fencing.add(nid)
                 self.fence_broker(nid, callback=lambda _r, _e, n=nid: self._fencing.discard(n))
+        for nid, silent in self.silent_observers(now, self._controller_since):
+            log.warning("fencing broker %d: no heartbeat for %.1f s (broker.session.timeout.ms)", nid, silent)
+            self._fencing.add(nid)
+            self.fence_broker(nid, callback=lambda _r, _e, n=nid: self._fencing.discard(n))
         self._elect_unclean()
         if self.md.broker["auto.leader.rebalance.enable"] and now >= self._next_rebalance:
             self._next_rebalance = now + int(self.md.broker["leader.imbalance.check.interval.seconds"])
             self._rebalance_leaders()
+
+    def silent_observers(self, now: float, since: float) -> list[tuple[int, float]]:
+        """(observer, seconds without a heartbeat) of the unfenced observers the controller has
+        had no heartbeat from for longer than the session timeout, counting from ``since`` at
+        the earliest (when it became the controller)."""
+        out = []
+        for nid, b in sorted(self.brokers.items()):
+            if nid in self.voters or b["fenced"] or nid in self._fencing:
+                continue
+            silent = now - max(self._heartbeats.get(nid, (0.0, -1))[0], since)
+            if silent > self.session_timeout:
+                out.append((nid, silent))
+        return out
 
     # -- controller: elections ----------------------------------------------------------------
     def preferred_candidates(self, only: set[tuple[str, int]] | None = None) -> list[tuple[str, int, int]]:
@@ -516,6 +618,17 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         self._registering = True
         self.register_broker(self.node_id, host, port, rack, listeners, callback=done)
 
+    def _heartbeat(self, now: float) -> None:
+        """An observer tells the controller it is alive (Kafka's BrokerHeartbeat), through the
+        log: the controller cannot name a read-only Raft connection."""
+
+        def done(_result: Any, _err: int) -> None:
+            self._heartbeating = False
+
+        self._heartbeating = True
+        self._next_heartbeat = now + self.heartbeat_interval
+        self.broker_heartbeat(self.node_id, int(self.raftLastApplied), self.broker_epoch, callback=done)
+
     # -- replicated changes (applied on every node, in log order) ---------------------------
     def _changed(self) -> None:
         self.version += 1
@@ -557,7 +670,11 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         rack: str | None,
         listeners: dict[str, list[Any]] | None = None,
     ) -> None:
-        self.brokers[node_id] = {"host": host, "port": port, "rack": rack, "fenced": False}
+        # the broker epoch: a later registration (a restart) has a higher one, so what the
+        # earlier incarnation still had in flight (a heartbeat, its controlled shutdown) is refused
+        epoch = self.version + 1
+        self.brokers[node_id] = {"host": host, "port": port, "rack": rack, "fenced": False, "epoch": epoch}
+        self._heartbeats[node_id] = (time.monotonic(), -1)  # registering starts its session
         if listeners is not None:  # journals written before listeners were named have none
             self.brokers[node_id]["listeners"] = listeners
         # a (re)started broker may have lost unflushed data: it leads nothing and rejoins the
@@ -566,9 +683,60 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         self._changed()
 
     @replicated  # type: ignore[untyped-decorator]
-    def fence_broker(self, node_id: int) -> None:
+    def broker_heartbeat(self, node_id: int, applied: int, epoch: int = -1) -> int:
+        """Changes no replicated state: the controller notes when it applied it (its own clock).
+        Refused (STALE_BROKER_EPOCH) from an incarnation that is not the registered one."""
+        if not self._current(node_id, epoch):
+            return int(ErrorCode.STALE_BROKER_EPOCH)
+        self._heartbeats[node_id] = (time.monotonic(), applied)
+        return 0
+
+    def _current(self, node_id: int, epoch: int) -> bool:
+        """``node_id`` is registered, at broker epoch ``epoch`` unless that is -1 (any)."""
         b = self.brokers.get(node_id)
-        if b is None or b["fenced"]:
+        return b is not None and (epoch < 0 or b.get("epoch", -1) == epoch)
+
+    @property
+    def broker_epoch(self) -> int:
+        """This broker's epoch once it registered during this run, else -1."""
+        b = self.brokers.get(self.node_id)
+        return int(b.get("epoch", -1)) if b is not None and self._registered_once else -1
+
+    @replicated  # type: ignore[untyped-decorator]
+    def unregister_broker(self, node_id: int) -> tuple[int, str | None]:
+        """Remove a broker's registration (Kafka's UnregisterBroker): refused for a voter and
+        for a broker still holding replicas (move them off first with a reassignment)."""
+        if node_id not in self.brokers:
+            return int(ErrorCode.BROKER_ID_NOT_REGISTERED), f"broker {node_id} is not registered"
+        if node_id in self.voters:
+            return (
+                int(ErrorCode.INVALID_REQUEST),
+                f"broker {node_id} is a controller.quorum.voters member and cannot be unregistered",
+            )
+        held = sorted(
+            f"{t.name}-{i}"
+            for t in self.md.topics.values()
+            for i, replicas in enumerate(t.assignments)
+            if node_id in replicas
+        )
+        if held:
+            return (
+                int(ErrorCode.INVALID_REQUEST),
+                f"broker {node_id} still holds {len(held)} replica(s) ({', '.join(held[:5])}"
+                f"{', ...' if len(held) > 5 else ''}): reassign them first",
+            )
+        self._leave(node_id)
+        del self.brokers[node_id]
+        self._heartbeats.pop(node_id, None)
+        self._changed()
+        return 0, None
+
+    @replicated  # type: ignore[untyped-decorator]
+    def fence_broker(self, node_id: int, epoch: int = -1) -> None:
+        """The controller's (epoch -1) or the broker's own, controlled shutdown (its epoch: a
+        restarted broker's registration is not undone by its previous run's shutdown)."""
+        b = self.brokers.get(node_id)
+        if b is None or b["fenced"] or not self._current(node_id, epoch):
             return
         b["fenced"] = True
         self._leave(node_id)

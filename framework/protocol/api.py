@@ -60,6 +60,7 @@ from framework.protocol.messages import (
     stream_admin,
     sync_group,
     txn_offset_commit,
+    unregister_broker,
     write_txn_markers,
 )
 
@@ -427,6 +428,15 @@ _ENTRIES = [
         "list_partition_reassignments",
         list_partition_reassignments.ListPartitionReassignmentsRequest,
         list_partition_reassignments.ListPartitionReassignmentsResponse,
+        0,
+        0,
+    ),
+    # growing and shrinking the cluster (issue 21): kafka-cluster unregister
+    _e(
+        "UnregisterBroker",
+        "unregister_broker",
+        unregister_broker.UnregisterBrokerRequest,
+        unregister_broker.UnregisterBrokerResponse,
         0,
         0,
     ),

@@ -370,7 +370,9 @@ class Broker:
         quorum.shutting_down = True
         try:
             async with asyncio.timeout(timeout):
-                await quorum.propose_retrying("fence_broker", self.node_id, timeout=timeout)
+                await quorum.propose_retrying(
+                    "fence_broker", self.node_id, quorum.broker_epoch, timeout=timeout
+                )
         except (TimeoutError, StoreError) as exc:
             log.warning("broker %d: controlled shutdown incomplete (%s); stopping anyway", self.node_id, exc)
             return

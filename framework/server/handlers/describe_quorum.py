@@ -115,7 +115,7 @@ def _answer(status: QuorumStatus) -> DescribeQuorumResponse:
         leader_epoch=status.epoch,
         high_watermark=status.high_watermark,
         current_voters=[_replica(v) for v in status.voters],
-        observers=[],
+        observers=[_replica(v) for v in status.observers],
     )
     return DescribeQuorumResponse(
         error_code=ErrorCode.NONE,

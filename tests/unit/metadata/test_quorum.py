@@ -47,6 +47,11 @@ class Replica:
         cs.brokers = {}
         cs.pstates = {}
         cs.version = 0
+        # not replicated: the static voters and the controller's own view of heartbeats
+        cs.voters = {n: f"127.0.0.1:{19000 + n}" for n in (1, 2, 3)}
+        cs.session_timeout = 2.0
+        cs._heartbeats = {}
+        cs._fencing = set()
         self.changes = 0
 
         def changed() -> None:
