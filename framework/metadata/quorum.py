@@ -155,16 +155,17 @@ def parse_voters(items: list[str]) -> dict[int, str]:
 # The journal holds each change as (method id, args). pysyncobj numbers the @replicated methods
 # by their sorted names, so adding one renumbers those after it and a journal written before
 # (or a not yet upgraded member's entries) would replay as the wrong calls: the ids are pinned
-# here, in the order of the methods as of the partition reassignment release; a new method is
-# appended, never inserted, and none is removed or renamed.
+# here: the first six as pysyncobj numbered them before any was added (the journals of every
+# earlier release), then each new method appended, never inserted; none removed or renamed.
 REPLICATED_METHODS = (
     "alter_isr",
-    "alter_reassignment",
     "change_metadata",
     "elect_leader",
     "fence_broker",
     "init_cluster",
     "register_broker",
+    # partition reassignment (issue 21)
+    "alter_reassignment",
     # non-voting brokers (issue 21)
     "broker_heartbeat",
     "unregister_broker",
