@@ -146,8 +146,9 @@ def test_pinning_renumbers_pysyncobjs_ids_and_refuses_an_unlisted_method(five: R
     sorted_names = sorted(f"{n}_v0" for n in REPLICATED_METHODS)
     cs._methodToID = {n: i for i, n in enumerate(sorted_names)}  # what pysyncobj assigns
     cs._pin_method_ids()
-    assert cs._methodToID["change_metadata_v0"] == 2 and cs._methodToID["broker_heartbeat_v0"] == 7
-    assert cs._idToMethod[6].__name__ == "register_broker_v0"
+    assert cs._methodToID["change_metadata_v0"] == 1 and cs._methodToID["broker_heartbeat_v0"] == 7
+    assert cs._idToMethod[5].__name__ == "register_broker_v0"
+    assert cs._idToMethod[6].__name__ == "alter_reassignment_v0"
     cs._methodToID = {**cs._methodToID, "surprise_v0": 9}
     with pytest.raises(StoreError, match="surprise"):
         cs._pin_method_ids()
