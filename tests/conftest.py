@@ -135,9 +135,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 why = mark.kwargs.get("reason") or (mark.args[0] if mark.args else "sftraffic only")
                 item.add_marker(pytest.mark.skip(reason=f"sftraffic only: {why}"))
     for item in items:
-        group = _xdist_group(item)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
+        item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
     if config.getoption("--runslow") or os.environ.get("SFTRAFFIC_SLOW") == "1":
         return
     skip = pytest.mark.skip(reason="slow: run with --runslow (./run soak: soak, chaos, benchmark smoke runs)")
@@ -146,7 +144,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-def _xdist_group(item: pytest.Item) -> str | None:
+def _xdist_group(item: pytest.Item) -> str:
     """Under ``pytest -n N --dist loadgroup`` (``./run test``), tests sharing a session-wide
     resource run on one worker: the local SparkSession (the ``spark`` fixture), Apache Kafka's
     cluster and tools, and the whole-system runs (each starts Spark, Chromium and a fleet: two at
@@ -157,7 +155,8 @@ def _xdist_group(item: pytest.Item) -> str | None:
         return "kafka"
     if item.get_closest_marker("system"):
         return "system"
-    return None
+    # otherwise a module's tests stay together, in order, sharing its module-scoped fixtures
+    return item.nodeid.split("::", 1)[0]
 
 
 def quiet_logger() -> logging.Logger:

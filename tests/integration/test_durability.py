@@ -160,7 +160,7 @@ def test_ttl_retention_deletes_old_segments_and_consumers_reset(
     def low() -> int:
         return int(c.get_watermark_offsets(TopicPartition("ttl", 0), timeout=10, cached=False)[0])
 
-    wait_for(lambda: low() >= 1900, timeout=30, what="retention to move the log start offset")
+    wait_for(lambda: low() >= 1900, timeout=60, what="retention to move the log start offset")
     c.close()
     lo_c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "ttl-check2", "logger": quiet_logger()})
     low_now = int(lo_c.get_watermark_offsets(TopicPartition("ttl", 0), timeout=10)[0])

@@ -491,10 +491,18 @@ def test_kafka_reassign_partitions_generate_execute_verify_with_throttle(tool: T
         assert verified.count("is completed") == 3, verified
         assert "Clearing broker-level throttles on brokers 1,2,3" in verified, verified
         assert f"Clearing topic-level throttles on topic {t}" in verified, verified
-        cfgs = next(iter(a.describe_configs([ConfigResource("TOPIC", t)]).values())).result(30)
-        assert not cfgs["follower.replication.throttled.replicas"].value
-        broker2 = next(iter(a.describe_configs([ConfigResource("BROKER", "2")]).values())).result(30)
-        assert broker2["follower.replication.throttled.rate"].value == str(2**63 - 1)
+
+        def cleared() -> bool:
+            # the configs change through the metadata quorum: the broker answering may see it a
+            # moment after the one that took the change
+            topic = next(iter(a.describe_configs([ConfigResource("TOPIC", t)]).values())).result(30)
+            broker2 = next(iter(a.describe_configs([ConfigResource("BROKER", "2")]).values())).result(30)
+            return (
+                not topic["follower.replication.throttled.replicas"].value
+                and broker2["follower.replication.throttled.rate"].value == str(2**63 - 1)
+            )
+
+        wait_for(cleared, 30, 0.5, "--verify's throttle removal to show in DescribeConfigs")
         view = partitions_of(c.brokers[1], t)
         assert view is not None
         want = {p["partition"]: p["replicas"] for p in proposed["partitions"]}
