@@ -46,7 +46,7 @@ def test_windowed_count(
         heap="384m",
         extra_classpath=[java_classes],
     )
-    streams = ManagedProcess("streams", cmd, ready="RUNNING", grace=20)
+    streams = ManagedProcess("streams", cmd, ready="RUNNING", grace=60)  # EOS close on a busy machine
     try:
         streams.start(timeout=120)
         expected = {
