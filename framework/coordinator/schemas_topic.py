@@ -96,26 +96,11 @@ class SchemasTopic:
 
     def _read(self, lg: Log, upper: int) -> None:
         offset = self.next_offset
-        while offset < upper:
-            data = lg.read(offset, READ_BYTES, upper, True)
-            progressed = False
-            for pos, h in rb.iter_batches(data):
-                if h.next_offset <= offset:
-                    continue
-                if not h.is_control:
-                    try:
-                        _, recs = rb.decode_batch(memoryview(data)[pos : pos + h.size])
-                    except rb.InvalidBatch as exc:
-                        log.error("%s: skipping undecodable batch at %d: %s", lg.name, h.base_offset, exc)
-                        recs = []
-                    for r in recs:
-                        if r.offset >= offset:
-                            self.ids.apply(r.key, r.value)
-                            self.records += 1
-                offset = h.next_offset
-                progressed = True
-            if not progressed:
-                break
+        for nxt, recs in lg.decoded_batches(offset, upper, READ_BYTES):
+            for r in recs:
+                self.ids.apply(r.key, r.value)
+                self.records += 1
+            offset = nxt
         self.next_offset = max(offset, self.next_offset)
 
     def check(self, topic: str, key: bool, value: bool) -> rb.SchemaCheck:

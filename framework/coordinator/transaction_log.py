@@ -105,29 +105,14 @@ class TxnLogStore:
 
 
 def _records(lg: Log, upper: int) -> Iterator[TxnRecord | str]:
-    offset = lg.log_start_offset
-    while offset < upper:
-        data = lg.read(offset, 1 << 20, upper, True)
-        progressed = False
-        for pos, h in rb.iter_batches(data):
-            if h.next_offset <= offset:
+    for _next, recs in lg.decoded_batches(lg.log_start_offset, upper):
+        for r in recs:
+            if r.key is None:
                 continue
-            if not h.is_control:
-                try:
-                    _, recs = rb.decode_batch(memoryview(data)[pos : pos + h.size])
-                except rb.InvalidBatch as exc:
-                    log.error("%s: skipping undecodable batch at %d: %s", lg.name, h.base_offset, exc)
-                    recs = []
-                for r in recs:
-                    if r.offset >= offset and r.key is not None:
-                        try:
-                            parsed = parse(r.key, r.value)
-                        except (ValueError, IndexError, struct.error) as exc:
-                            log.error("%s: skipping unreadable record at %d: %s", lg.name, r.offset, exc)
-                            continue
-                        if parsed is not None:
-                            yield parsed
-            offset = h.next_offset
-            progressed = True
-        if not progressed:
-            break
+            try:
+                parsed = parse(r.key, r.value)
+            except (ValueError, IndexError, struct.error) as exc:
+                log.error("%s: skipping unreadable record at %d: %s", lg.name, r.offset, exc)
+                continue
+            if parsed is not None:
+                yield parsed

@@ -789,6 +789,35 @@ class Log:
     def _segment_for(self, offset: int) -> int:
         return max(bisect_right(self._bases, offset) - 1, 0)
 
+    def decoded_batches(
+        self, start: int, upper: int, read_bytes: int = 1 << 20
+    ) -> Iterator[tuple[int, list[rb.Record]]]:
+        """Per stored batch from the one holding ``start`` up to ``upper``: (its next offset, its
+        records at or after ``start``), for readers of internal topics on their local replica.
+
+        A control batch gives no records; a batch that does not decode is logged and gives none
+        (its offsets are passed over). Stops early if a read makes no progress.
+        """
+        offset = start
+        while offset < upper:
+            data = self.read(offset, read_bytes, upper, True)
+            progressed = False
+            for pos, h in rb.iter_batches(data):
+                if h.next_offset <= offset:
+                    continue
+                recs: list[rb.Record] = []
+                if not h.is_control:
+                    try:
+                        recs = rb.decode_batch(memoryview(data)[pos : pos + h.size])[1]
+                    except rb.InvalidBatch as exc:
+                        log.error("%s: skipping undecodable batch at %d: %s", self.name, h.base_offset, exc)
+                    recs = [r for r in recs if r.offset >= start]
+                offset = h.next_offset
+                progressed = True
+                yield offset, recs
+            if not progressed:
+                return
+
     def read(self, offset: int, max_bytes: int, upper_bound: int, min_one: bool = True) -> bytes:
         """Stored bytes starting at the batch holding ``offset``, below ``upper_bound``.
 
