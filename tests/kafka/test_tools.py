@@ -566,3 +566,22 @@ def test_known_gaps(cli: Cli, broker: Any, topic_name: Any, command: str, expect
     assert "does not support" not in text and "UnsupportedVersionException" not in text, text[-2000:]
     assert out.returncode == 0, text[-2000:]
     assert expect in text
+
+
+def test_kafka_cluster_unregister_removes_an_observer_and_refuses_a_voter(tool: Tool, tmp_path: Path) -> None:
+    """Kafka's `kafka-cluster unregister` (UnregisterBroker): a voter is refused; a stopped
+    non-voting broker is unregistered once (a second time its id is no longer registered)."""
+    c = ClusterProcesses(tmp_path, 3, overrides=OVERRIDES, voters=3).start()
+    try:
+        observer = c.add_broker()
+        b = c.brokers[0].bootstrap
+        unregister = ("kafka-cluster", "unregister", "--bootstrap-server", b, "--id")
+        voter = tool(*unregister, "2", check=False)
+        assert voter.returncode != 0, voter.stdout
+        observer.stop()
+        done = tool(*unregister, "4")
+        assert "Broker 4 is no longer registered" in done.stdout, done.stdout
+        again = tool(*unregister, "4", check=False)
+        assert again.returncode != 0 and "BrokerIdNotRegistered" in again.stdout + again.stderr, again.stdout
+    finally:
+        c.stop()
