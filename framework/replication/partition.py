@@ -84,8 +84,9 @@ class Partition:
     leader_high_watermark: int = -1  # a follower: the leader's high watermark at its last fetch
     alter_isr: AlterIsr | None = None
     _waiters: list[asyncio.Future[None]] = field(default_factory=list)
-    # acks=all waiters: (end offset, leader epoch the batch was appended in, future)
-    _acks: list[tuple[int, int, asyncio.Future[None]]] = field(default_factory=list)
+    # acks=all waiters: (end offset, leader epoch the batch was appended in, outlives the
+    # leadership, future)
+    _acks: list[tuple[int, int, bool, asyncio.Future[None]]] = field(default_factory=list)
 
     @property
     def high_watermark(self) -> int:
@@ -163,21 +164,27 @@ class Partition:
             self.wake()  # followers long-polling for new data
         return info
 
-    def wait_replicated(self, end_offset: int) -> asyncio.Future[None] | None:
-        """None when ``end_offset`` is already below the high watermark, else a future for it."""
+    def wait_replicated(self, end_offset: int, *, outlive_leadership: bool = False) -> asyncio.Future[None] | None:
+        """None when ``end_offset`` is already below the high watermark, else a future for it.
+
+        The future fails with NOT_LEADER_OR_FOLLOWER when this broker stops leading, unless
+        ``outlive_leadership`` (a producer's acks=all request): then it is answered as a
+        follower, once the new leader's high watermark covers the batch (success if the log
+        still holds it; see the module docstring).
+        """
         if self.log.high_watermark >= end_offset:
             return None
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # its waiter may be gone (connection closed, request timed out): the outcome is then
         # nobody's business, and must not be reported as "exception was never retrieved"
         fut.add_done_callback(_outcome_seen)
-        self._acks.append((end_offset, self.log.leader_epoch, fut))
+        self._acks.append((end_offset, self.log.leader_epoch, outlive_leadership, fut))
         return fut
 
     @property
     def pending_acks(self) -> int:
         """acks=all waiters not answered yet."""
-        return sum(1 for _, _, fut in self._acks if not fut.done())
+        return sum(1 for *_, fut in self._acks if not fut.done())
 
     def advance_high_watermark(self, offset: int) -> None:
         if offset > self.log.high_watermark:
@@ -189,7 +196,7 @@ class Partition:
     def _complete_acks(self, hw: int) -> None:
         keep = []
         below_min = len(self.isr) < self.log.config.min_insync_replicas
-        for end, epoch, fut in self._acks:
+        for end, epoch, outlive, fut in self._acks:
             if fut.done():
                 continue
             if not self._still_holds(end, epoch):
@@ -212,7 +219,7 @@ class Partition:
                 else:
                     fut.set_result(None)
             else:
-                keep.append((end, epoch, fut))
+                keep.append((end, epoch, outlive, fut))
         self._acks = keep
 
     def _still_holds(self, end: int, epoch: int) -> bool:
@@ -228,7 +235,7 @@ class Partition:
 
     def _fail_acks(self, exc: StoreError) -> None:
         acks, self._acks = self._acks, []
-        for _, _, fut in acks:
+        for *_, fut in acks:
             if not fut.done():
                 fut.set_exception(exc)
 
@@ -362,6 +369,10 @@ class Partition:
         # epoch meanwhile (librdkafka does, on another partition's OUT_OF_ORDER_SEQUENCE_NUMBER)
         # then sends them again under new sequence numbers, and they are written twice.
         if was_leader and self._acks:
+            moved = NotLeader(f"{self.topic}-{self.index}: leadership moved to broker {leader}")
+            for *_, outlive, fut in self._acks:
+                if not outlive and not fut.done():
+                    fut.set_exception(moved)  # the coordinators' writes: as Kafka
             self._complete_acks(self.log.high_watermark)
         self.wake()
         return "follower"

@@ -293,7 +293,7 @@ def test_an_acks_all_waiter_outlives_the_leadership_and_succeeds_once_the_new_le
     async def body() -> None:
         p = elect(log, quorum)
         end = produce(p, 3, acks=-1)
-        w = p.wait_replicated(end)
+        w = p.wait_replicated(end, outlive_leadership=True)
         assert w is not None
         p.follower_fetched(2, end, NOW)  # broker 2 has it, broker 3 does not: no HW yet
         assert p.high_watermark == 0 and not w.done()
@@ -318,10 +318,10 @@ def test_an_acks_all_waiter_fails_with_not_leader_when_a_follower_truncates_its_
     async def body() -> None:
         p = elect(log, quorum)
         end = produce(p, 3, acks=-1)
-        kept = p.wait_replicated(end)
+        kept = p.wait_replicated(end, outlive_leadership=True)
         assert kept is not None
         end2 = produce(p, 2, acks=-1)
-        gone = p.wait_replicated(end2)
+        gone = p.wait_replicated(end2, outlive_leadership=True)
         assert gone is not None
         assert p.apply_state(2, 2, [2, 3], 2, [1, 2, 3], NOW) == "follower"
         # broker 2 had the first batch only: OffsetForLeaderEpoch says truncate at 3; the
@@ -344,11 +344,30 @@ def test_an_acks_all_waiter_fails_with_not_leader_when_a_follower_truncates_its_
     run(body)
 
 
+def test_a_coordinators_acks_all_waiter_fails_with_not_leader_when_leadership_moves(
+    log: Log, quorum: Quorum
+) -> None:
+    async def body() -> None:
+        p = elect(log, quorum)
+        end = produce(p, 3, acks=-1)
+        w = p.wait_replicated(end)  # not outliving the leadership (the coordinators' writes)
+        assert w is not None
+        p.follower_fetched(3, 2, NOW)  # a proposal in flight is dropped with the leadership
+        assert p.apply_state(2, 2, [2, 3], 2, [1, 2, 3], NOW) == "follower"
+        assert w.done()
+        assert isinstance(w.exception(), NotLeader)
+        assert not p.is_leader and p.followers == {} and p.pending_isr is None
+        with pytest.raises(NotLeader):
+            produce(p, 1)
+
+    run(body)
+
+
 def test_an_acks_all_waiter_fails_at_once_when_the_follower_truncates(log: Log, quorum: Quorum) -> None:
     async def body() -> None:
         p = elect(log, quorum)
         end = produce(p, 3, acks=-1)
-        w = p.wait_replicated(end)
+        w = p.wait_replicated(end, outlive_leadership=True)
         assert w is not None
         assert p.apply_state(2, 2, [2, 3], 2, [1, 2, 3], NOW) == "follower"
         log.truncate_to(0)
@@ -362,7 +381,7 @@ def test_acks_all_waiters_fail_with_not_leader_when_the_partition_closes(log: Lo
     async def body() -> None:
         p = elect(log, quorum)
         end = produce(p, 3, acks=-1)
-        w = p.wait_replicated(end)
+        w = p.wait_replicated(end, outlive_leadership=True)
         assert w is not None
         assert p.apply_state(2, 2, [2, 3], 2, [1, 2, 3], NOW) == "follower"
         assert not p.is_leader and p.followers == {} and p.pending_isr is None
