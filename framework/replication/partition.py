@@ -7,13 +7,15 @@ the follower fetches at (Kafka's replica fetch protocol), and keeps::
     high watermark = min(log end offset of every ISR member)      (never moves back)
 
 so a record below it is on every in-sync replica. acks=all producers wait until their last
-offset is below it. A waiter outlives its leadership: when this broker becomes a follower, the
+offset is below it. A producer's waiter outlives its leadership: when this broker becomes a follower, the
 batches appended while it led are answered once the new leader's high watermark (learned by
 fetching) covers them, with success if the log still holds them (the new leader had them), else
 NOT_LEADER_OR_FOLLOWER (a truncation removed them). Kafka answers NOT_LEADER_OR_FOLLOWER at the
 handover, which clients read as "not persisted": librdkafka, bumping its producer epoch meanwhile
 (on another partition's OUT_OF_ORDER_SEQUENCE_NUMBER), then re-sends such a batch under new
-sequence numbers and the new leader, which has it, writes it twice. A follower that has not caught up with the leader's log end for
+sequence numbers and the new leader, which has it, writes it twice.
+
+A follower that has not caught up with the leader's log end for
 ``replica.lag.time.max.ms`` is proposed out of the ISR; one that has reached the high
 watermark (and the start of the leader's epoch) is proposed back in. ISR changes go through
 the metadata quorum (``alter_isr``) and take effect when applied, at the partition epoch the
@@ -164,7 +166,9 @@ class Partition:
             self.wake()  # followers long-polling for new data
         return info
 
-    def wait_replicated(self, end_offset: int, *, outlive_leadership: bool = False) -> asyncio.Future[None] | None:
+    def wait_replicated(
+        self, end_offset: int, *, outlive_leadership: bool = False
+    ) -> asyncio.Future[None] | None:
         """None when ``end_offset`` is already below the high watermark, else a future for it.
 
         The future fails with NOT_LEADER_OR_FOLLOWER when this broker stops leading, unless
