@@ -301,6 +301,7 @@ class ReplicaFetcher:
                         target,
                     )
                     lg.truncate_to(max(target, lg.log_start_offset))
+                    q.truncated()
                 self.truncate.discard(key)
 
     # -- fetching ----------------------------------------------------------------------------
@@ -367,6 +368,7 @@ class ReplicaFetcher:
                     if offset < pd.log_start_offset:
                         log.info("%s: behind the leader's log start %d", lg.name, pd.log_start_offset)
                         lg.truncate_fully_and_start_at(pd.log_start_offset)
+                        q.truncated()
                     else:
                         self.truncate.add(key)
                     progressed = True

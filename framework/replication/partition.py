@@ -7,7 +7,15 @@ the follower fetches at (Kafka's replica fetch protocol), and keeps::
     high watermark = min(log end offset of every ISR member)      (never moves back)
 
 so a record below it is on every in-sync replica. acks=all producers wait until their last
-offset is below it. A follower that has not caught up with the leader's log end for
+offset is below it. A producer's waiter outlives its leadership: when this broker becomes a follower, the
+batches appended while it led are answered once the new leader's high watermark (learned by
+fetching) covers them, with success if the log still holds them (the new leader had them), else
+NOT_LEADER_OR_FOLLOWER (a truncation removed them). Kafka answers NOT_LEADER_OR_FOLLOWER at the
+handover, which clients read as "not persisted": librdkafka, bumping its producer epoch meanwhile
+(on another partition's OUT_OF_ORDER_SEQUENCE_NUMBER), then re-sends such a batch under new
+sequence numbers and the new leader, which has it, writes it twice.
+
+A follower that has not caught up with the leader's log end for
 ``replica.lag.time.max.ms`` is proposed out of the ISR; one that has reached the high
 watermark (and the start of the leader's epoch) is proposed back in. ISR changes go through
 the metadata quorum (``alter_isr``) and take effect when applied, at the partition epoch the
@@ -78,7 +86,9 @@ class Partition:
     leader_high_watermark: int = -1  # a follower: the leader's high watermark at its last fetch
     alter_isr: AlterIsr | None = None
     _waiters: list[asyncio.Future[None]] = field(default_factory=list)
-    _acks: list[tuple[int, asyncio.Future[None]]] = field(default_factory=list)
+    # acks=all waiters: (end offset, leader epoch the batch was appended in, outlives the
+    # leadership, future)
+    _acks: list[tuple[int, int, bool, asyncio.Future[None]]] = field(default_factory=list)
 
     @property
     def high_watermark(self) -> int:
@@ -156,16 +166,29 @@ class Partition:
             self.wake()  # followers long-polling for new data
         return info
 
-    def wait_replicated(self, end_offset: int) -> asyncio.Future[None] | None:
-        """None when ``end_offset`` is already below the high watermark, else a future for it."""
+    def wait_replicated(
+        self, end_offset: int, *, outlive_leadership: bool = False
+    ) -> asyncio.Future[None] | None:
+        """None when ``end_offset`` is already below the high watermark, else a future for it.
+
+        The future fails with NOT_LEADER_OR_FOLLOWER when this broker stops leading, unless
+        ``outlive_leadership`` (a producer's acks=all request): then it is answered as a
+        follower, once the new leader's high watermark covers the batch (success if the log
+        still holds it; see the module docstring).
+        """
         if self.log.high_watermark >= end_offset:
             return None
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # its waiter may be gone (connection closed, request timed out): the outcome is then
         # nobody's business, and must not be reported as "exception was never retrieved"
         fut.add_done_callback(_outcome_seen)
-        self._acks.append((end_offset, fut))
+        self._acks.append((end_offset, self.log.leader_epoch, outlive_leadership, fut))
         return fut
+
+    @property
+    def pending_acks(self) -> int:
+        """acks=all waiters not answered yet."""
+        return sum(1 for *_, fut in self._acks if not fut.done())
 
     def advance_high_watermark(self, offset: int) -> None:
         if offset > self.log.high_watermark:
@@ -177,8 +200,17 @@ class Partition:
     def _complete_acks(self, hw: int) -> None:
         keep = []
         below_min = len(self.isr) < self.log.config.min_insync_replicas
-        for end, fut in self._acks:
+        for end, epoch, outlive, fut in self._acks:
             if fut.done():
+                continue
+            if not self._still_holds(end, epoch):
+                # truncated as a follower: it was not committed, the client must retry it
+                fut.set_exception(
+                    NotLeader(
+                        f"{self.topic}-{self.index}: leadership moved to broker {self.leader_id} "
+                        "before the batch was replicated, and it was not kept"
+                    )
+                )
                 continue
             if end <= hw:
                 if below_min:
@@ -191,14 +223,31 @@ class Partition:
                 else:
                     fut.set_result(None)
             else:
-                keep.append((end, fut))
+                keep.append((end, epoch, outlive, fut))
         self._acks = keep
+
+    def _still_holds(self, end: int, epoch: int) -> bool:
+        """Whether the log still holds the batch ending before ``end`` appended as leader in
+        ``epoch``: no truncation took it (that epoch still reaches ``end``)."""
+        lg = self.log
+        if end > lg.log_end_offset:
+            return False
+        if self.is_leader and epoch == lg.leader_epoch:
+            return True  # appended in this leadership: nothing truncated it since
+        found, end_offset = lg.end_offset_for_epoch(epoch)
+        return found == epoch and end_offset >= end
 
     def _fail_acks(self, exc: StoreError) -> None:
         acks, self._acks = self._acks, []
-        for _, fut in acks:
+        for *_, fut in acks:
             if not fut.done():
                 fut.set_exception(exc)
+
+    def truncated(self) -> None:
+        """The log was truncated (a follower diverging from its leader): the acks=all waiters
+        whose batches went are answered NOT_LEADER_OR_FOLLOWER now."""
+        if self._acks:
+            self._complete_acks(self.log.high_watermark)
 
     def maybe_advance_high_watermark(self) -> None:
         lg = self.log
@@ -316,8 +365,19 @@ class Partition:
         self.followers = {}
         self.pending_isr = None
         self.leader_high_watermark = -1  # a new leader: unknown until the first fetch from it
-        if was_leader:
-            self._fail_acks(NotLeader(f"{self.topic}-{self.index}: leadership moved to broker {leader}"))
+        # acks=all waiters of batches appended as leader stay: answered with success once the
+        # new leader's high watermark (learned by fetching) covers them and the log still holds
+        # them, NOT_LEADER_OR_FOLLOWER if a truncation removes them (or at close). Failing them
+        # all at once (NOT_LEADER_OR_FOLLOWER, which clients take as "not persisted") lied about
+        # the batches the new leader already has: an idempotent client that bumps its producer
+        # epoch meanwhile (librdkafka does, on another partition's OUT_OF_ORDER_SEQUENCE_NUMBER)
+        # then sends them again under new sequence numbers, and they are written twice.
+        if was_leader and self._acks:
+            moved = NotLeader(f"{self.topic}-{self.index}: leadership moved to broker {leader}")
+            for *_, outlive, fut in self._acks:
+                if not outlive and not fut.done():
+                    fut.set_exception(moved)  # the coordinators' writes: as Kafka
+            self._complete_acks(self.log.high_watermark)
         self.wake()
         return "follower"
 

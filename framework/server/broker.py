@@ -64,6 +64,7 @@ log = logging.getLogger("sftraffic.broker")
 
 SHUTDOWN_S = 5.0  # SIGTERM to exit, at most (then force_stop)
 CONTROLLED_SHUTDOWN_S = 3.0  # of which handing over leaderships, at most
+HANDED_OVER_ACKS_S = 1.0  # controlled shutdown: answering the produce requests appended as leader
 COMMIT_ANNOUNCE_S = 0.25  # a stopping controller's last AppendEntries rounds (every 0.1 s)
 
 
@@ -389,6 +390,20 @@ class Broker:
             log.warning(
                 "broker %d: no in-sync follower could take over %s", self.node_id, ", ".join(left[:10])
             )
+        await self._answer_handed_over_acks(HANDED_OVER_ACKS_S)
+
+    async def _answer_handed_over_acks(self, timeout: float) -> None:
+        """Wait (bounded) until the acks=all produce requests appended here as leader are
+        answered: as a follower this broker learns the new leader's high watermark and answers
+        the batches it still holds with success (see ``Partition.apply_state``). Closing their
+        connections instead leaves the producer unsure whether they were written."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pending = sum(p.pending_acks for p in self.replicas.all_partitions())
+            if not pending:
+                return
+            await asyncio.sleep(0.02)
+        log.info("broker %d: stopping with acks=all produce requests not yet answered", self.node_id)
 
     async def _close_parts(self) -> None:
         for t in self._tasks:

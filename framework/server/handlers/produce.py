@@ -275,7 +275,9 @@ def _produce(
                     _refused(ctx, name, pd.index, exc)
                     raise
                 if acks == -1 and part.replicated:
-                    fut = part.wait_replicated(info.last_offset + 1)
+                    # outliving the leadership: a batch the next leader has is answered with
+                    # success, not "not persisted" (see Partition)
+                    fut = part.wait_replicated(info.last_offset + 1, outlive_leadership=True)
                     if fut is not None:
                         waits.append((r, fut))
                 r.base_offset = info.first_offset

@@ -281,11 +281,76 @@ def test_acks_all_waiter_succeeds_when_the_isr_shrank_but_not_below_min_insync(
         lg.close()
 
 
-def test_acks_all_waiters_fail_with_not_leader_when_leadership_moves(log: Log, quorum: Quorum) -> None:
+def test_an_acks_all_waiter_outlives_the_leadership_and_succeeds_once_the_new_leader_commits_it(
+    log: Log, quorum: Quorum
+) -> None:
+    """A batch appended as leader and replicated to the follower elected next is committed by
+    it: the old leader, now following, answers its producer with success once the new leader's
+    high watermark covers it. (NOT_LEADER_OR_FOLLOWER at the handover, which clients take as
+    "not persisted", let librdkafka send the batch again under a bumped producer epoch when
+    another partition's OUT_OF_ORDER_SEQUENCE_NUMBER made it bump meanwhile: written twice.)"""
+
     async def body() -> None:
         p = elect(log, quorum)
         end = produce(p, 3, acks=-1)
-        w = p.wait_replicated(end)
+        w = p.wait_replicated(end, outlive_leadership=True)
+        assert w is not None
+        p.follower_fetched(2, end, NOW)  # broker 2 has it, broker 3 does not: no HW yet
+        assert p.high_watermark == 0 and not w.done()
+        assert p.apply_state(2, 2, [2, 3], 2, [1, 2, 3], NOW) == "follower"
+        assert not w.done()  # not "not persisted": broker 2 leads with the batch in its log
+        with pytest.raises(NotLeader):
+            produce(p, 1)
+        p.advance_high_watermark(end - 1)  # as the fetcher does with the leader's HW
+        assert not w.done()
+        p.advance_high_watermark(end)
+        assert w.done() and w.result() is None
+
+    run(body)
+
+
+def test_an_acks_all_waiter_fails_with_not_leader_when_a_follower_truncates_its_batch(
+    tmp_path: Path, log: Log, quorum: Quorum
+) -> None:
+    """The new leader never had the batch: the follower truncates it and answers
+    NOT_LEADER_OR_FOLLOWER; never success, even when other data later fills those offsets."""
+
+    async def body() -> None:
+        p = elect(log, quorum)
+        end = produce(p, 3, acks=-1)
+        kept = p.wait_replicated(end, outlive_leadership=True)
+        assert kept is not None
+        end2 = produce(p, 2, acks=-1)
+        gone = p.wait_replicated(end2, outlive_leadership=True)
+        assert gone is not None
+        assert p.apply_state(2, 2, [2, 3], 2, [1, 2, 3], NOW) == "follower"
+        # broker 2 had the first batch only: OffsetForLeaderEpoch says truncate at 3; the
+        # fetcher's truncation is not told to the partition here, the next HW advance is
+        log.truncate_to(end)
+        other, _ = open_log(tmp_path / "leader-2", cfg(segment_bytes=1 << 20))
+        try:
+            other.become_leader(1)
+            other.append_as_leader(payload(batch(3)), NOW)
+            other.become_leader(2)
+            other.append_as_leader(payload(batch(4, value=b"other")), NOW)
+            log.append_as_follower(memoryview(other.read(end, 1 << 20, other.log_end_offset)), NOW)
+        finally:
+            other.close()
+        assert log.log_end_offset == 7 >= end2
+        p.advance_high_watermark(7)
+        assert kept.done() and kept.result() is None
+        assert gone.done() and isinstance(gone.exception(), NotLeader)
+
+    run(body)
+
+
+def test_a_coordinators_acks_all_waiter_fails_with_not_leader_when_leadership_moves(
+    log: Log, quorum: Quorum
+) -> None:
+    async def body() -> None:
+        p = elect(log, quorum)
+        end = produce(p, 3, acks=-1)
+        w = p.wait_replicated(end)  # not outliving the leadership (the coordinators' writes)
         assert w is not None
         p.follower_fetched(3, 2, NOW)  # a proposal in flight is dropped with the leadership
         assert p.apply_state(2, 2, [2, 3], 2, [1, 2, 3], NOW) == "follower"
@@ -298,7 +363,34 @@ def test_acks_all_waiters_fail_with_not_leader_when_leadership_moves(log: Log, q
     run(body)
 
 
-# -- ISR shrink ---------------------------------------------------------------------------------
+def test_an_acks_all_waiter_fails_at_once_when_the_follower_truncates(log: Log, quorum: Quorum) -> None:
+    async def body() -> None:
+        p = elect(log, quorum)
+        end = produce(p, 3, acks=-1)
+        w = p.wait_replicated(end, outlive_leadership=True)
+        assert w is not None
+        assert p.apply_state(2, 2, [2, 3], 2, [1, 2, 3], NOW) == "follower"
+        log.truncate_to(0)
+        p.truncated()  # what the replica fetcher calls after truncating
+        assert w.done() and isinstance(w.exception(), NotLeader)
+
+    run(body)
+
+
+def test_acks_all_waiters_fail_with_not_leader_when_the_partition_closes(log: Log, quorum: Quorum) -> None:
+    async def body() -> None:
+        p = elect(log, quorum)
+        end = produce(p, 3, acks=-1)
+        w = p.wait_replicated(end, outlive_leadership=True)
+        assert w is not None
+        assert p.apply_state(2, 2, [2, 3], 2, [1, 2, 3], NOW) == "follower"
+        assert not p.is_leader and p.followers == {} and p.pending_isr is None
+        p.close(NotLeader("events-0: moved"))
+        assert w.done() and isinstance(w.exception(), NotLeader)
+
+    run(body)
+
+
 def test_a_new_leader_counts_in_sync_followers_as_caught_up_at_the_election(log: Log, quorum: Quorum) -> None:
     elected = NOW + 50_000
     p = elect(log, quorum, replicas=[1, 2, 3, 4], isr=[1, 2, 3], now_ms=elected)
