@@ -40,6 +40,7 @@ from framework.protocol.errors import ErrorCode
 from framework.protocol.frames import RequestHeader
 from framework.protocol.records import SchemaCheck
 from framework.replication.partition import Partition
+from framework.replication.quota import ReplicationQuota
 from framework.security import quotas as client_quotas
 from framework.security.authorizer import AclBinding, AclBindingFilter
 from framework.security.principal import ANONYMOUS, KafkaPrincipal
@@ -52,6 +53,8 @@ T = TypeVar("T")
 
 
 class PartitionLookup(Protocol):
+    leader_quota: ReplicationQuota  # the leader side's replication throttle (Fetch)
+
     def topic_partitions(self, topic: str) -> list[Partition | None] | None: ...
 
     def replica(self, topic: str, index: int) -> Partition: ...

@@ -184,18 +184,13 @@ def _record(quota: ReplicationQuota | None, n: int) -> None:
         quota.record(n, time.monotonic())
 
 
-def _leader_quota(ctx: RequestContext) -> ReplicationQuota | None:
-    quota = getattr(ctx.partitions, "leader_quota", None)  # handler tests hand in small fakes
-    return quota if isinstance(quota, ReplicationQuota) else None
-
-
 def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse | Coroutine[Any, Any, FetchResponse]:
     v = ctx.version
     if v >= 7 and req.session_id != 0:
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
     topics, targets = _resolve(ctx, req)
     _cap_to_quota(ctx, req, v)
-    resp, total, error = _read(req, v, topics, targets, _leader_quota(ctx))
+    resp, total, error = _read(req, v, topics, targets, ctx.partitions.leader_quota)
     if error or total >= req.min_bytes or req.max_wait_ms <= 0 or not targets:
         return resp
     return _delayed(ctx, req, topics, targets)
@@ -222,10 +217,10 @@ async def _delayed(
             await fut
         finally:
             timer.cancel()
-        resp, total, error = _read(req, ctx.version, topics, targets, _leader_quota(ctx))
+        resp, total, error = _read(req, ctx.version, topics, targets, ctx.partitions.leader_quota)
         if error or total >= req.min_bytes:
             return resp
-    return _read(req, ctx.version, topics, targets, _leader_quota(ctx))[0]
+    return _read(req, ctx.version, topics, targets, ctx.partitions.leader_quota)[0]
 
 
 def _wake(fut: asyncio.Future[None]) -> None:

@@ -31,6 +31,7 @@ from framework.protocol.messages.fetch import (
     PartitionData,
 )
 from framework.replication.partition import NotEnoughReplicasAfterAppend, Partition
+from framework.replication.quota import ReplicationQuota
 from framework.server.handlers import fetch as fetch_handler
 from framework.storage.log import Log
 from tests.unit.storage.support import NOW, batch, cfg, open_log, payload
@@ -530,7 +531,7 @@ def _fetch_as_follower(p: Partition, replica_id: int, offset: int) -> PartitionD
     """One partition of a Fetch (v12) from follower ``replica_id``, through the handler."""
     ctx: Any = SimpleNamespace(
         version=12,
-        partitions=SimpleNamespace(replica=lambda topic, index: p),
+        partitions=SimpleNamespace(replica=lambda topic, index: p, leader_quota=ReplicationQuota("leader")),
         services=SimpleNamespace(stopping=asyncio.Event(), authz=None),
     )
     fp = FetchPartition(

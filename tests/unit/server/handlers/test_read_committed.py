@@ -30,6 +30,7 @@ from framework.protocol.messages.list_offsets import (
     ListOffsetsTopic,
 )
 from framework.replication.partition import Partition
+from framework.replication.quota import ReplicationQuota
 from framework.replication.replica_manager import ReplicaManager
 from framework.server.context import RequestContext
 from framework.server.handlers import fetch, list_offsets
@@ -49,7 +50,9 @@ def log(tmp_path: Path) -> Iterator[Log]:
 
 def broker(log: Log) -> Any:
     part = Partition("events", 0, b"\x00" * 16, log, [NODE], NODE, 0, [NODE])
-    replicas = SimpleNamespace(node_id=NODE, partitions={"events": [part]})
+    replicas = SimpleNamespace(
+        node_id=NODE, partitions={"events": [part]}, leader_quota=ReplicationQuota("leader")
+    )
     replicas.replica = ReplicaManager.replica.__get__(replicas)
     replicas.leader = ReplicaManager.leader.__get__(replicas)
     return SimpleNamespace(partitions=replicas, cluster=SimpleNamespace(node_id=NODE), authz=None)
