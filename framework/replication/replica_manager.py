@@ -181,7 +181,8 @@ class ReplicaManager:
 
     def on_metadata(self, event: str, name: str) -> None:
         """A metadata change was applied (the MetadataStore's listener)."""
-        if event in ("topic_altered", "broker_configs_changed", "restored", "topic_created"):
+        # a created or restored topic's throttles are read by the reconcile its event schedules
+        if event in ("topic_altered", "broker_configs_changed"):
             self.refresh_throttles()
         if event == "broker_configs_changed":
             return
