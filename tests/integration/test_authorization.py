@@ -504,10 +504,7 @@ def test_permissions_in_a_three_broker_cluster(tmp_path: Path) -> None:
         # each broker applied the revoke: a new client's first metadata comes from the broker
         # it bootstraps from, and its records go to the three leaders
         for port in sasl:
-            alone = Site(f"127.0.0.1:{port}", "")
-            eventually(
-                lambda: refused(Producer(alone.conf("prod", **{"message.timeout.ms": 10000, "retries": 0}))),
-                10,
-            )
+            alone = Site(f"127.0.0.1:{port}", "").conf("prod", **{"message.timeout.ms": 10000, "retries": 0})
+            eventually(lambda conf=alone: refused(Producer(conf)), 10)
     finally:
         cluster.stop()
