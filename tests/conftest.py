@@ -21,6 +21,9 @@ import pytest
 
 from deploy.local.process import BrokerProcess
 
+# ./run test's workers must honour the xdist groups (see the plugin)
+pytest_plugins = ["tests.support.xdist_guard"]
+
 ARTIFACTS = Path(os.environ.get("SFTRAFFIC_ARTIFACTS", Path(__file__).resolve().parent.parent / "artifacts"))
 
 # an external Kafka cluster to test instead of our broker (./run test-on-kafka)
