@@ -4,7 +4,8 @@
   verdict must say so (``lost`` FAIL, exit code 1). This is the test of the checker itself: a
   checker that cannot fail proves nothing.
 * The defaults (acks=all, idempotent producers, every fault: SIGKILL, SIGSTOP, SIGTERM and link
-  cuts when network namespaces are available) for 60 s: every check passes.
+  cuts when network namespaces are available) for 40 s, faults 1-3 s apart instead of 5-10 so
+  that every kind is injected within the run: every check passes.
 
 The seed fixes the fault schedule (``SFTRAFFIC_CHAOS_SEED`` replaces the default run's); the
 JSON verdict, with the timeline, is kept in ``artifacts/`` when a test fails.
@@ -26,8 +27,11 @@ from tests.conftest import ARTIFACTS
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(600)]
 
-# covers every kind of fault within 60 s: pause, kill, partition, term, pause
-DEFAULT_SEED = int(os.environ.get("SFTRAFFIC_CHAOS_SEED", "14"))
+# with faults 1-3 s apart, covers every kind within the 40 s even when a restarted broker takes
+# 12 s to listen (a busy CI machine): term, partition, pause, kill (term, pause, kill without
+# network namespaces); the faults needing a restart come first or last
+DEFAULT_SEED = int(os.environ.get("SFTRAFFIC_CHAOS_SEED", "189"))
+DURATION_S = 40
 
 
 def run_chaos(tmp_path: Path, name: str, *args: str, timeout: float) -> tuple[int, dict[str, Any], str]:
@@ -84,8 +88,12 @@ def test_acks_1_without_idempotence_under_sigkill_is_reported_as_losing_messages
     print(f"\nbroken setup: {c['lost']['summary']}; {c['misplaced']['summary']}")
 
 
-def test_the_defaults_pass_every_check_under_60_seconds_of_faults(tmp_path: Path) -> None:
-    rc, doc, text = run_chaos(tmp_path, "default", "--seed", str(DEFAULT_SEED), timeout=500)
+def test_the_defaults_pass_every_check_under_40_seconds_of_every_fault_kind(tmp_path: Path) -> None:
+    rc, doc, text = run_chaos(
+        tmp_path, "default",
+        "--seed", str(DEFAULT_SEED), "--duration", str(DURATION_S), "--interval", "1-3",
+        timeout=500,
+    )  # fmt: skip
     c = checks(doc)
     failed = {n: (x["summary"], x["examples"][:5]) for n, x in c.items() if x["status"] == "FAIL"}
     if failed or rc != 0:
@@ -94,7 +102,10 @@ def test_the_defaults_pass_every_check_under_60_seconds_of_faults(tmp_path: Path
     assert rc == 0 and doc["passed"] is True, text[-2000:]
     assert doc["config"]["acks"] == "all" and doc["config"]["idempotence"] is True
     assert doc["figures"]["faults"] >= 4
-    assert c["lost"]["figures"]["acknowledged"] > 10_000
+    injected = {e["action"] for e in doc["timeline"]}
+    assert set(doc["config"]["nemesis"]) <= injected, f"seed {doc['seed']}: {doc['timeline']}"
+    # 2 producers x 200 messages/s: over 40 % of what was sent acknowledged, as the 60 s run asked
+    assert c["lost"]["figures"]["acknowledged"] > 0.4 * 2 * 200 * DURATION_S
     assert c["isr"]["figures"]["not_whole"] == 0
     assert "verdict: PASS" in text
     g = c["ack gap"]["figures"]
