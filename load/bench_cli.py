@@ -88,6 +88,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--count", type=int, help="messages per Kafka produce phase (default 1,000,000; quick 50,000)"
     )
     p.add_argument("--reps", type=int, help="repetitions of every throughput phase (default 3; quick 1)")
+    p.add_argument(
+        "--latency-seconds",
+        type=float,
+        help="seconds of every latency phase, Kafka and stream stores (default 10; quick 2)",
+    )
     p.set_defaults(func=run)
 
 
@@ -123,9 +128,10 @@ def run_bench(args: argparse.Namespace, peers: list[str]) -> dict[str, Any]:
     quick = bool(args.quick)
     t0 = time.perf_counter()
     reps = args.reps or (1 if quick else 3)
-    kcfg = bench_broker.BenchConfig.of(quick, args.count, reps, rss_phase=not quick)
+    latency = {"latency_seconds": args.latency_seconds} if args.latency_seconds else {}
+    kcfg = bench_broker.BenchConfig.of(quick, args.count, reps, rss_phase=not quick, **latency)
     small = {"count": 20_000, "nats_count": 20_000, "latency_seconds": 2.0, "idle_window_s": 0.5}
-    scfg = bench_streams.StreamsConfig(reps=reps, quick=quick, **(small if quick else {}))
+    scfg = bench_streams.StreamsConfig(reps=reps, quick=quick, **((small if quick else {}) | latency))
     small = {"count": 3_000, "sensors": 500, "idle_window_s": 0.5, "store_timeout_s": 60.0}
     mcfg = bench_mqtt.MqttConfig(reps=reps, quick=quick, **(small if quick else {}))
     primary: Launcher = (

@@ -43,13 +43,17 @@ def run_bench(module: str, tmp_path: Path, *args: str, timeout: float = 120) -> 
 
 
 def test_bench_groups_smoke(tmp_path: Path) -> None:
-    doc = run_bench("load.bench_groups", tmp_path, "--smoke")
+    # the smallest run that still has every phase: 20k messages (a few per member and
+    # partition), and a 3 s session so that the killed member is noticed sooner
+    args = ("--count", "20000", "--session-timeout-ms", "3000", "--heartbeat-ms", "500")
+    doc = run_bench("load.bench_groups", tmp_path, "--smoke", *args)
     assert doc["preload"]["msgs_s"] > 0
     run = doc["throughput_runs"][0]
-    assert run["messages"] == doc["config"]["messages"] and run["msgs_s"] > 0
+    assert run["messages"] == doc["config"]["messages"] == 20_000 and run["msgs_s"] > 0
     assert [len(m["assignments"][0]) for m in run["members"]] == [3, 3, 3, 3]
     reb = doc["rebalance_runs"][0]
     assert reb["recovered_s"] > 0 and len(reb["victim_partitions"]) == 3
+    assert reb["session_timeout_ms"] == 3000
 
 
 def test_bench_fleet_smoke(tmp_path: Path) -> None:
@@ -60,9 +64,12 @@ def test_bench_fleet_smoke(tmp_path: Path) -> None:
 
 
 def test_bench_dashboard_smoke(tmp_path: Path) -> None:
-    doc = run_bench("load.bench_dashboard", tmp_path, "--smoke")
+    # each phase at its smallest: 2 markers, 2 page ticks (2 s apart), 1 isolated round
+    doc = run_bench(
+        "load.bench_dashboard", tmp_path, "--smoke", "--markers", "2", "--ticks", "2", "--rounds", "1"
+    )
     vis = doc["visibility"]
-    assert vis["seen"] == vis["markers"] > 0 and vis["p95_s"] > 0
+    assert vis["seen"] == vis["markers"] == 2 and vis["p95_s"] > 0
     cb = doc["callbacks"]
     assert "map" in " ".join(cb["callbacks"])
     for mode in ("page", "isolated"):
@@ -99,9 +106,10 @@ def test_bench_schema_validation_smoke(tmp_path: Path) -> None:
 
 
 def test_bench_reassign_smoke(tmp_path: Path) -> None:
-    doc = run_bench("load.bench_reassign", tmp_path, "--smoke", timeout=240)
+    # the smoke move (2 partitions x 2 MB) under a 2 MB/s throttle: 2 s instead of 4
+    doc = run_bench("load.bench_reassign", tmp_path, "--smoke", "--rate", "2000000", timeout=240)
     r = doc["results"]
-    assert r["measured_s"] > 0 and r["implied_s"] > 0 and r["moved_mb"] == 4
+    assert r["measured_s"] > 0 and r["implied_s"] == pytest.approx(2.0, abs=0.1) and r["moved_mb"] == 4
     assert r["throttle"]['sftraffic_replication_throttled_bytes{side="follower"}'] >= 4_000_000
     assert [g["name"] for g in doc["goals"]] == [
         "measured / throttle-implied duration (not over)",

@@ -17,7 +17,8 @@ SFTRAFFIC = [sys.executable, "-m", "framework.cli.main"]
 def test_smoke_scenario_accounts_for_every_message(tmp_path: Path) -> None:
     reports = tmp_path / "reports"
     proc = subprocess.run(
-        [*SFTRAFFIC, "load", "smoke", "--duration", "20", "--users", "40", "--reports", str(reports)],
+        # 12 s of load (5 s of ramp): ~1,300 MQTT and ~600 Kafka messages, over twice the minimum below
+        [*SFTRAFFIC, "load", "smoke", "--duration", "12", "--users", "40", "--reports", str(reports)],
         capture_output=True,
         text=True,
         timeout=90,

@@ -136,6 +136,13 @@ def test_the_bare_install_runs_the_compiled_walk_without_mypy(bare: Path, tmp_pa
     assert out.stdout.split() == ["None", "None"], out.stdout + out.stderr  # mypyc: build time only
 
 
+@pytest.fixture(scope="module")
+def plain_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv (no sftraffic yet) for the installs without the extension: each test below
+    installs into it afresh (``--force-reinstall``), so building it once is enough."""
+    return _venv(tmp_path_factory.mktemp("plain"))
+
+
 @pytest.mark.parametrize(
     ("env", "why"),
     [
@@ -145,13 +152,14 @@ def test_the_bare_install_runs_the_compiled_walk_without_mypy(bare: Path, tmp_pa
     ids=["forced", "no-compiler"],
 )
 def test_without_the_extension_it_installs_as_python_with_a_warning(
-    tmp_path: Path, env: dict[str, str], why: str
+    plain_venv: Path, tmp_path: Path, env: dict[str, str], why: str
 ) -> None:
     src = _sources(tmp_path)
-    py = _venv(tmp_path)
-    # --no-deps: the record walk imports nothing else (the round trip is the bare venv's)
+    py = plain_venv
+    # --no-deps: the record walk imports nothing else (the round trip is the bare venv's);
+    # --force-reinstall: the other case's install (same version) is replaced, not kept
     done = subprocess.run(
-        [py, "-m", "pip", "install", "-v", "--no-deps", src],
+        [py, "-m", "pip", "install", "-v", "--no-deps", "--force-reinstall", src],
         cwd=tmp_path,
         env={**os.environ, **CLEAN_ENV, **env},
         capture_output=True,
