@@ -13,7 +13,11 @@ from framework.errors import StoreError
 
 @pytest.fixture(autouse=True)
 def _clean(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(security.ENV, raising=False)
+    # set, then delete: monkeypatch records the variable's absence and so restores it after the
+    # test, also when security.configure() set it (a bare delenv of an absent variable records
+    # nothing, and the later tests of the worker then spoke TLS to plaintext brokers)
+    monkeypatch.setenv(security.ENV, "unset")
+    monkeypatch.delenv(security.ENV)
     monkeypatch.setattr(security, "_overrides", {})
 
 
