@@ -55,7 +55,8 @@ public final class WindowedCount {
             return org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
         });
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            streams.close(Duration.ofSeconds(10));
+            // a busy machine needs longer than the usual 10 s to commit and close (the test allows 60 s)
+            streams.close(Duration.ofSeconds(50));
             stopped.countDown();
         }));
         streams.start();
