@@ -69,4 +69,4 @@ def test_windowed_count(
     finally:
         code = streams.stop()
     assert code in (0, 143), streams.tail(40)  # closed by its shutdown hook
-    assert "PENDING_SHUTDOWN -> NOT_RUNNING" in streams.logs()
+    assert "CLOSED true NOT_RUNNING" in streams.logs(), streams.tail(40)

@@ -56,7 +56,12 @@ public final class WindowedCount {
         });
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             // a busy machine needs longer than the usual 10 s to commit and close (the test allows 60 s)
-            streams.close(Duration.ofSeconds(50));
+            boolean closed = streams.close(Duration.ofSeconds(50));
+            // said here, not only by the state listener: close() returns once the state is
+            // NOT_RUNNING, before the (daemon) close thread has called the listener, and the JVM
+            // may halt first
+            System.out.println("CLOSED " + closed + " " + streams.state());
+            System.out.flush();
             stopped.countDown();
         }));
         streams.start();
