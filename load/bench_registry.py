@@ -30,6 +30,7 @@ import json
 import random
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +117,37 @@ class _Connection(asyncio.Protocol):
             self.done.set_exception(ConnectionError(str(exc or "closed by the registry")))
 
 
+async def _paced(n: int, rate: float, start: Callable[[float, int], Awaitable[None]]) -> float:
+    """Start request ``i`` (``start(due, i)``) at its due time ``t0 + i / rate``, open loop (a
+    slow answer never delays the next start); the seconds from ``t0`` until all were answered."""
+    tasks: set[asyncio.Task[None]] = set()
+    gc.collect()
+    gc.freeze()  # the client's own collections stay short (its pauses would count as latency)
+    t0 = time.perf_counter() + 0.05
+    for i in range(n):
+        due = t0 + i / rate
+        while (delay := due - time.perf_counter()) > 0:  # a timer may fire up to 1 ms early
+            await asyncio.sleep(delay)
+        task = asyncio.create_task(start(due, i))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+    while tasks:
+        await asyncio.gather(*tasks)
+    took = time.perf_counter() - t0
+    gc.unfreeze()
+    return took
+
+
+def _result(n: int, took: float, lat: list[float], lag: list[float], errors: list[str]) -> dict[str, Any]:
+    return {
+        "requests": n,
+        "achieved_rate": round(n / took, 1),
+        "latency_ms": summary(lat),
+        "client_lag_ms": summary(lag),
+        "errors": len(errors),
+    }
+
+
 async def open_loop_lean(
     url: str, ids: list[int], rate: float, duration: float, connections: int
 ) -> dict[str, Any]:
@@ -152,31 +184,11 @@ async def open_loop_lean(
             errors.append(type(exc).__name__)
         lat.append((time.perf_counter() - due) * 1000)
 
-    tasks = set()
-    gc.collect()
-    gc.freeze()
-    t0 = time.perf_counter() + 0.05
-    for i in range(n):
-        due = t0 + i / rate
-        while (delay := due - time.perf_counter()) > 0:  # a timer may fire up to 1 ms early
-            await asyncio.sleep(delay)
-        task = asyncio.create_task(one(due, raws[i]))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-    while tasks:
-        await asyncio.gather(*tasks)
-    took = time.perf_counter() - t0
-    gc.unfreeze()
+    took = await _paced(n, rate, lambda due, i: one(due, raws[i]))
     for conn in opened:
         if conn.transport is not None:
             conn.transport.close()
-    return {
-        "requests": n,
-        "achieved_rate": round(n / took, 1),
-        "latency_ms": summary(lat),
-        "client_lag_ms": summary(lag),
-        "errors": len(errors),
-    }
+    return _result(n, took, lat, lag, errors)
 
 
 async def open_loop(
@@ -202,28 +214,8 @@ async def open_loop(
                 errors.append(type(exc).__name__)
             lat.append((time.perf_counter() - due) * 1000)
 
-        tasks = set()
-        gc.collect()
-        gc.freeze()  # the client's own collections stay short (its pauses would count as latency)
-        t0 = time.perf_counter() + 0.05
-        for i in range(n):
-            due = t0 + i / rate
-            while (delay := due - time.perf_counter()) > 0:  # a timer may fire up to 1 ms early
-                await asyncio.sleep(delay)
-            task = asyncio.create_task(one(due, urls[i]))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-        while tasks:
-            await asyncio.gather(*tasks)
-        took = time.perf_counter() - t0
-        gc.unfreeze()
-    return {
-        "requests": n,
-        "achieved_rate": round(n / took, 1),
-        "latency_ms": summary(lat),
-        "client_lag_ms": summary(lag),
-        "errors": len(errors),
-    }
+        took = await _paced(n, rate, lambda due, i: one(due, urls[i]))
+    return _result(n, took, lat, lag, errors)
 
 
 def run_loop(coro: Any) -> Any:
