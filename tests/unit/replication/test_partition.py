@@ -106,6 +106,20 @@ def produce(p: Partition, n: int = 1, *, acks: int = 1, now: int = NOW) -> int:
     return p.log_end_offset
 
 
+def acks_all_waiter(p: Partition, n: int) -> tuple[int, asyncio.Future[None]]:
+    """Append ``n`` records with acks=all; the new log end and its waiter, which outlives the
+    leadership (as the Produce handler's does)."""
+    end = produce(p, n, acks=-1)
+    w = p.wait_replicated(end, outlive_leadership=True)
+    assert w is not None
+    return end, w
+
+
+def hand_over_to_broker_2(p: Partition) -> None:
+    """The controller makes broker 2 the leader (epoch 2): this broker follows."""
+    assert p.apply_state(2, 2, [2, 3], 2, [1, 2, 3], NOW) == "follower"
+
+
 @pytest.fixture
 def quorum() -> Quorum:
     return Quorum()
@@ -293,12 +307,10 @@ def test_an_acks_all_waiter_outlives_the_leadership_and_succeeds_once_the_new_le
 
     async def body() -> None:
         p = elect(log, quorum)
-        end = produce(p, 3, acks=-1)
-        w = p.wait_replicated(end, outlive_leadership=True)
-        assert w is not None
+        end, w = acks_all_waiter(p, 3)
         p.follower_fetched(2, end, NOW)  # broker 2 has it, broker 3 does not: no HW yet
         assert p.high_watermark == 0 and not w.done()
-        assert p.apply_state(2, 2, [2, 3], 2, [1, 2, 3], NOW) == "follower"
+        hand_over_to_broker_2(p)
         assert not w.done()  # not "not persisted": broker 2 leads with the batch in its log
         with pytest.raises(NotLeader):
             produce(p, 1)
@@ -318,13 +330,9 @@ def test_an_acks_all_waiter_fails_with_not_leader_when_a_follower_truncates_its_
 
     async def body() -> None:
         p = elect(log, quorum)
-        end = produce(p, 3, acks=-1)
-        kept = p.wait_replicated(end, outlive_leadership=True)
-        assert kept is not None
-        end2 = produce(p, 2, acks=-1)
-        gone = p.wait_replicated(end2, outlive_leadership=True)
-        assert gone is not None
-        assert p.apply_state(2, 2, [2, 3], 2, [1, 2, 3], NOW) == "follower"
+        end, kept = acks_all_waiter(p, 3)
+        end2, gone = acks_all_waiter(p, 2)
+        hand_over_to_broker_2(p)
         # broker 2 had the first batch only: OffsetForLeaderEpoch says truncate at 3; the
         # fetcher's truncation is not told to the partition here, the next HW advance is
         log.truncate_to(end)
@@ -354,7 +362,7 @@ def test_a_coordinators_acks_all_waiter_fails_with_not_leader_when_leadership_mo
         w = p.wait_replicated(end)  # not outliving the leadership (the coordinators' writes)
         assert w is not None
         p.follower_fetched(3, 2, NOW)  # a proposal in flight is dropped with the leadership
-        assert p.apply_state(2, 2, [2, 3], 2, [1, 2, 3], NOW) == "follower"
+        hand_over_to_broker_2(p)
         assert w.done()
         assert isinstance(w.exception(), NotLeader)
         assert not p.is_leader and p.followers == {} and p.pending_isr is None
@@ -367,10 +375,8 @@ def test_a_coordinators_acks_all_waiter_fails_with_not_leader_when_leadership_mo
 def test_an_acks_all_waiter_fails_at_once_when_the_follower_truncates(log: Log, quorum: Quorum) -> None:
     async def body() -> None:
         p = elect(log, quorum)
-        end = produce(p, 3, acks=-1)
-        w = p.wait_replicated(end, outlive_leadership=True)
-        assert w is not None
-        assert p.apply_state(2, 2, [2, 3], 2, [1, 2, 3], NOW) == "follower"
+        _, w = acks_all_waiter(p, 3)
+        hand_over_to_broker_2(p)
         log.truncate_to(0)
         p.truncated()  # what the replica fetcher calls after truncating
         assert w.done() and isinstance(w.exception(), NotLeader)
@@ -381,10 +387,8 @@ def test_an_acks_all_waiter_fails_at_once_when_the_follower_truncates(log: Log, 
 def test_acks_all_waiters_fail_with_not_leader_when_the_partition_closes(log: Log, quorum: Quorum) -> None:
     async def body() -> None:
         p = elect(log, quorum)
-        end = produce(p, 3, acks=-1)
-        w = p.wait_replicated(end, outlive_leadership=True)
-        assert w is not None
-        assert p.apply_state(2, 2, [2, 3], 2, [1, 2, 3], NOW) == "follower"
+        _, w = acks_all_waiter(p, 3)
+        hand_over_to_broker_2(p)
         assert not p.is_leader and p.followers == {} and p.pending_isr is None
         p.close(NotLeader("events-0: moved"))
         assert w.done() and isinstance(w.exception(), NotLeader)
