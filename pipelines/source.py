@@ -299,14 +299,20 @@ class AvroValues:
         writer = _writer_schema(self.registry, schema_id)
         return compile_columns(writer, self.json.names, types, self._defaults)
 
-    def _batch(self, values: list[bytes | None]) -> pa.Array | None:
-        """The column decoded all at once (:func:`pipelines.avro_decode.compile_columns`) when
-        every value is Avro of one schema id, undamaged, with every required field; else None."""
+    @staticmethod
+    def _heads(values: list[bytes | None]) -> set[bytes]:
+        """The values' first five bytes (magic byte and schema id); empty when one is null."""
         try:
-            heads = {v[:5] for v in values}  # type: ignore[index]
+            return {v[:5] for v in values}  # type: ignore[index]
         except TypeError:  # a null value
-            return None
-        return self._one_id(values, heads.pop()) if len(heads) == 1 else None
+            return set()
+
+    def _batch(self, values: list[bytes | None], heads: set[bytes] | None = None) -> pa.Array | None:
+        """The column decoded all at once (:func:`pipelines.avro_decode.compile_columns`) when
+        every value is Avro of one schema id, undamaged, with every required field; else None.
+        ``heads``: :meth:`_heads` of the values, when the caller has it."""
+        heads = self._heads(values) if heads is None else heads
+        return self._one_id(values, next(iter(heads))) if len(heads) == 1 else None
 
     def _one_id(self, values: list[bytes | None], head: bytes) -> pa.Array | None:
         if len(head) != 5 or head[0] != 0:
@@ -355,12 +361,9 @@ class AvroValues:
 
     def column(self, values: list[bytes | None]) -> pa.Array:
         if len(values) >= MIN_BATCH:
-            try:
-                heads = {v[:5] for v in values}  # type: ignore[index]
-            except TypeError:  # a null value
-                heads = set()
-            one = len(heads) == 1  # one schema id (or none): nothing to gain from grouping
-            fast = self._one_id(values, heads.pop()) if one else self._mixed(values)
+            heads = self._heads(values)
+            # one schema id (or none): nothing to gain from grouping
+            fast = self._batch(values, heads) if len(heads) == 1 else self._mixed(values)
             if fast is not None:
                 return fast
         return self._per_record(values)
