@@ -365,18 +365,13 @@ class Partition:
         self.followers = {}
         self.pending_isr = None
         self.leader_high_watermark = -1  # a new leader: unknown until the first fetch from it
-        # acks=all waiters of batches appended as leader stay: answered with success once the
-        # new leader's high watermark (learned by fetching) covers them and the log still holds
-        # them, NOT_LEADER_OR_FOLLOWER if a truncation removes them (or at close). Failing them
-        # all at once (NOT_LEADER_OR_FOLLOWER, which clients take as "not persisted") lied about
-        # the batches the new leader already has: an idempotent client that bumps its producer
-        # epoch meanwhile (librdkafka does, on another partition's OUT_OF_ORDER_SEQUENCE_NUMBER)
-        # then sends them again under new sequence numbers, and they are written twice.
+        # producers' acks=all waiters outlive the leadership (see the module docstring); the
+        # others fail now, as in Kafka
         if was_leader and self._acks:
             moved = NotLeader(f"{self.topic}-{self.index}: leadership moved to broker {leader}")
             for *_, outlive, fut in self._acks:
                 if not outlive and not fut.done():
-                    fut.set_exception(moved)  # the coordinators' writes: as Kafka
+                    fut.set_exception(moved)  # the coordinators' writes
             self._complete_acks(self.log.high_watermark)
         self.wake()
         return "follower"
