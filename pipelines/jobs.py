@@ -344,20 +344,18 @@ def start_aggregates(spark: Any, cfg: JobConfig, with_alerts: bool = False) -> A
         finally:
             df.unpersist()
 
-    q1 = (
+    q1 = _start(
         aggs.writeStream.outputMode("append")
         .foreachBatch(sink)
         .trigger(processingTime=cfg.trigger)
         .option("checkpointLocation", str(Path(cfg.checkpoint_dir) / "aggregates"))
         .queryName("aggregates")
-        .start()
     )
-    q2 = (
+    q2 = _start(
         bad.writeStream.foreachBatch(lambda df, _bid: _dead_letters(df, cfg))
         .trigger(processingTime="5 seconds")
         .option("checkpointLocation", str(Path(cfg.checkpoint_dir) / "aggregates-dlq"))
         .queryName("aggregates-dlq")
-        .start()
     )
     return [q1, q2]
 
@@ -454,13 +452,12 @@ def start_correlation(spark: Any, cfg: JobConfig) -> Any:
             df.unpersist()
         effects.fresh.set()
 
-    q = (
+    q = _start(
         joined.writeStream.outputMode("append")
         .foreachBatch(sink)
         .trigger(processingTime=cfg.trigger)
         .option("checkpointLocation", str(Path(cfg.checkpoint_dir) / "correlation"))
         .queryName("correlation")
-        .start()
     )
     _PUBLISHERS[q.id] = effects
     return [q]
@@ -509,13 +506,58 @@ def start_anomalies(spark: Any, cfg: JobConfig) -> Any:
         out.write(batch_id, lambda tx: _alerts(spark, cfg, df, out=tx))
 
     return [
-        aggs.writeStream.outputMode("append")
-        .foreachBatch(sink)
-        .trigger(processingTime=cfg.trigger)
-        .option("checkpointLocation", str(Path(cfg.checkpoint_dir) / "anomalies"))
-        .queryName("anomalies")
-        .start()
+        _start(
+            aggs.writeStream.outputMode("append")
+            .foreachBatch(sink)
+            .trigger(processingTime=cfg.trigger)
+            .option("checkpointLocation", str(Path(cfg.checkpoint_dir) / "anomalies"))
+            .queryName("anomalies")
+        )
     ]
+
+
+# -- supervision ------------------------------------------------------------------------------
+#: Spark's failure when the Python process that runs a Python data source's driver side does
+#: not connect back within its fixed 10 s (PythonWorkerFactory.createSimpleWorker): a slow
+#: start on a loaded machine, raised while the query starts, before it reads or writes anything.
+TRANSIENT_START_FAILURES = ("Python worker failed to connect back",)
+#: restarts allowed per query (counted from its first start by a ``start_*`` function)
+MAX_RESTARTS = 3
+
+# query id (kept in the checkpoint, so a restarted query has the same) -> (the DataStreamWriter
+# that started it, restarts so far)
+_WRITERS: dict[str, tuple[Any, int]] = {}
+
+
+class QueryStopped(RuntimeError):
+    """A streaming query stopped with an error that restarting does not mend."""
+
+
+def _start(writer: Any, restarts: int = 0) -> Any:
+    """Start the query ``writer`` describes; remember the writer, so ``supervise`` can start it
+    again (from the same checkpoint)."""
+    q = writer.start()
+    _WRITERS[q.id] = (writer, restarts)
+    return q
+
+
+def supervise(queries: list[Any]) -> None:
+    """Check the queries: restart, in place in ``queries``, one that a transient start failure
+    (``TRANSIENT_START_FAILURES``) stopped, at most ``MAX_RESTARTS`` times; raise
+    ``QueryStopped`` for any other stop. Restarting is safe: the query resumes from its
+    checkpoint and its sink writes each batch once (``pipelines.sink``)."""
+    for i, q in enumerate(queries):
+        if q.isActive:
+            continue
+        exc = q.exception()
+        why = str(exc).splitlines()[0] if exc is not None else "stopped"
+        writer, n = _WRITERS.get(q.id, (None, MAX_RESTARTS))
+        if not any(f in str(exc) for f in TRANSIENT_START_FAILURES) or n >= MAX_RESTARTS:
+            raise QueryStopped(f"query {q.name} stopped: {why}")
+        log.warning(
+            "query %s stopped while starting (%s); restart %d of %d", q.name, why, n + 1, MAX_RESTARTS
+        )
+        queries[i] = _start(writer, n + 1)  # same id: its _PUBLISHERS entry carries on
 
 
 def stop_gracefully(queries: list[Any], timeout: float = 60.0) -> None:
@@ -530,6 +572,7 @@ def stop_gracefully(queries: list[Any], timeout: float = 60.0) -> None:
         while q.isActive and q.status.get("isTriggerActive") and time.monotonic() < deadline:
             time.sleep(0.05)
         q.stop()
+        _WRITERS.pop(q.id, None)
         pub = _PUBLISHERS.pop(q.id, None)
         if pub is not None:
             pub.stop()
@@ -853,10 +896,10 @@ def run(args: argparse.Namespace) -> int:
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     try:
         while not stop[0] and (deadline is None or time.monotonic() < deadline):
-            for q in queries:
-                if not q.isActive:
-                    exc = q.exception()
-                    raise SystemExit(f"sftraffic pipeline: query {q.name} stopped: {exc}")
+            try:
+                supervise(queries)
+            except QueryStopped as exc:
+                raise SystemExit(f"sftraffic pipeline: {exc}") from None
             time.sleep(0.5)
     except KeyboardInterrupt:
         pass

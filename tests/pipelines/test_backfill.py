@@ -28,6 +28,7 @@ from tests.pipelines.test_jobs import (
     results,
     stop_all,
     store,
+    wait_running,
     windows,
     wstart,
 )
@@ -44,8 +45,6 @@ def test_backfill_then_streaming_emits_every_window_once_across_the_boundary(
     """Minutes 0-4 are the backfill, live starts at minute 5. Live events are written before,
     between and after the backfill's (the topics interleave them, as a gateway's late
     deliveries would); the split is by event time, so neither side takes the other's."""
-    from deploy.local.process import wait_for
-
     b = store(broker_factory)
     cfg = cfg_for(b, tmp_path)
     until = T0 + 5 * MIN
@@ -59,11 +58,10 @@ def test_backfill_then_streaming_emits_every_window_once_across_the_boundary(
     cfg.event_from_ms = until  # what `sftraffic pipeline all --backfill FROM,UNTIL` streams with
     qs = jobs.start_aggregates(spark, cfg)
     try:
-        wait_for(
+        wait_running(
+            qs,
             lambda: {(s, wstart(m)) for s in "ab" for m in range(8)} <= set(windows(b.bootstrap)),
-            timeout=120,
-            interval=0.5,
-            what="the live windows",
+            "the live windows",
         )
     finally:
         stop_all(qs)

@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,12 @@ def stop_all(qs: list[Any]) -> None:
     jobs.stop_gracefully(qs)
 
 
+def wait_running(qs: list[Any], cond: Callable[[], bool], what: str, timeout: float = 120) -> None:
+    """Wait for ``cond`` while the queries run: ``jobs.supervise`` restarts one a transient start
+    failure stopped (as ``sftraffic pipeline`` does) and raises at once for any other stop."""
+    wait_for(lambda: jobs.supervise(qs) or cond(), timeout=timeout, interval=0.5, what=what)
+
+
 def test_restarted_streaming_query_emits_each_window_exactly_once(
     spark: Any, broker_factory: BrokerFactory, tmp_path: Path
 ) -> None:
@@ -127,22 +134,18 @@ def test_restarted_streaming_query_emits_each_window_exactly_once(
     qs = jobs.start_aggregates(spark, cfg)
     try:
         # watermark = 4:50 - 1 min: windows 0..2 are final
-        wait_for(
-            lambda: {("a", wstart(m)) for m in range(3)} <= set(windows(b.bootstrap)),
-            timeout=120,
-            interval=0.5,
-            what="the first windows",
+        wait_running(
+            qs, lambda: {("a", wstart(m)) for m in range(3)} <= set(windows(b.bootstrap)), "the first windows"
         )
     finally:
         stop_all(qs)
     produce(b.bootstrap, minute_events(5, 9), seq0=100)
     qs = jobs.start_aggregates(spark, cfg)  # same checkpoint: resumes after the last offsets
     try:
-        wait_for(
+        wait_running(
+            qs,
             lambda: {(s, wstart(m)) for s in "ab" for m in range(8)} <= set(windows(b.bootstrap)),
-            timeout=120,
-            interval=0.5,
-            what="windows after the restart",
+            "windows after the restart",
         )
     finally:
         stop_all(qs)
@@ -161,9 +164,7 @@ def test_late_events_within_the_watermark_count_and_later_ones_do_not(
     produce(b.bootstrap, minute_events(0, 4))
     qs = jobs.start_aggregates(spark, cfg)
     try:
-        wait_for(
-            lambda: ("a", wstart(2)) in windows(b.bootstrap), timeout=120, interval=0.5, what="windows 0..2"
-        )
+        wait_running(qs, lambda: ("a", wstart(2)) in windows(b.bootstrap), "windows 0..2")
         # the watermark is now 3:50: 4:10 is late but within it, 1:30 is beyond it (window 1 is
         # final); 9:00 then moves the watermark past window 4. Spark filters a micro-batch with
         # the watermark of the previous one, so the three may arrive together.
@@ -176,7 +177,7 @@ def test_late_events_within_the_watermark_count_and_later_ones_do_not(
             ],
             seq0=500,
         )
-        wait_for(lambda: ("a", wstart(4)) in windows(b.bootstrap), timeout=120, interval=0.5, what="window 4")
+        wait_running(qs, lambda: ("a", wstart(4)) in windows(b.bootstrap), "window 4")
     finally:
         stop_all(qs)
     rows = {(r["segment_id"], r["window_start"]): r for r in results(b.bootstrap, "traffic_aggregates")}
@@ -251,14 +252,14 @@ def test_streaming_correlation_joins_each_window_once_with_its_weather_across_a_
     produce_weather(b.bootstrap, weather_events(0, 4))
     qs = jobs.start_correlation(spark, cfg)
     try:
-        wait_for(lambda: wstart(2) in joined(), timeout=120, interval=0.5, what="joined windows 0..2")
+        wait_running(qs, lambda: wstart(2) in joined(), "joined windows 0..2")
     finally:
         stop_all(qs)
     produce(b.bootstrap, seg_events(5, 9), seq0=100)
     produce_weather(b.bootstrap, weather_events(5, 9, condition="fog"))
     qs = jobs.start_correlation(spark, cfg)
     try:
-        wait_for(lambda: wstart(7) in joined(), timeout=120, interval=0.5, what="windows after restart")
+        wait_running(qs, lambda: wstart(7) in joined(), "windows after restart")
     finally:
         stop_all(qs)
     rows = results(b.bootstrap, "traffic_weather")
@@ -268,3 +269,66 @@ def test_streaming_correlation_joins_each_window_once_with_its_weather_across_a_
     assert by_start[wstart(1)]["volume"] == 3 and by_start[wstart(1)]["mean_speed_kmh"] == 31.0
     assert by_start[wstart(1)]["condition"] == "rain" and by_start[wstart(6)]["condition"] == "fog"
     assert by_start[wstart(6)]["station"] == "wx-fidi" and by_start[wstart(6)]["precipitation_mm_h"] == 4.0
+
+
+def flaky_writer(spark: Any, tmp_path: Path, fail: Callable[[int], str | None], seen: list[int]) -> Any:
+    """A rate-source query whose sink raises ``fail(batch_id)``'s message when it returns one."""
+
+    def sink(_df: Any, batch_id: int) -> None:
+        why = fail(batch_id)
+        if why is not None:
+            raise RuntimeError(why)
+        seen.append(batch_id)
+
+    return (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 5)
+        .load()
+        .writeStream.foreachBatch(sink)
+        .trigger(processingTime="0.2 seconds")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .queryName("flaky")
+    )
+
+
+def test_a_transient_start_failure_restarts_the_query_from_its_checkpoint(spark: Any, tmp_path: Path) -> None:
+    failed: list[int] = []
+    seen: list[int] = []
+
+    def fail_once(batch_id: int) -> str | None:
+        if failed:
+            return None
+        failed.append(batch_id)
+        return "Python worker failed to connect back."  # Spark's words (PythonWorkerFactory)
+
+    qs = [jobs._start(flaky_writer(spark, tmp_path, fail_once, seen))]
+    first = qs[0].runId
+    try:
+        wait_running(qs, lambda: len(seen) >= 2, "batches after the restart", timeout=60)
+    finally:
+        stop_all(qs)
+    assert qs[0].runId != first, "the stopped query was replaced by a new run"
+    assert seen[0] == failed[0], "the restarted query resumes at the batch that failed (its checkpoint)"
+
+
+def test_other_failures_and_repeated_transient_ones_stop_the_pipeline(spark: Any, tmp_path: Path) -> None:
+    failures: list[int] = []
+
+    def always(why: str) -> Callable[[int], str]:
+        def fail(batch_id: int) -> str:
+            failures.append(batch_id)
+            return why
+
+        return fail
+
+    qs = [jobs._start(flaky_writer(spark, tmp_path / "a", always("disk full"), []))]
+    with pytest.raises(jobs.QueryStopped, match="query flaky stopped"):
+        wait_running(qs, lambda: False, "the query to stop", timeout=60)
+    assert len(failures) == 1, "a failure that is not a slow start is not retried"
+
+    failures.clear()
+    slow_start = always("Python worker failed to connect back.")
+    qs = [jobs._start(flaky_writer(spark, tmp_path / "b", slow_start, []))]
+    with pytest.raises(jobs.QueryStopped, match="query flaky stopped"):
+        wait_running(qs, lambda: False, "the query to stop", timeout=120)
+    assert len(failures) == 1 + jobs.MAX_RESTARTS, "a slow start is retried, a bounded number of times"
