@@ -350,7 +350,8 @@ class TestGateway:
             assert gw.proc is not None
             gw.proc.terminate()
             assert gw.proc.wait(30) == 0
-            assert "Traceback" not in gw.text()
+            first_run = gw.text()
+            assert "Traceback" not in first_run
             pub.join()
             gw = GatewayProc(store.bootstrap, mosquitto.address, tmp_path, extra=extra).start()
             wait_for(
@@ -359,7 +360,11 @@ class TestGateway:
             counts = seen(store.bootstrap)
             assert set(counts) == set(sent), "lost or invented events"
             dups = sum(v - 1 for v in counts.values())
-            if client == "gmqtt":
+            # On a starved machine a delivery can outlive the gateway's 10 s message timeout although
+            # the store wrote it; the gateway then parks it and sends it again (its degraded path is
+            # at-least-once by design, README "Gateways"). Only a run that never parked owes zero.
+            parked = "store unreachable" in first_run + gw.text()
+            if client == "gmqtt" and not parked:
                 assert dups == 0, "a clean stop acknowledges everything it delivered"
             else:
                 # paho's network thread may still hold PUBACKs when it disconnects: Mosquitto then
