@@ -365,7 +365,12 @@ class TestGateway:
             # at-least-once by design, README "Gateways"). Only a run that never parked owes zero.
             parked = "store unreachable" in first_run + gw.text()
             if client == "gmqtt" and not parked:
-                assert dups == 0, "a clean stop acknowledges everything it delivered"
+                twice = sorted(k for k, v in counts.items() if v > 1)
+                assert dups == 0, (
+                    f"a clean stop acknowledges everything it delivered: {dups} duplicates, "
+                    f"e.g. {twice[:5]}; "
+                    f"gateway logs:\n{first_run[-2000:]}\n---\n{gw.text()[-2000:]}"
+                )
             else:
                 # paho's network thread may still hold PUBACKs when it disconnects: Mosquitto then
                 # redelivers those few (same sensor_id/seq, so consumers drop them)
