@@ -343,9 +343,11 @@ class DashboardData:
                                     ]
                                     for p in tm.partitions
                                 )
-                            except Exception:  # a leader moving (cluster failover): skip a round
+                            except Exception:  # a leader moving (cluster failover), or the store
+                                # stopping: skip the rest of the round (each further topic would
+                                # wait its 3 s too, ~30 s before the banner with a dozen topics)
                                 prev.pop(name, None)
-                                continue
+                                break
                             h.topics[name] = end
                             if name in prev and now > prev[name][0]:
                                 h.throughput[name] = max(0.0, (end - prev[name][1]) / (now - prev[name][0]))
@@ -382,9 +384,10 @@ class DashboardData:
                 res = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(g.group_id)])[
                     g.group_id
                 ].result()
-            except Exception as exc:  # a group may vanish meanwhile
+            except Exception as exc:  # a group may vanish meanwhile, or the store stop: the
+                # next round (2 s on) asks again, instead of each group waiting its time-out here
                 logging.getLogger("sftraffic.dashboard").debug("lag of %s: %s", g.group_id, exc)
-                continue
+                break
             total = 0
             for tp in res.topic_partitions:
                 if tp.offset >= 0:
