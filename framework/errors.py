@@ -147,6 +147,12 @@ class OffsetOutOfRange(StoreError):
     code = ErrorCode.OFFSET_OUT_OF_RANGE
 
 
+class OffsetNotAvailable(StoreError):
+    """A leader elected a moment ago has not learnt the high watermark yet (ListOffsets)."""
+
+    code = ErrorCode.OFFSET_NOT_AVAILABLE
+
+
 class NotLeader(StoreError):
     code = ErrorCode.NOT_LEADER_OR_FOLLOWER
 

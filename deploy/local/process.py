@@ -365,10 +365,14 @@ class ClusterProcesses:
         try:
             for b in self.brokers:
                 b.wait_ready(timeout)
+            self.wait_registered(self.size, timeout)
         except ProcessError:
             self.stop()
             raise
-        self.wait_registered(self.size, timeout)
+        except TimeoutError as exc:
+            tails = "\n".join(f"--- broker {b.node_id}\n{b.tail(25)}" for b in self.brokers)
+            self.stop()
+            raise TimeoutError(f"{exc}; the brokers' last lines:\n{tails}") from None
         return self
 
     def live_brokers(self) -> list[int]:

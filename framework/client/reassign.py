@@ -8,9 +8,11 @@ These are plain Kafka APIs: they work against Apache Kafka as against our store.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 from framework.client.security import wire_client
+from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -23,6 +25,10 @@ from framework.protocol.messages.list_partition_reassignments import (
 )
 from framework.protocol.messages.unregister_broker import UnregisterBrokerRequest, UnregisterBrokerResponse
 
+# the controller changed or lost its quorum meanwhile: Kafka's AdminClient sends the call again
+RETRIABLE = frozenset({ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_CONTROLLER})
+RETRY_BACKOFF_S = 0.2
+
 TP = tuple[str, int]
 # (topic, partition) -> (replicas, adding, removing)
 Ongoing = dict[TP, tuple[list[int], list[int], list[int]]]
@@ -32,7 +38,24 @@ def alter_reassignments(
     bootstrap: str, targets: Mapping[TP, list[int] | None], timeout: float = 30.0
 ) -> dict[TP, tuple[int, str | None]]:
     """Move each partition to its target replicas (None: cancel its reassignment); the broker's
-    answer per partition: (error code, message), 0 when accepted."""
+    answer per partition: (error code, message), 0 when accepted. A partition answered with a
+    retriable error (the controller changed meanwhile) is sent again until ``timeout``: a
+    reassignment to the same target is idempotent."""
+    deadline = time.monotonic() + timeout
+    out: dict[TP, tuple[int, str | None]] = {}
+    todo = dict(targets)
+    while True:
+        got = _alter_once(bootstrap, todo, timeout)
+        out.update(got)
+        todo = {tp: todo[tp] for tp, (code, _m) in got.items() if code in RETRIABLE}
+        if not todo or time.monotonic() + RETRY_BACKOFF_S >= deadline:
+            return out
+        time.sleep(RETRY_BACKOFF_S)
+
+
+def _alter_once(
+    bootstrap: str, targets: Mapping[TP, list[int] | None], timeout: float
+) -> dict[TP, tuple[int, str | None]]:
     by_topic: dict[str, list[ReassignablePartition]] = {}
     for (topic, index), replicas in targets.items():
         by_topic.setdefault(topic, []).append(
@@ -68,7 +91,18 @@ def list_reassignments(bootstrap: str, timeout: float = 10.0) -> Ongoing:
 
 
 def unregister_broker(bootstrap: str, broker_id: int, timeout: float = 30.0) -> tuple[int, str | None]:
-    """UnregisterBroker (64, ``kafka-cluster unregister``): (error code, message), 0 when done."""
-    with wire_client(bootstrap, timeout + 5) as c:
-        resp = c.send(UnregisterBrokerRequest(broker_id=broker_id), UnregisterBrokerResponse)
-    return resp.error_code, resp.error_message
+    """UnregisterBroker (64, ``kafka-cluster unregister``): (error code, message), 0 when done.
+
+    A retriable error (the controller changed meanwhile) sends the call again until ``timeout``;
+    BROKER_ID_NOT_REGISTERED answered to such a second call means the first one applied."""
+    deadline = time.monotonic() + timeout
+    retried = False
+    while True:
+        with wire_client(bootstrap, timeout + 5) as c:
+            resp = c.send(UnregisterBrokerRequest(broker_id=broker_id), UnregisterBrokerResponse)
+        if retried and resp.error_code == ErrorCode.BROKER_ID_NOT_REGISTERED:
+            return 0, None
+        if resp.error_code not in RETRIABLE or time.monotonic() + RETRY_BACKOFF_S >= deadline:
+            return resp.error_code, resp.error_message
+        retried = True
+        time.sleep(RETRY_BACKOFF_S)

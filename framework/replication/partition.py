@@ -317,6 +317,27 @@ class Partition:
         self.pending_isr = isr
         self.alter_isr(self, isr)
 
+    def isr_change_answered(self, isr: list[int], partition_epoch: int, code: int | None) -> bool:
+        """The quorum's answer to proposing ``isr`` at ``partition_epoch``: 0 applied, an error
+        code its apply refused it with, None unknown (the quorum changed leader or timed out:
+        the change may still be applied). True when the same change must be proposed again.
+
+        The high watermark counts the proposed ISR (Kafka's maximal ISR) until the outcome is
+        known, as Kafka's ``Partition.handleAlterPartitionError``: forgetting an expansion the
+        quorum then applies would let this leader acknowledge records the added follower lacks,
+        and an election could make that follower the leader (acknowledged records lost). So the
+        proposal is dropped only when refused as ineligible (nothing applied, the epoch is
+        current); an epoch conflict keeps it until the metadata that won arrives
+        (:meth:`apply_state` clears it); an unknown outcome keeps it and asks for a retry.
+        """
+        if code == 0 or self.pending_isr != isr or self.partition_epoch != partition_epoch:
+            return False  # applied (the metadata will follow), or superseded
+        if code is None:
+            return self.is_leader and not self.deleted
+        if code in (ErrorCode.INELIGIBLE_REPLICA, ErrorCode.INVALID_REQUEST):
+            self.pending_isr = None
+        return False
+
     # -- role changes (from the metadata quorum) --------------------------------------------
     def apply_state(
         self,

@@ -355,20 +355,41 @@ class ReplicaManager:
             # refused proposal is not repeated at every fetch: the quorum log stays quiet
             p.pending_isr = None
             return
-        epoch = p.partition_epoch
+        self._send_isr(p, isr, p.partition_epoch)
+
+    def _send_isr(self, p: Partition, isr: list[int], epoch: int) -> None:
+        quorum = self.cache.quorum
+        assert quorum is not None
+        key = (p.topic, p.index)
         log.info("%s-%d: proposing ISR %s (was %s)", p.topic, p.index, isr, p.isr)
         fut = quorum.propose("alter_isr", p.topic, p.index, self.node_id, p.leader_epoch, epoch, isr)
 
         def done(f: asyncio.Future[Any]) -> None:
             err = f.exception() if not f.cancelled() else None
-            code = f.result() if err is None and not f.cancelled() else -1
-            if code != 0:
-                log.info("%s-%d: ISR change to %s not applied (%s)", p.topic, p.index, isr, err or code)
-                self._isr_backoff[key] = time.monotonic() + ISR_RETRY_BACKOFF_S
-                if p.partition_epoch == epoch:
-                    p.pending_isr = None
+            code: int | None = f.result() if err is None and not f.cancelled() else None
+            if code == 0:
+                return
+            self._isr_backoff[key] = time.monotonic() + ISR_RETRY_BACKOFF_S
+            if code is not None:
+                log.info("%s-%d: ISR change to %s not applied (error %d)", p.topic, p.index, isr, code)
+            if p.isr_change_answered(isr, epoch, code):
+                # the same change again: applied once at most (the partition epoch moves on)
+                log.info(
+                    "%s-%d: ISR change to %s may or may not apply (%s); it counts until known, "
+                    "proposing it again in %.1f s",
+                    p.topic,
+                    p.index,
+                    isr,
+                    err or "cancelled",
+                    ISR_RETRY_BACKOFF_S,
+                )
+                asyncio.get_running_loop().call_later(ISR_RETRY_BACKOFF_S, self._resend_isr, p, isr, epoch)
 
         fut.add_done_callback(done)
+
+    def _resend_isr(self, p: Partition, isr: list[int], epoch: int) -> None:
+        if p.pending_isr == isr and p.partition_epoch == epoch and p.is_leader and not p.deleted:
+            self._send_isr(p, isr, epoch)
 
     # -- housekeeping ------------------------------------------------------------------------
     def periodic(self) -> list[Periodic]:

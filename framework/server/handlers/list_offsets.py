@@ -3,11 +3,16 @@
 ``isolation_level`` (v2+) as Kafka's ``Partition.fetchOffsetForTimestamp``: at 1
 (read_committed) "latest" is the last stable offset and a look-up finding an offset at or past
 it answers nothing; at 0 the high watermark plays that part.
+
+A leader elected a moment ago may not know the high watermark yet (it learns it from its
+followers' next fetches): until its high watermark reaches the start of its epoch a client's
+"latest", and a look-up that finds nothing below it, are answered OFFSET_NOT_AVAILABLE (retriable,
+and clients retry it) rather than an offset lower than one already acknowledged, as Kafka does.
 """
 
 from __future__ import annotations
 
-from framework.errors import StoreError
+from framework.errors import OffsetNotAvailable, StoreError
 from framework.protocol.errors import ErrorCode
 from framework.protocol.messages.list_offsets import (
     ListOffsetsPartitionResponse,
@@ -27,10 +32,11 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4,
 
 
 def lookup(part: Partition, timestamp: int, isolation_level: int = 0) -> tuple[int, int]:
-    """(offset, timestamp) answering a ListOffsets query; (-1, -1) when nothing matches."""
+    """(offset, timestamp) answering a client's ListOffsets query; (-1, -1) when nothing matches."""
     lg = part.log
     limit = lg.last_stable_offset if isolation_level == 1 else part.high_watermark
     if timestamp == LATEST:
+        _check_caught_up(part)
         return limit, -1
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return lg.log_start_offset, -1
@@ -42,7 +48,18 @@ def lookup(part: Partition, timestamp: int, isolation_level: int = 0) -> tuple[i
         raise StoreError(f"unknown special timestamp {timestamp}", ErrorCode.INVALID_REQUEST)
     else:
         found = lg.offset_for_timestamp(timestamp)
-    return (found[0], found[1]) if found and found[0] < limit else (-1, -1)
+    if found and found[0] < limit:
+        return found[0], found[1]
+    _check_caught_up(part)
+    return -1, -1
+
+
+def _check_caught_up(part: Partition) -> None:
+    if part.epoch_start_offset > part.high_watermark:
+        raise OffsetNotAvailable(
+            f"{part.topic}-{part.index}: the leader's high watermark ({part.high_watermark}) has not "
+            f"reached the start of its epoch ({part.epoch_start_offset}) since its election; retry"
+        )
 
 
 def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:

@@ -196,6 +196,46 @@ def test_a_pending_isr_expansion_counts_for_the_high_watermark(log: Log, quorum:
     assert p.high_watermark == 20
 
 
+def test_an_expansion_whose_outcome_is_unknown_counts_until_the_metadata_says(
+    log: Log, quorum: Quorum
+) -> None:
+    """The quorum lost its leader while deciding an expansion (pysyncobj's LEADER_CHANGED): the
+    change may still apply. Forgetting it would let the leader acknowledge records the added
+    follower lacks, which an election of that follower then loses."""
+    p = elect(log, quorum, isr=[1, 2])
+    produce(p, 10)
+    p.follower_fetched(2, 10, NOW)
+    p.follower_fetched(3, 10, NOW)  # proposed in
+    assert quorum.proposals == [(1, 1, [1, 2, 3])]
+    assert p.isr_change_answered([1, 2, 3], 1, None)  # unknown: propose the same again
+    assert p.pending_isr == [1, 2, 3]
+    produce(p, 10)  # log end 20
+    p.follower_fetched(2, 20, NOW)
+    assert p.high_watermark == 10  # still waits for 3
+    assert quorum.commit(p) == ""  # the first proposal did apply
+    assert p.isr == [1, 2, 3] and p.pending_isr is None
+    assert not p.isr_change_answered([1, 2, 3], 1, ErrorCode.INVALID_UPDATE_VERSION)  # the retry
+    assert p.isr == [1, 2, 3] and p.pending_isr is None
+
+
+def test_an_expansion_refused_as_ineligible_is_dropped_an_epoch_conflict_waits_for_the_metadata(
+    log: Log, quorum: Quorum
+) -> None:
+    p = elect(log, quorum, isr=[1, 2])
+    p.follower_fetched(3, 0, NOW)
+    assert not p.isr_change_answered([1, 2, 3], 1, ErrorCode.INVALID_UPDATE_VERSION)
+    assert p.pending_isr == [1, 2, 3]  # another change won; it counts until that one arrives
+    assert quorum.set_isr(p, [1, 2]) == ""
+    assert p.pending_isr is None and p.partition_epoch == 2
+    p.follower_fetched(3, 0, NOW)
+    assert quorum.proposals[-1] == (1, 2, [1, 2, 3])
+    assert not p.isr_change_answered([1, 2, 3], 2, ErrorCode.INELIGIBLE_REPLICA)  # 3 is fenced
+    assert p.pending_isr is None and p.isr == [1, 2]
+    p.follower_fetched(3, 0, NOW)
+    assert not p.isr_change_answered([1, 2, 3], 1, None)  # an old proposal's late answer
+    assert p.pending_isr == [1, 2, 3]
+
+
 def test_a_pending_isr_shrink_still_waits_for_the_follower_leaving(log: Log, quorum: Quorum) -> None:
     p = elect(log, quorum)
     produce(p, 10)
