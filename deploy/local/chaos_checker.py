@@ -35,7 +35,10 @@ EXAMPLES = 10
 class Ack:
     value: str
     partition: int
-    offset: int
+    # None: acknowledged without an offset (librdkafka's "implicitly acked by subsequent batch
+    # success": the batch failed, e.g. NOT_LEADER_OR_FOLLOWER from a leader moved away, but
+    # the next leader, which had it from replication, accepted the following sequence numbers)
+    offset: int | None
     t: float
 
 
@@ -132,7 +135,7 @@ def check_lost(h: History, where: dict[str, list[tuple[int, int]]]) -> Check:
     """Every acknowledged value is somewhere in the final read."""
     acked = _latest_acks(h.acks)
     lost = [a for a in acked.values() if a.value not in where]
-    lost.sort(key=lambda a: (a.partition, a.offset))
+    lost.sort(key=lambda a: (a.partition, -1 if a.offset is None else a.offset))
     per_partition = Counter(a.partition for a in lost)
     return Check(
         "lost",
@@ -174,17 +177,24 @@ def check_duplicated(h: History, where: dict[str, list[tuple[int, int]]], exactl
 
 
 def check_misplaced(h: History, where: dict[str, list[tuple[int, int]]]) -> Check:
-    """An acknowledged value is at the partition and offset its acknowledgement named, and no
-    two acknowledgements named the same offset."""
+    """An acknowledged value is at the partition and offset its acknowledgement named (in that
+    partition when it named no offset), and no two acknowledgements named the same offset."""
     acked = _latest_acks(h.acks)
     misplaced = []
     for a in acked.values():
         places = where.get(a.value)
-        if places and (a.partition, a.offset) not in places:
+        if not places:
+            continue  # lost, not misplaced
+        if a.offset is None:
+            wrong = all(p != a.partition for p, _o in places)
+        else:
+            wrong = (a.partition, a.offset) not in places
+        if wrong:
             misplaced.append({"value": a.value, "acked_at": [a.partition, a.offset], "found_at": places})
     by_offset: dict[tuple[int, int], set[str]] = defaultdict(set)
     for a in h.acks:
-        by_offset[(a.partition, a.offset)].add(a.value)
+        if a.offset is not None:
+            by_offset[(a.partition, a.offset)].add(a.value)
     conflicts = {k: sorted(v) for k, v in by_offset.items() if len(v) > 1}
     examples = misplaced[:EXAMPLES] + [
         {"offset": list(k), "acknowledged_values": v} for k, v in sorted(conflicts.items())[:EXAMPLES]

@@ -403,7 +403,7 @@ def test_acks_all_idempotent_producer_loses_nothing_when_the_leader_is_sigkilled
     survivors = [b for b in cluster.brokers if b is not victim]
 
     n = 30_000
-    acked: dict[int, tuple[int, int]] = {}  # value -> (partition, offset)
+    acked: dict[int, tuple[int, int | None]] = {}  # value -> (partition, offset)
     errors: list[KafkaError] = []
 
     def on_delivery(err: KafkaError | None, msg: Any) -> None:
@@ -461,7 +461,9 @@ def test_acks_all_idempotent_producer_loses_nothing_when_the_leader_is_sigkilled
     dups = [v for v, c in Counter(values).items() if c > 1]
     assert dups == [], f"{len(dups)} duplicated, e.g. {dups[:5]}"
     assert set(values) == set(acked), f"{len(set(acked) - set(values))} acknowledged messages lost"
-    assert all(acked[int(m.value())] == (m.partition(), m.offset()) for m in msgs)
+    # where its ack said; an ack without an offset (librdkafka's implicit ack, see Traffic.lost)
+    # names only the partition
+    assert all(acked[int(m.value())] in ((m.partition(), m.offset()), (m.partition(), None)) for m in msgs)
     by_key: dict[tuple[int, bytes], list[tuple[int, int]]] = defaultdict(list)
     for m in msgs:
         by_key[(m.partition(), m.key())].append((m.offset(), int(m.value())))

@@ -50,7 +50,7 @@ class Traffic:
             }
         )
         self.topic, self.partitions = topic, partitions
-        self.acked: list[tuple[int, int, bytes]] = []  # (partition, offset, value)
+        self.acked: list[tuple[int, int | None, bytes]] = []  # (partition, offset, value)
         self.failed: list[KafkaError] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -74,6 +74,31 @@ class Traffic:
                 pass
             self.producer.poll(0.002)
         assert self.producer.flush(60) == 0
+
+    def lost(self, got: dict[tuple[int, int], bytes]) -> str:
+        """Empty when every acknowledged record is in ``got`` ((partition, offset) -> value),
+        else a description of the first missing ones and what is there.
+
+        A record acknowledged with an offset must be at that offset. One acknowledged without
+        (librdkafka's "implicitly acked by subsequent batch success": its batch failed, e.g.
+        NOT_LEADER_OR_FOLLOWER from a leader moved away, but the new leader, which had it from
+        replication, accepted the next sequence numbers) must be in its partition somewhere.
+        """
+        where = {v: po for po, v in got.items()}
+
+        def kept(p: int, o: int | None, v: bytes) -> bool:
+            return got.get((p, o)) == v if o is not None else where.get(v, (-1, -1))[0] == p
+
+        missing = [(p, o, v) for p, o, v in self.acked if not kept(p, o, v)]
+        if not missing:
+            return ""
+
+        def say(p: int, o: int | None, v: bytes) -> str:
+            at = "without an offset" if o is None else f"at {p}:{o}, found {got.get((p, o))!r} there"
+            return f"{v!r} acked {at}, itself at {where.get(v)}"
+
+        shown = [say(*m) for m in missing[:8]]
+        return f"{len(missing)} of {len(self.acked)} acknowledged records missing: " + "; ".join(shown)
 
     def __enter__(self) -> Traffic:
         self.thread.start()
@@ -109,7 +134,7 @@ def test_sigterm_under_load_hands_over_leadership_and_stops_cleanly(tmp_path: Pa
             wait_for(lambda: len(traffic.acked) > seen + 2000, 30, 0.05, "traffic on the new leaders")
         assert traffic.failed == [], f"deliveries failed: {traffic.failed[:5]}"
         got = {(m.partition(), m.offset()): m.value() for m in read_partitions(c.bootstrap, topic, 6)}
-        assert all(got.get((p, o)) == v for p, o, v in traffic.acked), "an acknowledged record is missing"
+        assert not traffic.lost(got), traffic.lost(got)
     finally:
         c.stop()
 

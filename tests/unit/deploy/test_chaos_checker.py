@@ -116,6 +116,21 @@ def test_two_acknowledgements_of_one_offset_are_a_conflict() -> None:
     assert v["lost"].figures["lost"] == 1  # p1:50 is nowhere
 
 
+def test_an_acknowledgement_without_an_offset_only_needs_its_partition() -> None:
+    """librdkafka acknowledges a failed batch without offsets once the next leader accepted the
+    sequence numbers after it ("implicitly acked"): no misplacement, no conflict between them."""
+    h = clean()
+    implicit = [Ack(a.value, a.partition, None, a.t) for a in h.acks[:2]]
+    h.acks = implicit + h.acks[2:]
+    v = judge(h)
+    assert v["misplaced"].status == PASS
+    assert v["lost"].status == PASS
+    other = 1 - implicit[0].partition
+    h.acks[0] = Ack(implicit[0].value, other, None, implicit[0].t)  # acknowledged for another partition
+    v = judge(h)
+    assert v["misplaced"].status == FAIL and v["misplaced"].figures["misplaced"] == 1
+
+
 def test_a_reordered_producer_fails_the_order_check_unless_idempotence_is_off() -> None:
     h = clean(n=12, partitions=1)
     recs = h.final[0]
