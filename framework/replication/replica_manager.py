@@ -345,12 +345,10 @@ class ReplicaManager:
             f.remove(p)
 
     def _alter_isr(self, p: Partition, isr: list[int]) -> None:
-        quorum = self.cache.quorum
-        assert quorum is not None
-        key = (p.topic, p.index)
-        now = time.monotonic()
         joining = [r for r in isr if r not in p.isr]
-        if now < self._isr_backoff.get(key, 0.0) or not all(self.cache.is_live(r) for r in joining):
+        if time.monotonic() < self._isr_backoff.get((p.topic, p.index), 0.0) or not all(
+            self.cache.is_live(r) for r in joining
+        ):
             # a fenced broker still fetching (stopping, or paused and resumed) cannot rejoin, and a
             # refused proposal is not repeated at every fetch: the quorum log stays quiet
             p.pending_isr = None
