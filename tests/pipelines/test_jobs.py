@@ -17,10 +17,10 @@ from deploy.local.process import BrokerProcess, wait_for
 from pipelines import jobs
 from sensors.layout import ensure_layout
 from tests.conftest import BrokerFactory, quiet_logger
+from tests.support.history import KEEP_TTL_MS, T0
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
-T0 = int(dt.datetime(2026, 11, 18, 16, 0, tzinfo=dt.UTC).timestamp() * 1000)
 MIN = 60_000
 
 
@@ -29,6 +29,7 @@ def store(broker_factory: BrokerFactory) -> BrokerProcess:
     ensure_layout(
         b.bootstrap,
         partitions=2,
+        ttl_ms=KEEP_TTL_MS,
         extra_topics={jobs.t(n): {} for n in jobs.RESULT_TOPICS if n != "dead_letter"},
     )
     return b
@@ -90,7 +91,7 @@ def windows(bootstrap: str) -> Counter[tuple[str, str]]:
 
 
 def wstart(minute: int) -> str:
-    return (dt.datetime(2026, 11, 18, 16, 0) + dt.timedelta(minutes=minute)).strftime(
+    return (dt.datetime.fromtimestamp(T0 / 1000, dt.UTC) + dt.timedelta(minutes=minute)).strftime(
         "%Y-%m-%dT%H:%M:%S.000Z"
     )
 

@@ -23,6 +23,7 @@ from pipelines import jobs, transforms
 from sensors.layout import ensure_layout
 from tests.conftest import EXTERNAL_BOOTSTRAP, BrokerFactory, empty_cluster, quiet_logger
 from tests.pipelines.test_jobs import T0, cfg_for, minute_events, produce, results, store, windows, wstart
+from tests.support.history import KEEP_TTL_MS
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -141,6 +142,7 @@ def simulated_day(broker: BrokerProcess) -> Iterator[tuple[BrokerProcess, Any]]:
     ensure_layout(
         broker.bootstrap,
         partitions=2,
+        ttl_ms=KEEP_TTL_MS,
         extra_topics={jobs.t(n): {} for n in jobs.RESULT_TOPICS if n != "dead_letter"},
     )
     effect = WeatherEffect(rain_speed_factor=0.85, heavy_rain_speed_factor=0.72, fog_speed_factor=0.90)

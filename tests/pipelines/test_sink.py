@@ -130,9 +130,10 @@ def test_the_pipeline_driver_killed_before_its_commit_emits_each_window_once(
     emitted once (``--runslow``: two Spark drivers, ~1-2 minutes)."""
     from deploy.local.process import sftraffic
     from tests.pipelines.test_jobs import minute_events, produce, windows, wstart
+    from tests.support.history import KEEP_TTL_MS
 
     b = broker_factory()
-    ensure_layout(b.bootstrap, partitions=2, extra_topics=jobs.result_topics())
+    ensure_layout(b.bootstrap, partitions=2, ttl_ms=KEEP_TTL_MS, extra_topics=jobs.result_topics())
     produce(b.bootstrap, minute_events(0, 4))
     args = ["pipeline", "aggregates", "-b", b.bootstrap, "--checkpoint-dir", str(tmp_path / "ck")]
     args += ["--output-dir", str(tmp_path / "out"), "--trigger", "500 milliseconds"]

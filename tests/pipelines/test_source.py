@@ -3,7 +3,6 @@ the writer, clear errors)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from typing import Any
 
@@ -14,15 +13,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pipelines import schemas, transforms
 from pipelines.source import JsonValues, SourceError
 from tests.conftest import BrokerFactory, quiet_logger
+from tests.support.history import KEEP, T0
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
-T0 = int(dt.datetime(2026, 11, 18, 16, 0, tzinfo=dt.UTC).timestamp() * 1000)
 
 
 def topic_with(bootstrap: str, name: str, values: list[bytes], partitions: int = 1) -> None:
     a = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
-    a.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
+    a.create_topics([NewTopic(name, partitions, 1, config=KEEP)])[name].result(10)
     p = Producer({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
     for i, v in enumerate(values):
         p.produce(name, v, key=b"k", partition=0, timestamp=T0 + i * 1000)

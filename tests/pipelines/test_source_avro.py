@@ -16,6 +16,7 @@ from pipelines.source import AvroValues, SourceError
 from sensors import avro
 from tests.conftest import BrokerFactory
 from tests.pipelines.test_source import T0, reader, topic_with
+from tests.support.history import KEEP_TTL_MS
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -100,6 +101,7 @@ def test_batch_jobs_run_on_avro_events(spark: Any, broker_factory: BrokerFactory
     ensure_layout(
         b.bootstrap,
         partitions=2,
+        ttl_ms=KEEP_TTL_MS,
         extra_topics={jobs.t(n): {} for n in jobs.RESULT_TOPICS if n != "dead_letter"},
     )
     registry = RegistryProcess(b.bootstrap).start(timeout=60)
