@@ -15,6 +15,9 @@ and pauses are noise on a 2-core machine shared with the registry); how late it 
 reported apart (``client_lag_ms``: when its p99 is near the latency's, the client is the
 bottleneck, not the registry). Figures: achieved rate, latency p50/p95/p99/max (ms), the
 client's lag, errors, the registry's CPU µs per request and the client's, the load average.
+``--auth`` measures the same load again against a second instance on the same ``_schemas``
+that has an ``--auth-file`` (every request with Basic credentials: the registry checks them and
+the subject's permission), and reports the ratios of the two.
 
 Usage::
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import gc
 import json
 import random
@@ -39,6 +43,7 @@ from rich.console import Console
 
 from deploy.local.process import BrokerProcess
 from deploy.local.registry import RegistryProcess
+from framework.registry.auth import user_entry
 from load.harness.procfs import cpu_seconds, own_cpu
 from load.harness.report import document, goal, log, parser, print_footer, print_goals, sized, table
 from load.harness.runner import Processes, run_main
@@ -57,6 +62,10 @@ def schema(i: int) -> str:
             "fields": [{"name": "id", "type": "long"}, {"name": f"f{i}", "type": "string", "default": ""}],
         }
     )
+
+
+USER, PASSWORD = "bench", "bench-password"
+AUTH_HEADER = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
 
 
 async def register(url: str, n: int) -> tuple[list[int], list[float]]:
@@ -149,7 +158,7 @@ def _result(n: int, took: float, lat: list[float], lag: list[float], errors: lis
 
 
 async def open_loop_lean(
-    url: str, ids: list[int], rate: float, duration: float, connections: int
+    url: str, ids: list[int], rate: float, duration: float, connections: int, auth: bool = False
 ) -> dict[str, Any]:
     """:func:`open_loop` with :class:`_Connection`: ``connections`` keep-alive connections, a
     request waiting for a free one when all are busy (its latency still counts from its due time)."""
@@ -160,10 +169,8 @@ async def open_loop_lean(
     rng = random.Random(1)
     hostport = url.split("//", 1)[1].rstrip("/")
     host, _, port = hostport.rpartition(":")
-    raws = [
-        f"GET /schemas/ids/{rng.choice(ids)} HTTP/1.1\r\nHost: {hostport}\r\nAccept: {CT}\r\n\r\n".encode()
-        for _ in range(n)
-    ]
+    head = f"Host: {hostport}\r\nAccept: {CT}\r\n" + (f"Authorization: {AUTH_HEADER}\r\n" if auth else "")
+    raws = [f"GET /schemas/ids/{rng.choice(ids)} HTTP/1.1\r\n{head}\r\n".encode() for _ in range(n)]
     loop = asyncio.get_running_loop()
     free: asyncio.Queue[_Connection] = asyncio.Queue()
     opened = []
@@ -192,7 +199,7 @@ async def open_loop_lean(
 
 
 async def open_loop(
-    url: str, ids: list[int], rate: float, duration: float, connections: int
+    url: str, ids: list[int], rate: float, duration: float, connections: int, auth: bool = False
 ) -> dict[str, Any]:
     n = int(rate * duration)
     lat: list[float] = []
@@ -201,7 +208,8 @@ async def open_loop(
     rng = random.Random(1)
     urls = [f"{url}/schemas/ids/{rng.choice(ids)}" for _ in range(n)]
     conn = aiohttp.TCPConnector(limit=connections)
-    async with aiohttp.ClientSession(connector=conn, headers={"Accept": CT}) as s:
+    headers = {"Accept": CT, **({"Authorization": AUTH_HEADER} if auth else {})}
+    async with aiohttp.ClientSession(connector=conn, headers=headers) as s:
 
         async def one(due: float, target: str) -> None:
             lag.append((time.perf_counter() - due) * 1000)
@@ -248,26 +256,82 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         log(f"registering {cfg['schemas']} schemas")
         ids, reg_lat = asyncio.run(register(reg.url, cfg["schemas"]))
         doc["register_ms"] = summary(reg_lat)
-        load = open_loop_lean if cfg["client"] == "lean" else open_loop
-        run_loop(load(reg.url, ids, cfg["rate"], 1.0, cfg["connections"]))  # warm-up
-        log(f"GET /schemas/ids/{{id}} at {cfg['rate']}/s for {cfg['duration']} s")
-        r0, c0 = cpu_seconds(reg.pid), own_cpu()
-        res = run_loop(load(reg.url, ids, cfg["rate"], cfg["duration"], cfg["connections"]))
-        r1, c1 = cpu_seconds(reg.pid), own_cpu()
-        res["registry_cpu_us_per_request"] = round((r1 - r0) / res["requests"] * 1e6, 1)
-        res["client_cpu_us_per_request"] = round((c1 - c0) / res["requests"] * 1e6, 1)
-        doc["get_by_id"] = res
-        if res["errors"]:
-            doc["errors"].append(f"{res['errors']} failed requests")
+        doc["get_by_id"] = res = get_by_id(reg, ids, cfg, auth=False)
+        if args.auth:
+            auth_file = Path(tmp) / "auth.json"
+            may = [{"username": USER, "operation": "Read", "resource": "Subject:bench-"}]
+            auth_file.write_text(json.dumps({"users": [user_entry(USER, PASSWORD)], "permissions": may}))
+            secured = procs.start(
+                RegistryProcess(
+                    broker.bootstrap,
+                    extra_args=["--auth-file", str(auth_file)],
+                    log=Path(tmp) / "registry-auth.log",
+                    name="registry-auth",
+                )
+            )
+            doc["get_by_id_auth"] = with_auth = get_by_id(secured, ids, cfg, auth=True)
+            doc["auth_ratios"] = {
+                "p99": _ratio(with_auth["latency_ms"].get("p99"), res["latency_ms"].get("p99")),
+                "registry_cpu_per_request": _ratio(
+                    with_auth["registry_cpu_us_per_request"], res["registry_cpu_us_per_request"]
+                ),
+            }
+        for key in ("get_by_id", "get_by_id_auth"):
+            if doc.get(key, {}).get("errors"):
+                doc["errors"].append(f"{key}: {doc[key]['errors']} failed requests")
     p99 = res["latency_ms"].get("p99")
     doc["goals"] = [
         goal(f"GET /schemas/ids/{{id}} p99 at {cfg['rate']}/s", p99, GOAL_P99_MS, "ms", higher=False)
     ]
+    if args.auth:
+        p99_auth = doc["get_by_id_auth"]["latency_ms"].get("p99")
+        doc["goals"].append(
+            goal(
+                f"the same with Basic auth, p99 at {cfg['rate']}/s", p99_auth, GOAL_P99_MS, "ms", higher=False
+            )
+        )
     return doc
 
 
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
+def get_by_id(reg: RegistryProcess, ids: list[int], cfg: dict[str, Any], auth: bool) -> dict[str, Any]:
+    """The open-loop GET /schemas/ids/{id} phase against ``reg`` (after a 1 s warm-up)."""
+    load = open_loop_lean if cfg["client"] == "lean" else open_loop
+    run_loop(load(reg.url, ids, cfg["rate"], 1.0, cfg["connections"], auth))  # warm-up
+    how = " with Basic auth" if auth else ""
+    log(f"GET /schemas/ids/{{id}} at {cfg['rate']}/s for {cfg['duration']} s{how}")
+    r0, c0 = cpu_seconds(reg.pid), own_cpu()
+    res: dict[str, Any] = run_loop(load(reg.url, ids, cfg["rate"], cfg["duration"], cfg["connections"], auth))
+    r1, c1 = cpu_seconds(reg.pid), own_cpu()
+    res["registry_cpu_us_per_request"] = round((r1 - r0) / res["requests"] * 1e6, 1)
+    res["client_cpu_us_per_request"] = round((c1 - c0) / res["requests"] * 1e6, 1)
+    return res
+
+
 def render(doc: dict[str, Any], console: Console) -> None:
-    g, lat, reg = doc["get_by_id"], doc["get_by_id"]["latency_ms"], doc["register_ms"]
+    reg = doc["register_ms"]
+
+    def row(label: str, g: dict[str, Any]) -> tuple[Any, ...]:
+        lat = g["latency_ms"]
+        return (
+            label,
+            g["requests"],
+            g["achieved_rate"],
+            lat["p50"],
+            lat["p95"],
+            lat["p99"],
+            lat["max"],
+            g["client_lag_ms"]["p99"],
+            g["registry_cpu_us_per_request"],
+            g["client_cpu_us_per_request"],
+        )
+
+    rows = [row("GET /schemas/ids/{id}", doc["get_by_id"])]
+    if "get_by_id_auth" in doc:
+        rows.append(row("the same, Basic auth", doc["get_by_id_auth"]))
     console.print(
         table(
             "sftraffic registry",
@@ -285,20 +349,14 @@ def render(doc: dict[str, Any], console: Console) -> None:
                 "",
                 "",
             ),
-            (
-                "GET /schemas/ids/{id}",
-                g["requests"],
-                g["achieved_rate"],
-                lat["p50"],
-                lat["p95"],
-                lat["p99"],
-                lat["max"],
-                g["client_lag_ms"]["p99"],
-                g["registry_cpu_us_per_request"],
-                g["client_cpu_us_per_request"],
-            ),
+            *rows,
         )
     )
+    if "auth_ratios" in doc:
+        r = doc["auth_ratios"]
+        console.print(
+            f"with auth / without: p99 {r['p99']}x, registry CPU per request {r['registry_cpu_per_request']}x"
+        )
     print_goals(console, doc.get("goals", []))
     print_footer(console, doc)
 
@@ -314,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         ("--schemas", int, "schemas registered first"),
         ("--connections", int, "client connection pool"),
         ("--client", str, "lean (default: asyncio protocol, keep-alive) or aiohttp (its client session)"),
+        ("--auth", bool, "also measure a second instance with an --auth-file (Basic credentials)"),
     )
     args = p.parse_args(argv)
     return run_main(lambda: run(args), render, args.json, name="bench_registry")

@@ -180,9 +180,12 @@ def _read(
         r = r.option("valueFormat", cfg.value_format).option("valueSchema", value_schema.json())
         r = r.option("valueRequired", ",".join(required))
         if cfg.value_format == "avro":
-            from sensors.avro import schema_for
+            from sensors.avro import schema_for, split_url
 
-            r = r.option("schemaRegistryUrl", cfg.registry_url)
+            url, auth = split_url(cfg.registry_url)  # the password in an option Spark redacts
+            r = r.option("schemaRegistryUrl", url)
+            if auth is not None:
+                r = r.option("schemaRegistryUser", auth[0]).option("schemaRegistryPassword", auth[1])
             r = r.option("valueAvroSchema", json.dumps(schema_for(topic)))
     return r.load()
 

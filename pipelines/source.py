@@ -32,8 +32,12 @@ column from Avro values in Confluent's wire format (magic byte 0, a 4-byte schem
 body): each value is decoded with fastavro using its writer's schema, fetched from the registry
 by id once per worker, and the optional reader schema ``valueAvroSchema`` (Avro JSON; its
 defaults fill fields older writers lacked), so a topic mixing schema versions reads as one.
-Values that are JSON objects (a topic written as JSON before the switch) are decoded as JSON;
-anything else lands in ``_corrupt_record``.
+A registry wanting HTTP Basic credentials gets ``schemaRegistryUser`` and
+``schemaRegistryPassword`` (Spark redacts options named like passwords in plans and its UI;
+credentials in the URL work too, but show there); an https registry's certificate is checked
+against the system's CAs or ``$REQUESTS_CA_BUNDLE``. Values that are JSON objects (a topic
+written as JSON before the switch) are decoded as JSON; anything else lands in
+``_corrupt_record``.
 
 * Offsets are the store's per-partition log offsets, ``{"topic": {"0": 42, ...}}``; Spark
   checkpoints them, so a restarted query resumes exactly where it stopped.
@@ -218,22 +222,38 @@ class JsonValues:
         return pa.StructArray.from_arrays(arrays, fields=list(self.arrow_type))
 
 
-# (registry URL, schema id) -> the writer schema (Avro JSON), per Python worker
-_WRITERS: dict[tuple[str, int], Any] = {}
+# (registry URL, credentials, schema id) -> the writer schema (Avro JSON), per Python worker
+_WRITERS: dict[tuple[str, tuple[str, str] | None, int], Any] = {}
 
 
-def _writer_schema(registry: str, schema_id: int) -> Any:
-    key = (registry, schema_id)
+def _writer_schema(registry: str, schema_id: int, auth: tuple[str, str] | None = None) -> Any:
+    key = (registry, auth, schema_id)
     found = _WRITERS.get(key)
     if found is None:
         import requests
 
-        resp = requests.get(
-            f"{registry.rstrip('/')}/schemas/ids/{schema_id}",
-            headers={"Accept": "application/vnd.schemaregistry.v1+json"},
-            timeout=30,
-        )
-        resp.raise_for_status()
+        from sensors.avro import split_url
+
+        url, in_url = split_url(registry)
+        try:
+            resp = requests.get(
+                f"{url.rstrip('/')}/schemas/ids/{schema_id}",
+                headers={"Accept": "application/vnd.schemaregistry.v1+json"},
+                auth=auth or in_url,
+                timeout=30,
+            )
+        except requests.RequestException as exc:  # the query fails (and is retried), not the records
+            raise SourceError(
+                f"schema registry {url}: {type(exc).__name__} reading schema {schema_id}"
+            ) from None
+        if resp.status_code in (401, 403):
+            raise SourceError(
+                f"schema registry {url}: {resp.status_code} {resp.reason} reading schema {schema_id} "
+                "(options schemaRegistryUser/schemaRegistryPassword)"
+            )
+        if resp.status_code >= 500:
+            raise SourceError(f"schema registry {url}: {resp.status_code} reading schema {schema_id}")
+        resp.raise_for_status()  # an id the registry does not know: the records are corrupt
         found = _WRITERS[key] = json.loads(resp.json()["schema"])
     return found
 
@@ -247,13 +267,19 @@ class AvroValues:
     (renames) or any other writer schema, fastavro resolves writer and reader schemas."""
 
     def __init__(
-        self, schema_json: str, registry: str, reader: str | None = None, required: tuple[str, ...] = ()
+        self,
+        schema_json: str,
+        registry: str,
+        reader: str | None = None,
+        required: tuple[str, ...] = (),
+        auth: tuple[str, str] | None = None,
     ) -> None:
         import fastavro
 
         self.json = JsonValues(schema_json, required)
         self.arrow_type = self.json.arrow_type
         self.registry = registry
+        self.auth = auth
         try:
             reader_schema = json.loads(reader) if reader else None
             self.reader = fastavro.parse_schema(reader_schema) if reader_schema is not None else None
@@ -277,7 +303,7 @@ class AvroValues:
 
         from pipelines.avro_decode import compile_decoder
 
-        writer = _writer_schema(self.registry, schema_id)
+        writer = _writer_schema(self.registry, schema_id, self.auth)
         names = self.json.names
         compiled = compile_decoder(writer, names, self._defaults) if self._simple else None
         if compiled is not None:
@@ -296,7 +322,7 @@ class AvroValues:
         if not self._simple:
             return None
         types = [f.type for f in self.arrow_type][: len(self.json.names)]
-        writer = _writer_schema(self.registry, schema_id)
+        writer = _writer_schema(self.registry, schema_id, self.auth)
         return compile_columns(writer, self.json.names, types, self._defaults)
 
     @staticmethod
@@ -321,6 +347,8 @@ class AvroValues:
         if sid not in self._columns:
             try:
                 self._columns[sid] = self._column_reader(sid)
+            except SourceError:  # the registry refused or is down: not the records' fault
+                raise
             except Exception:  # an unknown id: the records are corrupt, record by record
                 self._columns[sid] = None
         read = self._columns[sid]
@@ -386,6 +414,8 @@ class AvroValues:
                 elif v is not None and v[:1] == b"{":
                     obj = self.json.any.decode(v)
                     row = tuple(obj.get(n) for n in names) if isinstance(obj, dict) else None
+            except SourceError:  # the registry refused or is down: not the record's fault
+                raise
             except Exception:  # a damaged body, an unknown id: the record is corrupt, not the batch
                 row = None
             if row is None:
@@ -424,7 +454,9 @@ def value_decoder(opts: Options) -> JsonValues | AvroValues | None:
         return None
     if opts.value_format == "avro":
         assert opts.registry_url is not None
-        return AvroValues(opts.value_schema, opts.registry_url, opts.avro_reader, opts.value_required)
+        return AvroValues(
+            opts.value_schema, opts.registry_url, opts.avro_reader, opts.value_required, opts.registry_auth
+        )
     return JsonValues(opts.value_schema, opts.value_required)
 
 
@@ -473,6 +505,7 @@ class Options:
     value_required: tuple[str, ...] = ()
     value_format: str = "json"  # json | avro (when value_schema is set)
     registry_url: str | None = None  # valueFormat=avro: where writers' schemas are
+    registry_auth: tuple[str, str] | None = None  # its Basic credentials (schemaRegistryUser/Password)
     avro_reader: str | None = None  # valueFormat=avro: the reader schema (Avro JSON), optional
     # the client's security settings in librdkafka's names: options kafka.security.protocol,
     # kafka.sasl.*, kafka.ssl.* (as Spark's Kafka source passes kafka.* to its client), over
@@ -515,10 +548,18 @@ class Options:
             value_schema=cls._value_schema(o),
             value_format=o.get("valueformat", "binary").lower(),
             registry_url=o.get("schemaregistryurl"),
+            registry_auth=cls._registry_auth(o),
             avro_reader=o.get("valueavroschema"),
             value_required=tuple(n.strip() for n in o.get("valuerequired", "").split(",") if n.strip()),
             security=tuple(security_options(o).items()),
         )
+
+    @staticmethod
+    def _registry_auth(o: dict[str, str]) -> tuple[str, str] | None:
+        user, password = o.get("schemaregistryuser"), o.get("schemaregistrypassword")
+        if (user is None) != (password is None):
+            raise SourceError("options schemaRegistryUser and schemaRegistryPassword go together")
+        return (user, password) if user is not None and password is not None else None
 
     @staticmethod
     def _value_schema(o: dict[str, str]) -> str | None:

@@ -16,6 +16,11 @@ v1 events (the default fills it).
 :class:`AvroEncoder` registers the schemas on first use (or, with ``auto_register=False``, looks
 their ids up) and then encodes without a registry call; :class:`AvroDecoder` fetches a writer's
 schema by id once and caches it.
+
+A registry that wants HTTP Basic credentials gets them from the URL
+(``https://user:password@host:8081``, Confluent's ``basic.auth.credentials.source=URL``); they
+are taken out of it (:func:`split_url`) so that no message shows them. An https registry's
+certificate is checked against the system's CAs, or those of ``$REQUESTS_CA_BUNDLE``.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import functools
 import io
 import json
 import struct
+import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -316,13 +322,31 @@ def compile_encoder(schema: dict[str, Any], prefix: bytes = b"") -> Any:
     return g.ns["encode"]
 
 
+def split_url(url: str) -> tuple[str, tuple[str, str] | None]:
+    """``https://user:password@host:port/x`` → (``https://host:port/x``, (user, password));
+    a URL without credentials comes back as it is, with None."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None:
+        return url, None
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    user = urllib.parse.unquote(parts.username)
+    password = urllib.parse.unquote(parts.password or "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc)), (user, password)
+
+
 class RegistryClient:
-    """The few calls of Confluent's REST API the application makes (requests, one session)."""
+    """The few calls of Confluent's REST API the application makes (requests, one session);
+    ``url`` may carry Basic credentials (``https://user:password@host:8081``)."""
 
     def __init__(self, url: str, timeout: float = 10.0) -> None:
+        url, auth = split_url(url)
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.session = requests.Session()
+        self.session.auth = auth
         self.session.headers.update({"Content-Type": CONTENT_TYPE, "Accept": CONTENT_TYPE})
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:

@@ -318,12 +318,13 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "avro":  # the schemas registered before any worker starts: one line if not
         import requests
 
-        from sensors.avro import RegistryError, register_all
+        from sensors.avro import RegistryError, register_all, split_url
 
         try:
             register_all(args.registry)
         except (requests.RequestException, OSError, RegistryError) as exc:
-            raise SystemExit(f"sftraffic sensors: schema registry {args.registry}: {exc}") from None
+            where = split_url(args.registry)[0]
+            raise SystemExit(f"sftraffic sensors: schema registry {where}: {exc}") from None
     if args.kafka_config:
         configure(args.kafka_config)  # the environment of the worker processes too
     if args.mqtt_credentials:

@@ -107,14 +107,14 @@ def value_encoder(cfg: GatewayConfig) -> Any:
     import requests
 
     from framework.errors import StoreError
-    from sensors.avro import SCHEMAS, AvroEncoder, RegistryError
+    from sensors.avro import SCHEMAS, AvroEncoder, RegistryError, split_url
 
     enc = AvroEncoder(cfg.registry_url)
     try:  # the stream's schemas now: a registry that is not there is one line at start, not dead letters
         for name in SCHEMAS:
             enc.schema_id(f"{STREAM}.{name}")
     except (requests.RequestException, OSError, RegistryError) as exc:
-        raise StoreError(f"schema registry {cfg.registry_url}: {exc}") from None
+        raise StoreError(f"schema registry {split_url(cfg.registry_url)[0]}: {exc}") from None
     return enc.encode
 
 

@@ -24,6 +24,7 @@ class RegistryProcess(ManagedProcess):
     ) -> None:
         self.host = host
         self.port = port or free_port(host)
+        self.scheme = "https" if "--tls-cert" in extra_args else "http"
         cmd = sftraffic(
             "registry", "--bootstrap", bootstrap, "--listen", f"{host}:{self.port}",
             "--topic", topic, "--group", group, *extra_args,
@@ -32,4 +33,4 @@ class RegistryProcess(ManagedProcess):
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"

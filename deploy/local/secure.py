@@ -17,6 +17,11 @@ every file holding a key or a password 0600), then reused by later starts:
   ``sasl.password``, ``ssl.ca.location``), handed to that part as ``$SFTRAFFIC_KAFKA_CONFIG``
   (:mod:`framework.client.security`); ``mqtt-gateway.password`` and ``mqtt-devices.txt``
   (``device:password`` lines) for the MQTT side; ``mosquitto.passwd``/``mosquitto.acl``.
+* ``registry-auth.json`` (``--format avro``): the schema registry's users, the same names and
+  passwords as the store's (salted PBKDF2 hashes, Karapace's format; :func:`registry_auth`),
+  and what each may do: the admin everything, the gateway and the fleet register the stream's
+  subjects, Spark and the dashboard read them. The registry itself reaches the store as its
+  own user, ``schema-registry``, which may use ``_schemas`` and its election group only.
 
 The store's users (as ``sftraffic users add --data-dir``) and its ACLs (:func:`acls`: least
 privilege, through the seeds' stream permissions where they fit, as ``sftraffic streams
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +48,9 @@ AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 ADMIN = "sftraffic-admin"
 # Kafka principals of the demo's parts (SCRAM users), besides the admin
 GATEWAY, SENSORS, SPARK, DASHBOARD = "gateway", "sensors", "spark", "dashboard"
-PRINCIPALS = (ADMIN, GATEWAY, SENSORS, SPARK, DASHBOARD)
+REGISTRY = "schema-registry"  # the schema registry's own Kafka clients (--format avro)
+PRINCIPALS = (ADMIN, GATEWAY, SENSORS, SPARK, DASHBOARD, REGISTRY)
+REGISTRY_TOPIC, REGISTRY_GROUP = "_schemas", "schema-registry"  # sftraffic registry's defaults
 MQTT_GATEWAY = "sftraffic-gateway"  # the gateway's MQTT user (devices are named by sensor id)
 
 
@@ -66,6 +74,16 @@ class Secrets:
 
     def properties(self, principal: str) -> Path:
         return self.dir / f"{principal}.properties"
+
+    @property
+    def registry_auth(self) -> Path:
+        return self.dir / "registry-auth.json"
+
+    def registry_url(self, port: int, principal: str | None = None) -> str:
+        """The registry's https URL, with ``principal``'s Basic credentials when given."""
+        if principal is None:
+            return f"https://127.0.0.1:{port}"
+        return f"https://{principal}:{self.passwords()[f'kafka:{principal}']}@127.0.0.1:{port}"
 
     @property
     def mqtt_gateway_password(self) -> Path:
@@ -158,7 +176,23 @@ def ensure(root: Path, devices: list[str]) -> tuple[Secrets, list[str]]:
     _private(s.mqtt_devices, "".join(f"{u}:{v}\n" for u, v in mqtt_users.items() if u != MQTT_GATEWAY))
     write_password_file(s.mqtt.password_file, mqtt_users)
     write_acl_file(s.mqtt.acl_file, [MQTT_GATEWAY])
+    _private(s.registry_auth, json.dumps(registry_auth(pw), indent=1))
     return s, made
+
+
+def registry_auth(pw: dict[str, str], stream: str = STREAM) -> dict[str, object]:
+    """The schema registry's auth file: the store's users, who may register the stream's
+    subjects (``<stream>.<topic>-value``) and who may read them."""
+    from framework.registry.auth import user_entry
+
+    users = [ADMIN, GATEWAY, SENSORS, SPARK, DASHBOARD]
+    subjects = f"Subject:{re.escape(stream)}\\."
+    may = [(ADMIN, "Write", ".*"), (GATEWAY, "Write", subjects), (SENSORS, "Write", subjects)]
+    may += [(SPARK, "Read", subjects), (DASHBOARD, "Read", subjects)]
+    return {
+        "users": [user_entry(u, pw[f"kafka:{u}"]) for u in users],
+        "permissions": [{"username": u, "operation": op, "resource": rx} for u, op, rx in may],
+    }
 
 
 # -- the store ------------------------------------------------------------------------------------
@@ -197,6 +231,27 @@ def acls(stream: str = STREAM) -> list[AclBinding]:
         (DASHBOARD, ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL),  # brokers, groups
     ):
         out.append(AclBinding(rt, name, pt, f"User:{user}", "*", AclOperation.DESCRIBE, Permission.ALLOW))
+    # the schema registry: its topic (created at its first start, compacted) and its groups (the
+    # election's, and its readers' schema-registry-reader-<id>)
+    registry = f"User:{REGISTRY}"
+    for op in (
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.CREATE,
+        AclOperation.DESCRIBE,
+        AclOperation.DESCRIBE_CONFIGS,
+    ):
+        out.append(
+            AclBinding(
+                ResourceType.TOPIC, REGISTRY_TOPIC, PatternType.LITERAL, registry, "*", op, Permission.ALLOW
+            )
+        )
+    for op in (AclOperation.READ, AclOperation.DESCRIBE):
+        out.append(
+            AclBinding(
+                ResourceType.GROUP, REGISTRY_GROUP, PatternType.PREFIXED, registry, "*", op, Permission.ALLOW
+            )
+        )
     # the streaming sinks' transactional producers (pipelines.sink: sftraffic-pipeline-<query>-...)
     for op in (AclOperation.WRITE, AclOperation.DESCRIBE):
         out.append(

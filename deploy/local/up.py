@@ -28,7 +28,10 @@ StandardAuthorizer; Mosquitto one TLS listener, a password file and per-device A
 logs in as its own user (the gateway, the fleets, Spark, the dashboard; ``up`` itself as the
 admin) with the settings file ``<data-dir>/secure/<user>.properties`` handed to it as
 ``$SFTRAFFIC_KAFKA_CONFIG``, and every MQTT device as itself. Certificates and passwords are
-made at the first secure start and kept in ``<data-dir>/secure`` (0600) for later ones.
+made at the first secure start and kept in ``<data-dir>/secure`` (0600) for later ones. With
+``--format avro`` the schema registry serves HTTPS and lets in the same users (HTTP Basic, its
+auth file ``<data-dir>/secure/registry-auth.json``), each part with its own credentials in
+``$SFTRAFFIC_REGISTRY`` and the demo's CA in ``$REQUESTS_CA_BUNDLE``.
 
 The backfill runs once per data dir (``<data-dir>/backfill/plan.json``); a data dir whose Spark
 jobs already ran is continued as it is. Its range and the configured weather effects are in the
@@ -46,6 +49,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import signal
 import sys
 import threading
@@ -266,23 +270,40 @@ def mqtt_device_ids(n: int) -> list[str]:
 
 
 class Envs:
-    """Each part's environment: with ``--secure`` its own user's client settings."""
+    """Each part's environment: with ``--secure`` its own user's client settings (and, with a
+    secured registry on ``registry_port``, its credentials there and the CA)."""
 
-    def __init__(self, base: dict[str, str], sec: secure.Secrets | None) -> None:
+    def __init__(
+        self, base: dict[str, str], sec: secure.Secrets | None, registry_port: int | None = None
+    ) -> None:
         self.base = base
         self.sec = sec
+        self.registry_port = registry_port
 
     def __call__(self, principal: str) -> dict[str, str]:
         if self.sec is None:
             return self.base
-        return {**self.base, ENV: str(self.sec.properties(principal))}
+        env = {**self.base, ENV: str(self.sec.properties(principal))}
+        if self.registry_port is not None and principal != secure.REGISTRY:
+            env["SFTRAFFIC_REGISTRY"] = self.sec.registry_url(self.registry_port, principal)
+            env["REQUESTS_CA_BUNDLE"] = str(self.sec.ca)
+        return env
 
 
 def registry_part(
-    py: list[str], root: Path, bootstrap: str, port: int, env: dict[str, str]
+    py: list[str],
+    root: Path,
+    bootstrap: str,
+    port: int,
+    env: dict[str, str],
+    sec: secure.Secrets | None = None,
 ) -> ManagedProcess:
-    """``sftraffic registry`` (``--format avro``): schemas in ``_schemas`` on the store."""
+    """``sftraffic registry`` (``--format avro``): schemas in ``_schemas`` on the store; secured,
+    over HTTPS with the server certificate, letting in the users of its auth file."""
     cmd = [*py, "registry", "-b", bootstrap, "--listen", f"127.0.0.1:{port}"]
+    if sec is not None:
+        cmd += ["--auth-file", str(sec.registry_auth), "--tls-cert", str(sec.dir / "server.crt")]
+        cmd += ["--tls-key", str(sec.dir / "server.key"), "--tls-ca", str(sec.ca)]
     return _part("registry", cmd, "registry listening on", root, env)
 
 
@@ -590,10 +611,6 @@ def run(args: argparse.Namespace) -> int:
             "--secure runs the embedded single-node store: not with --cluster, --store kafka or --bootstrap"
         )
     avro = getattr(args, "format", "json") == "avro"
-    if avro and args.secure:
-        raise StoreError(
-            "--format avro is not yet secured (the registry has no credentials): not with --secure"
-        )
     root = Path(args.data_dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
     py = sftraffic()
@@ -616,8 +633,11 @@ def run(args: argparse.Namespace) -> int:
         )
     base_env = {"SFTRAFFIC_BOOTSTRAP": bootstrap, "PYTHONUNBUFFERED": "1"}
     if avro:  # every part finds the registry there (sensors, gateway, Spark, dashboard)
-        base_env["SFTRAFFIC_REGISTRY"] = f"http://127.0.0.1:{args.registry_port}"
-    env = Envs(base_env, sec)
+        scheme = "https" if sec is not None else "http"
+        base_env["SFTRAFFIC_REGISTRY"] = f"{scheme}://127.0.0.1:{args.registry_port}"
+        if sec is not None:  # up's own registry client (it registers the schemas) trusts the CA
+            os.environ["REQUESTS_CA_BUNDLE"] = str(sec.ca)
+    env = Envs(base_env, sec, args.registry_port if avro else None)
     ctx = {"root": root, "bootstrap": bootstrap, "mqtt": mqtt, "env": env, "secure": sec}
     sup = Supervisor(root)
     sup.install_signals()
@@ -662,12 +682,13 @@ def run(args: argparse.Namespace) -> int:
             from sensors.avro import register_all
 
             url = env.base["SFTRAFFIC_REGISTRY"]
+            secured = " (HTTPS, HTTP Basic users, ACLs)" if sec is not None else ""
             sup.launch(
-                registry_part(py, root, bootstrap, args.registry_port, env.base),
+                registry_part(py, root, bootstrap, args.registry_port, env(secure.REGISTRY), sec),
                 60,
-                f"schema registry on {url}",
+                f"schema registry on {url}{secured}",
             )
-            ids = register_all(url)
+            ids = register_all(sec.registry_url(args.registry_port, secure.ADMIN) if sec else url)
             names = ", ".join(f"{t}-value id {i}" for t, i in ids.items())
             console.print(f"[green]✓[/green] Avro schemas registered: {names}")
         fmt = "avro" if avro else "json"

@@ -2,6 +2,12 @@
 
 Needs the ``registry`` extras (aiohttp, avro); without them the command is listed and answers
 with one line naming the missing module (see ``framework.cli.main``).
+
+``--auth-file`` lets in only the users of a Karapace-format file, each to what its permissions
+allow (:mod:`framework.registry.auth`); ``sftraffic registry-passwd`` prints such a user entry,
+as ``karapace_mkpasswd`` does. ``--tls-cert``/``--tls-key`` serve HTTPS. The registry's own
+Kafka clients take the process's security settings (``$SFTRAFFIC_KAFKA_CONFIG``, as every
+client of the application) under the ``-X`` ones.
 """
 
 from __future__ import annotations
@@ -9,10 +15,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
 import logging
 import signal
+import ssl
+import sys
 
 from framework.cli.common import add_bootstrap, ensure_reachable, parse_kv, quiet_logger, require_modules
+from framework.errors import StoreError
 
 require_modules("aiohttp", "avro")
 
@@ -42,31 +52,86 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         metavar="KEY=VALUE",
         help="a Kafka client setting in librdkafka's names (security.protocol, sasl.*, ssl.*)",
     )
+    p.add_argument(
+        "--auth-file",
+        metavar="FILE",
+        help="users and permissions (Karapace's registry_authfile JSON): HTTP Basic auth required",
+    )
+    p.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate (PEM, chain)")
+    p.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert (PEM)")
+    p.add_argument(
+        "--tls-ca", metavar="FILE", help="CA certificates trusted when forwarding writes to an https leader"
+    )
     p.set_defaults(func=run)
+
+    pw = sub.add_parser(
+        "registry-passwd",
+        help="print a user entry for a registry --auth-file (as Karapace's karapace_mkpasswd)",
+    )
+    pw.add_argument("-u", "--user", required=True, help="the user name")
+    pw.add_argument("-a", "--algorithm", default="sha512", choices=["sha1", "sha256", "sha512", "scrypt"])
+    pw.add_argument("password", help="the password; - reads it from the first line of standard input")
+    pw.add_argument("salt", nargs="?", help="the salt (random when not given)")
+    pw.set_defaults(func=passwd)
+
+
+def passwd(args: argparse.Namespace) -> int:
+    from framework.registry.auth import user_entry  # noqa: PLC0415
+
+    from_stdin = args.password == "-"  # noqa: S105 (the "read it from stdin" marker)
+    password = sys.stdin.readline().rstrip("\n") if from_stdin else args.password
+    if not password:
+        raise StoreError("registry-passwd: an empty password")
+    print(json.dumps(user_entry(args.user, password, args.algorithm, args.salt), indent=4))
+    return 0
+
+
+def tls_contexts(args: argparse.Namespace) -> tuple[ssl.SSLContext | None, ssl.SSLContext | None]:
+    """(the server's context or None for plain HTTP, the forwarding client's or None), checked
+    here so that a bad file is one line at start."""
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise StoreError("--tls-cert and --tls-key go together")
+    server = client = None
+    try:
+        if args.tls_cert:
+            server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            server.load_cert_chain(args.tls_cert, args.tls_key)
+        if args.tls_ca:
+            client = ssl.create_default_context(cafile=args.tls_ca)
+    except (OSError, ssl.SSLError) as exc:
+        raise StoreError(f"registry TLS: {exc}") from None
+    return server, client
 
 
 def run(args: argparse.Namespace) -> int:
     # imported here: building the parser must not need the extras
     from aiohttp import web  # noqa: PLC0415
 
+    from framework.client.security import secured  # noqa: PLC0415
     from framework.registry.app import make_app  # noqa: PLC0415
+    from framework.registry.auth import AuthFile, AuthFileError  # noqa: PLC0415
     from framework.registry.election import Election  # noqa: PLC0415
     from framework.registry.store import KafkaStore  # noqa: PLC0415
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    server_tls, forward_tls = tls_contexts(args)
+    try:
+        auth = AuthFile(args.auth_file) if args.auth_file else None
+    except AuthFileError as exc:
+        raise StoreError(str(exc)) from None
     ensure_reachable(args.bootstrap)
     host, _, port = args.listen.rpartition(":")
-    url = args.advertised_url or f"http://{host}:{port}"
-    client = {"logger": quiet_logger(), **parse_kv(args.client, "-X")}
+    url = args.advertised_url or f"{'https' if server_tls else 'http'}://{host}:{port}"
+    client = secured({"logger": quiet_logger(), **parse_kv(args.client, "-X")})
     store = KafkaStore(args.bootstrap, args.topic, client, args.replication_factor)
     election = Election(args.bootstrap, args.topic, args.group, url, client, not args.no_leader_eligibility)
 
     async def serve() -> None:
         await asyncio.to_thread(store.start)
         election.start()
-        runner = web.AppRunner(make_app(store, election), access_log=None)
+        runner = web.AppRunner(make_app(store, election, auth, forward_tls), access_log=None)
         await runner.setup()
-        await web.TCPSite(runner, host or "127.0.0.1", int(port)).start()
+        await web.TCPSite(runner, host or "127.0.0.1", int(port), ssl_context=server_tls).start()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -78,7 +143,8 @@ def run(args: argparse.Namespace) -> int:
         # felt by the requests in flight)
         gc.collect()
         gc.freeze()
-        print(f"registry listening on {url} ({count} schemas read from {args.topic})", flush=True)
+        who = f", {len(auth.users)} users may log in" if auth is not None else ""
+        print(f"registry listening on {url} ({count} schemas read from {args.topic}{who})", flush=True)
         await stop.wait()
         await runner.cleanup()
         await asyncio.to_thread(election.close)

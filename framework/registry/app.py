@@ -9,6 +9,15 @@ follower forwards the request to the leader's URL and, once answered, catches up
 topic before answering itself (read your writes). Every refusal is a
 :class:`~framework.registry.errors.RegistryError`, answered with Confluent's JSON error body;
 an unexpected exception is logged and answered 500/50001, never with a traceback.
+
+With an :class:`~framework.registry.auth.AuthFile` every request but ``GET /`` and
+``GET /schemas/types`` needs HTTP Basic credentials of one of its users (401/40101 otherwise),
+and is allowed as Karapace allows it: ``Read``/``Write`` on ``Subject:<name>`` for a subject's
+versions, lookups, compatibility checks, config and mode; on ``Config:`` for the global config
+and mode (403/40301 when refused). A subject the user may not read is answered as one that does
+not exist (40401), a schema id used by no subject the user may read as an unknown id (40403),
+and lists leave out what the user may not read. A forwarded write carries the client's
+credentials: the leader checks them again.
 """
 
 from __future__ import annotations
@@ -16,11 +25,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from aiohttp import ClientError, ClientSession, ClientTimeout, web
+from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector, web
 
+from framework.registry.auth import AuthFile, Operation
 from framework.registry.compatibility import check
 from framework.registry.election import Election
 from framework.registry.errors import RegistryError
@@ -34,6 +45,10 @@ log = logging.getLogger("sftraffic.registry")
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 FORWARDED = "X-Sftraffic-Registry-Forwarded"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# answered without credentials (Confluent's root is {}, the types reveal nothing)
+PUBLIC = frozenset({"/", "/schemas/types"})
+REALM = 'Basic realm="sftraffic schema registry"'
+RELOAD_EVERY_S = 1.0  # how often the auth file's modification time is looked at
 
 
 def reply(body: Any, status: int = 200) -> web.Response:
@@ -96,14 +111,79 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         )
 
 
-class Registry:
-    """The handlers, over a store and an election."""
+def auth_middleware(auth: AuthFile) -> Any:
+    """HTTP Basic authentication against ``auth``; the user is ``request["user"]``."""
+    next_reload = 0.0
 
-    def __init__(self, store: KafkaStore, election: Election) -> None:
+    @web.middleware
+    async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
+        nonlocal next_reload
+        if request.path in PUBLIC and request.method == "GET":
+            return await handler(request)
+        now = asyncio.get_running_loop().time()
+        if now >= next_reload:
+            next_reload = now + RELOAD_EVERY_S
+            auth.maybe_reload()
+        user = auth.authenticate(request.headers.get("Authorization"))
+        if user is None:
+            err = RegistryError.unauthorized()
+            resp = reply(err.body(), err.http_status)
+            resp.headers["WWW-Authenticate"] = REALM
+            return resp
+        request["user"] = user
+        return await handler(request)
+
+    return authenticate
+
+
+class Registry:
+    """The handlers, over a store and an election (and who may do what, when ``auth`` is set)."""
+
+    def __init__(
+        self,
+        store: KafkaStore,
+        election: Election,
+        auth: AuthFile | None = None,
+        forward_ssl: ssl.SSLContext | None = None,
+    ) -> None:
         self.store = store
         self.election = election
+        self.auth = auth
+        self.forward_ssl = forward_ssl
         self._write_lock = asyncio.Lock()
         self._session: ClientSession | None = None
+
+    # -- permissions ------------------------------------------------------------------------------
+    def may(self, request: web.Request, operation: Operation, subject: str) -> bool:
+        """May the request's user do ``operation`` on ``subject`` (always, without auth)?"""
+        if self.auth is None:
+            return True
+        return self.auth.allowed(request["user"], operation, f"Subject:{subject}")
+
+    def need(self, request: web.Request, operation: Operation, subject: str | None) -> None:
+        """Refuse unless allowed: a subject as if it did not exist, the global config with 403."""
+        if self.auth is None:
+            return
+        if subject is not None:
+            if not self.may(request, operation, subject):
+                raise RegistryError.subject_not_found(subject)
+        elif not self.auth.allowed(request["user"], operation, "Config:"):
+            who, what = request["user"].username, operation.value.lower()
+            raise RegistryError.forbidden(f"{who} may not {what} the global config and mode")
+
+    def _visible(self, request: web.Request, s: RegistryState, sid: int) -> None:
+        """Schema ``sid`` exists and a subject using it is one the user may read; 40403 if not
+        (the same answer as for an id nobody registered)."""
+        s.schema_by_id(sid)
+        if self.auth is not None and not any(
+            self.may(request, Operation.READ, subject) for subject in s.subjects_using(sid)
+        ):
+            raise RegistryError.schema_id_not_found(sid)  # as if it did not exist
+
+    def _readable_uses(self, request: web.Request, s: RegistryState, sid: int, deleted: bool) -> list[Any]:
+        """The subject versions using schema ``sid`` that the user may read (40403 when none)."""
+        self._visible(request, s, sid)
+        return [u for u in s.uses_of(sid, deleted) if self.may(request, Operation.READ, u["subject"])]
 
     # -- helpers ----------------------------------------------------------------------------------
     async def read(self, fn: Callable[[RegistryState], Any]) -> Any:
@@ -159,8 +239,11 @@ class Registry:
 
     async def _forward(self, request: web.Request, leader: str) -> web.StreamResponse:
         if self._session is None:
-            self._session = ClientSession(timeout=ClientTimeout(total=60))
+            connector = TCPConnector(ssl=self.forward_ssl) if self.forward_ssl is not None else None
+            self._session = ClientSession(timeout=ClientTimeout(total=60), connector=connector)
         headers = {"Content-Type": CONTENT_TYPE, FORWARDED: "1", "Accept": CONTENT_TYPE}
+        if "Authorization" in request.headers:  # the leader checks the client's credentials again
+            headers["Authorization"] = request.headers["Authorization"]
         body = await request.read()
         try:
             async with self._session.request(
@@ -186,7 +269,7 @@ class Registry:
     async def subjects(self, request: web.Request) -> web.StreamResponse:
         deleted, prefix = _flag(request, "deleted"), request.query.get("subjectPrefix", "")
         names = await self.read(lambda s: s.subject_names(deleted))
-        return reply([n for n in names if n.startswith(prefix)])
+        return reply([n for n in names if n.startswith(prefix) and self.may(request, Operation.READ, n)])
 
     async def schemas(self, request: web.Request) -> web.StreamResponse:
         """GET /schemas: every subject version (``subjectPrefix``, ``deleted``, ``latestOnly``)."""
@@ -196,7 +279,7 @@ class Registry:
         def every(s: RegistryState) -> list[Any]:
             out = []
             for subject in s.subject_names(deleted):
-                if not subject.startswith(prefix):
+                if not subject.startswith(prefix) or not self.may(request, Operation.READ, subject):
                     continue
                 versions = sorted(s.versions(subject, deleted).items())
                 for n, v in versions[-1:] if latest_only else versions:
@@ -207,6 +290,7 @@ class Registry:
 
     async def subject_versions(self, request: web.Request) -> web.StreamResponse:
         subject, deleted = request.match_info["subject"], _flag(request, "deleted")
+        self.need(request, Operation.READ, subject)
         return reply(await self.read(lambda s: list(s.versions(subject, deleted))))
 
     async def subject_version(self, request: web.Request) -> web.StreamResponse:
@@ -218,6 +302,7 @@ class Registry:
 
     def _version_answer(self, request: web.Request) -> Callable[[RegistryState], Any]:
         subject, version = request.match_info["subject"], request.match_info["version"]
+        self.need(request, Operation.READ, subject)
         parse_version(version)
         deleted = _flag(request, "deleted")
 
@@ -229,6 +314,7 @@ class Registry:
 
     async def referenced_by(self, request: web.Request) -> web.StreamResponse:
         subject, version = request.match_info["subject"], request.match_info["version"]
+        self.need(request, Operation.READ, subject)
 
         def users(s: RegistryState) -> list[int]:
             n, _ = s.version(subject, version)
@@ -243,6 +329,7 @@ class Registry:
 
     async def register(self, request: web.Request) -> web.StreamResponse:
         subject = request.match_info["subject"]
+        self.need(request, Operation.WRITE, subject)
         body = await _body(request)
         text, stype, refs = _schema_fields(body)
         normalize_flag = request.query.get("normalize")
@@ -270,6 +357,7 @@ class Registry:
 
     async def lookup(self, request: web.Request) -> web.StreamResponse:
         subject = request.match_info["subject"]
+        self.need(request, Operation.READ, subject)
         body = await _body(request)
         text, stype, refs = _schema_fields(body)
         deleted = _flag(request, "deleted")
@@ -284,12 +372,14 @@ class Registry:
 
     async def delete_version(self, request: web.Request) -> web.StreamResponse:
         subject, version = request.match_info["subject"], request.match_info["version"]
+        self.need(request, Operation.WRITE, subject)
         parse_version(version)
         permanent = _flag(request, "permanent")
         return await self.write(request, lambda s: s.plan_delete_version(subject, version, permanent))
 
     async def delete_subject(self, request: web.Request) -> web.StreamResponse:
         subject, permanent = request.match_info["subject"], _flag(request, "permanent")
+        self.need(request, Operation.WRITE, subject)
         return await self.write(request, lambda s: s.plan_delete_subject(subject, permanent))
 
     # -- schemas by id ----------------------------------------------------------------------------
@@ -300,35 +390,34 @@ class Registry:
         except ValueError:
             raise RegistryError(404, "HTTP 404 Not Found") from None
 
+    def _schema(self, request: web.Request, sid: int) -> Callable[[RegistryState], Any]:
+        """Schema ``sid``'s entry, if the user may read a subject using it."""
+
+        def entry(s: RegistryState) -> Any:
+            self._visible(request, s, sid)
+            return s.schema_by_id(sid)
+
+        return entry
+
     async def schema_by_id(self, request: web.Request) -> web.StreamResponse:
         sid = self._id(request)
+        entry = await self.read(self._schema(request, sid))
         if request.query:  # ?subject=..., ?format=...: answered alike
-            return reply(await self.read(lambda s: s.schema_by_id(sid).answer()))
-        body = await self.read(lambda s: s.schema_by_id(sid).answer_bytes())
-        return web.Response(body=body, content_type=CONTENT_TYPE)
+            return reply(entry.answer())
+        return web.Response(body=entry.answer_bytes(), content_type=CONTENT_TYPE)
 
     async def schema_by_id_raw(self, request: web.Request) -> web.StreamResponse:
-        sid = self._id(request)
-        answer = await self.read(lambda s: s.schema_by_id(sid).answer())
+        answer = (await self.read(self._schema(request, self._id(request)))).answer()
         return web.Response(text=answer["schema"], content_type=CONTENT_TYPE)
 
     async def schema_versions(self, request: web.Request) -> web.StreamResponse:
         sid, deleted = self._id(request), _flag(request, "deleted")
-
-        def uses(s: RegistryState) -> Any:
-            s.schema_by_id(sid)
-            return s.uses_of(sid, deleted)
-
-        return reply(await self.read(uses))
+        return reply(await self.read(lambda s: self._readable_uses(request, s, sid, deleted)))
 
     async def schema_subjects(self, request: web.Request) -> web.StreamResponse:
         sid, deleted = self._id(request), _flag(request, "deleted")
-
-        def subjects(s: RegistryState) -> Any:
-            s.schema_by_id(sid)
-            return sorted({u["subject"] for u in s.uses_of(sid, deleted)})
-
-        return reply(await self.read(subjects))
+        uses = await self.read(lambda s: self._readable_uses(request, s, sid, deleted))
+        return reply(sorted({u["subject"] for u in uses}))
 
     async def schema_types(self, request: web.Request) -> web.StreamResponse:
         return reply(SCHEMA_TYPES)
@@ -336,6 +425,7 @@ class Registry:
     # -- compatibility ----------------------------------------------------------------------------
     async def compatibility(self, request: web.Request) -> web.StreamResponse:
         subject = request.match_info["subject"]
+        self.need(request, Operation.READ, subject)
         version = request.match_info.get("version")
         if version is not None:
             parse_version(version)
@@ -364,6 +454,7 @@ class Registry:
 
     async def get_config(self, request: web.Request) -> web.StreamResponse:
         subject = self._subject_or_none(request)
+        self.need(request, Operation.READ, subject)
         to_global = _flag(request, "defaultToGlobal")
 
         def config(s: RegistryState) -> Any:
@@ -378,17 +469,21 @@ class Registry:
         return reply(await self.read(config))
 
     async def put_config(self, request: web.Request) -> web.StreamResponse:
-        subject, body = self._subject_or_none(request), await _body(request)
+        subject = self._subject_or_none(request)
+        self.need(request, Operation.WRITE, subject)
+        body = await _body(request)
         with self.store.lock:
             self.store.state.plan_config(subject, body)  # refuse bad input before forwarding
         return await self.write(request, lambda s: s.plan_config(subject, body))
 
     async def delete_config(self, request: web.Request) -> web.StreamResponse:
         subject = self._subject_or_none(request)
+        self.need(request, Operation.WRITE, subject)
         return await self.write(request, lambda s: s.plan_delete_config(subject))
 
     async def get_mode(self, request: web.Request) -> web.StreamResponse:
         subject = self._subject_or_none(request)
+        self.need(request, Operation.READ, subject)
         to_global = _flag(request, "defaultToGlobal")
 
         def mode(s: RegistryState) -> Any:
@@ -399,19 +494,32 @@ class Registry:
         return reply(await self.read(mode))
 
     async def put_mode(self, request: web.Request) -> web.StreamResponse:
-        subject, body = self._subject_or_none(request), await _body(request)
+        subject = self._subject_or_none(request)
+        self.need(request, Operation.WRITE, subject)
+        body = await _body(request)
         with self.store.lock:
             self.store.state.plan_mode(subject, body)
         return await self.write(request, lambda s: s.plan_mode(subject, body))
 
     async def delete_mode(self, request: web.Request) -> web.StreamResponse:
         subject = request.match_info["subject"]
+        self.need(request, Operation.WRITE, subject)
         return await self.write(request, lambda s: s.plan_delete_mode(subject))
 
 
-def make_app(store: KafkaStore, election: Election) -> web.Application:
-    r = Registry(store, election)
-    app = web.Application(middlewares=[errors_middleware], client_max_size=16 * 1024 * 1024)
+def make_app(
+    store: KafkaStore,
+    election: Election,
+    auth: AuthFile | None = None,
+    forward_ssl: ssl.SSLContext | None = None,
+) -> web.Application:
+    """The REST API; with ``auth`` only its users get in, each to what it may do; ``forward_ssl``
+    is the TLS context for forwarding writes to an https leader (default: the system's CAs)."""
+    r = Registry(store, election, auth, forward_ssl)
+    middlewares: list[Any] = [errors_middleware]
+    if auth is not None:
+        middlewares.append(auth_middleware(auth))
+    app = web.Application(middlewares=middlewares, client_max_size=16 * 1024 * 1024)
     app["registry"] = r
     s = "/subjects/{subject}"
     v = s + "/versions/{version}"

@@ -29,6 +29,15 @@ class RegistryError(Exception):
     def body(self) -> dict[str, object]:
         return {"error_code": self.error_code, "message": self.message}
 
+    # -- 401xx, 403xx ---------------------------------------------------------------------------
+    @classmethod
+    def unauthorized(cls) -> RegistryError:
+        return cls(40101, "Unauthorized")
+
+    @classmethod
+    def forbidden(cls, detail: str) -> RegistryError:
+        return cls(40301, f"Forbidden: {detail}")
+
     # -- 404xx ---------------------------------------------------------------------------------
     @classmethod
     def subject_not_found(cls, subject: str) -> RegistryError:

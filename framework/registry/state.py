@@ -105,7 +105,8 @@ class RegistryState:
         self.configs: dict[str | None, dict[str, Any]] = {}
         self.modes: dict[str | None, str] = {}
         self.max_id = 0
-        self._uses: dict[int, int] = {}  # schema id -> (subject, version) records naming it
+        # schema id -> subject -> its versions naming it (deleted ones included)
+        self._uses: dict[int, dict[str, int]] = {}
 
     # -- applying records (in log order) --------------------------------------------------------
     def apply(self, key_raw: bytes | None, value_raw: bytes | None) -> bool:
@@ -150,7 +151,7 @@ class RegistryState:
             versions = self.subjects.get(subject, {})
             gone = versions.pop(version, None)
             if gone is not None:
-                self._uses[gone.schema_id] -= 1
+                self._unuse(gone.schema_id, subject)
             if not versions:
                 self.subjects.pop(subject, None)
             return True
@@ -172,10 +173,17 @@ class RegistryState:
         versions = self.subjects.setdefault(subject, {})
         before = versions.get(version)
         if before is not None:
-            self._uses[before.schema_id] -= 1
+            self._unuse(before.schema_id, subject)
         versions[version] = Version(sid, bool(value.get("deleted", False)))
-        self._uses[sid] = self._uses.get(sid, 0) + 1
+        by_subject = self._uses.setdefault(sid, {})
+        by_subject[subject] = by_subject.get(subject, 0) + 1
         return True
+
+    def _unuse(self, sid: int, subject: str) -> None:
+        by_subject = self._uses[sid]
+        by_subject[subject] -= 1
+        if not by_subject[subject]:
+            del by_subject[subject]
 
     # -- queries ----------------------------------------------------------------------------------
     def subject_names(self, deleted: bool = False) -> list[str]:
@@ -214,6 +222,10 @@ class RegistryState:
         if entry is None or not self._uses.get(schema_id):
             raise RegistryError.schema_id_not_found(schema_id)
         return entry
+
+    def subjects_using(self, schema_id: int) -> list[str]:
+        """The subjects with a version (soft-deleted ones included) naming ``schema_id``."""
+        return list(self._uses.get(schema_id, ()))
 
     def uses_of(self, schema_id: int, deleted: bool = False) -> list[dict[str, Any]]:
         return [

@@ -83,9 +83,9 @@ def _decoder(fields: list[tuple[str, Any]], reader: dict[str, Any], required: tu
 
     from pipelines import source
 
-    source._WRITERS[(REGISTRY, 11)] = avro.TRAFFIC
-    source._WRITERS[(REGISTRY, 12)] = avro.TRAFFIC_V2
-    source._WRITERS[(REGISTRY, 13)] = avro.WEATHER
+    source._WRITERS[(REGISTRY, None, 11)] = avro.TRAFFIC
+    source._WRITERS[(REGISTRY, None, 12)] = avro.TRAFFIC_V2
+    source._WRITERS[(REGISTRY, None, 13)] = avro.WEATHER
     vs = StructType([StructField(n, t) for n, t in fields]).json()
     return source.AvroValues(vs, REGISTRY, json.dumps(reader), required)
 
@@ -137,9 +137,24 @@ def test_columns_equal_the_record_by_record_column() -> None:
     assert dec.column(mixed).equals(_per_record(dec, mixed))
 
 
-def test_batches_it_does_not_cover_go_record_by_record() -> None:
+def _registry_answers(status: int) -> Any:
+    """A stand-in for requests.get: the registry answers ``status`` to everything."""
+    import requests
+
+    def get(url: str, **kw: Any) -> requests.Response:
+        r = requests.Response()
+        r.status_code, r.url, r.reason = status, url, "Not Found" if status == 404 else "Unauthorized"
+        r._content = json.dumps({"error_code": status * 100 + 3, "message": "no"}).encode()
+        return r
+
+    return get
+
+
+def test_batches_it_does_not_cover_go_record_by_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    import requests
     from pyspark.sql.types import DoubleType, StringType
 
+    monkeypatch.setattr(requests, "get", _registry_answers(404))  # an id nobody registered
     fields = [("sensor_id", StringType()), ("weight_kg", DoubleType()), ("speed_kmh", DoubleType())]
     evs = _traffic(200)
     good = _values(avro.TRAFFIC, evs, 11)
@@ -162,6 +177,27 @@ def test_batches_it_does_not_cover_go_record_by_record() -> None:
     dec = _decoder(fields, avro.TRAFFIC, ("sensor_id", "weight_kg"))
     assert dec._batch(good) is None
     assert dec.column(good).field("_corrupt_record").null_count == len(good) - len(good[::7])
+
+
+def test_a_registry_down_or_refusing_fails_the_batch_instead_of_its_records(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An unknown id makes corrupt records; a registry that cannot be reached or refuses the
+    credentials is no fault of the records: the query fails (Spark retries the task) rather
+    than sending every record to the dead letters."""
+    import requests
+    from pyspark.sql.types import StringType
+
+    from pipelines.source import SourceError
+
+    values = [b"\x00\x00\x00\x03\xe8" + v[5:] for v in _values(avro.TRAFFIC, _traffic(100), 11)]
+    for path in (_per_record, lambda dec, vs: dec.column(vs)):
+        dec = _decoder([("sensor_id", StringType())], avro.TRAFFIC)  # REGISTRY: connection refused
+        with pytest.raises(SourceError, match="ConnectionError reading schema 1000"):
+            path(dec, values)
+    monkeypatch.setattr(requests, "get", _registry_answers(401))
+    with pytest.raises(SourceError, match=r"401 Unauthorized .*schemaRegistryPassword"):
+        _decoder([("sensor_id", StringType())], avro.TRAFFIC).column(values)
 
 
 def test_weather_columns() -> None:

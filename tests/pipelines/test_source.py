@@ -18,7 +18,6 @@ from tests.support.history import KEEP, T0
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 
-
 def topic_with(bootstrap: str, name: str, values: list[bytes], partitions: int = 1) -> None:
     a = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
     a.create_topics([NewTopic(name, partitions, 1, config=KEEP)])[name].result(10)

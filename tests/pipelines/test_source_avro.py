@@ -79,13 +79,56 @@ def test_mixed_v1_v2_and_json_values_read_as_one_column(spark: Any, store: tuple
 
 
 def test_avro_options_are_checked_on_the_driver() -> None:
+    from pipelines.source import Options
+
     vs = schemas.TRAFFIC.json()
     with pytest.raises(SourceError, match="schemaRegistryUrl"):
-        from pipelines.source import Options
-
         Options.parse({"bootstrap": "x:1", "subscribe": "t", "valueFormat": "avro", "valueSchema": vs})
     with pytest.raises(SourceError, match="valueAvroSchema"):
         AvroValues(vs, "http://127.0.0.1:1", reader='{"type": "nope"}')
+    with pytest.raises(SourceError, match="schemaRegistryUser and schemaRegistryPassword go together"):
+        Options.parse({"bootstrap": "x:1", "subscribe": "t", "schemaRegistryUser": "spark"})
+
+
+def test_a_registry_wanting_credentials_gets_them_from_the_options(
+    spark: Any, broker_factory: BrokerFactory, tmp_path: Any
+) -> None:
+    """schemaRegistryUser/schemaRegistryPassword (options Spark redacts): the writers' schemas
+    are fetched with them; without them the query fails with one line saying which options."""
+    from framework.registry.auth import user_entry
+
+    b = broker_factory()
+    auth = tmp_path / "auth.json"
+    users = [user_entry("fleet", "f-pw"), user_entry("spark", "s-pw")]
+    may = [{"username": "fleet", "operation": "Write", "resource": ".*"}]
+    may.append({"username": "spark", "operation": "Read", "resource": "Subject:traffic"})
+    auth.write_text(json.dumps({"users": users, "permissions": may}))
+    registry = RegistryProcess(b.bootstrap, extra_args=["--auth-file", str(auth)]).start(timeout=60)
+    try:
+        topic = "traffic_monitoring.traffic"
+        url = registry.url.replace("http://", "http://fleet:f-pw@")  # type: ignore[attr-defined]
+        topic_with(
+            b.bootstrap, topic, [avro.AvroEncoder(url, schemas={topic: avro.TRAFFIC}).encode(topic, EVENT)]
+        )
+        vs = transforms.pruned(schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED, ("seq",))
+
+        def read(*creds: str) -> Any:
+            r = (
+                reader(spark, b.bootstrap, topic)
+                .option("startingOffsets", "earliest")
+                .option("valueFormat", "avro")
+                .option("schemaRegistryUrl", registry.url)  # type: ignore[attr-defined]
+                .option("valueSchema", vs.json())
+            )
+            if creds:
+                r = r.option("schemaRegistryUser", creds[0]).option("schemaRegistryPassword", creds[1])
+            return r.load().select("json.*").collect()
+
+        assert [row.speed_kmh for row in read("spark", "s-pw")] == [31.5]
+        with pytest.raises(Exception, match=r"401 Unauthorized reading schema \d+ .*schemaRegistryPassword"):
+            read()
+    finally:
+        registry.stop()
 
 
 def test_batch_jobs_run_on_avro_events(spark: Any, broker_factory: BrokerFactory, tmp_path: Any) -> None:

@@ -1,11 +1,15 @@
-"""``sftraffic up --secure``: the demo with TLS, SCRAM and ACLs everywhere, end to end.
+"""``sftraffic up --secure --format avro``: the demo with TLS, SCRAM and ACLs everywhere, end
+to end, on Avro through a registry that wants credentials.
 
 A reading published over TLS by a provisioned MQTT device (its own user name and password)
 reaches the dashboard through Mosquitto's ACLs, the gateway (SCRAM-SHA-256 over TLS to the
-store) and the dashboard's own consumer (its user, which may only consume); the store listens
-on SASL_SSL only; after the stop, no password is in clear in the store's data dir (metadata
-included), nor in Mosquitto's. Without Spark (its credentials are covered by
-tests/integration/test_mqtt_security.py), to stay quick.
+store; the reading converted to Avro with a schema it may register, HTTPS and Basic credentials
+to the registry) and the dashboard's own consumer (its user, which may only consume, and only
+read schemas); the store listens on SASL_SSL only, the registry on HTTPS with HTTP Basic users;
+after the stop, no password is in clear in the store's data dir (metadata included), nor in
+Mosquitto's, the registry's auth file or any log. Without Spark (its credentials are covered by
+tests/integration/test_mqtt_security.py and tests/pipelines/test_secure_source.py), to stay
+quick.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import requests
 
 from deploy.local import secure
 from deploy.local.process import free_port, wait_for
@@ -66,8 +71,9 @@ def _publish_as_device(port: int, ca: Path, device: str, password: str, dash: st
 
 
 def test_up_secure_runs_the_demo_with_auth_everywhere(tmp_path: Path) -> None:
-    ports = {k: free_port() for k in ("store", "metrics", "mqtt", "dash")}
+    ports = {k: free_port() for k in ("store", "metrics", "mqtt", "dash", "registry")}
     cmd = _up_cmd(tmp_path, ports["store"], ports, "--secure", "--no-spark", "--mqtt-devices", "10")
+    cmd += ["--format", "avro", "--registry-port", str(ports["registry"])]
     log = tmp_path / "up.out"
     data = tmp_path / "up"
     proc = _start_up(cmd, log)
@@ -96,6 +102,23 @@ def test_up_secure_runs_the_demo_with_auth_everywhere(tmp_path: Path) -> None:
         assert "refused" not in devices_log and "Traceback" not in devices_log, devices_log[-2000:]
         health = _get(f"{dash}/api/health")[1]
         assert health["store_ok"] is True, health
+        # the registry: HTTPS, nobody without credentials, the dashboard may read but not register
+        registry = f"https://127.0.0.1:{ports['registry']}"
+        anonymous = requests.get(f"{registry}/subjects", verify=str(s.ca), timeout=10)
+        assert anonymous.status_code == 401, anonymous.text
+        as_dashboard = (secure.DASHBOARD, pw[f"kafka:{secure.DASHBOARD}"])
+        subjects = requests.get(
+            f"{registry}/subjects", auth=as_dashboard, verify=str(s.ca), timeout=10
+        ).json()
+        assert f"{layout.topic('traffic')}-value" in subjects, subjects
+        register = requests.post(
+            f"{registry}/subjects/{layout.topic('traffic')}-value/versions",
+            json={"schema": '{"type": "string"}'},
+            auth=as_dashboard,
+            verify=str(s.ca),
+            timeout=10,
+        )
+        assert register.json()["error_code"] == 40401, register.text
         # the store speaks TLS only: a plaintext Kafka request gets no answer but a closed socket
         with socket.create_connection(("127.0.0.1", ports["store"]), timeout=5) as sock:
             sock.sendall(b"\x00\x00\x00\x0a\x00\x12\x00\x00\x00\x00\x00\x01\x00\x00")
@@ -108,7 +131,10 @@ def test_up_secure_runs_the_demo_with_auth_everywhere(tmp_path: Path) -> None:
     finally:
         _stop_and_check_nothing_left(proc, log, pids, data)
     clear = [v.encode() for v in pw.values()]
-    for f in [*(data / "store-1").rglob("*"), *(data / "mosquitto").rglob("*"), *(data / "logs").rglob("*")]:
+    registry_auth = data / "secure" / "registry-auth.json"
+    assert b"password_hash" in registry_auth.read_bytes()
+    files = [*(data / "store-1").rglob("*"), *(data / "mosquitto").rglob("*"), *(data / "logs").rglob("*")]
+    for f in [*files, registry_auth]:
         if f.is_file():
             body = f.read_bytes()
             assert not [p for p in clear if p in body], f"a password in clear in {f}"
