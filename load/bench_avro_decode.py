@@ -65,8 +65,8 @@ def decoders() -> tuple[Any, Any]:
 
     vs = transforms.pruned(schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED, TRAFFIC_FIELDS).json()
     required = schemas.TRAFFIC_REQUIRED
-    source._WRITERS[(REGISTRY, SCHEMA_ID)] = TRAFFIC
-    source._WRITERS[(REGISTRY, SCHEMA_ID_V2)] = TRAFFIC_V2
+    source.remember_writer_schema(REGISTRY, SCHEMA_ID, TRAFFIC)
+    source.remember_writer_schema(REGISTRY, SCHEMA_ID_V2, TRAFFIC_V2)
     return (
         source.JsonValues(vs, required),
         source.AvroValues(vs, REGISTRY, json.dumps(TRAFFIC), required),

@@ -226,6 +226,13 @@ class JsonValues:
 _WRITERS: dict[tuple[str, tuple[str, str] | None, int], Any] = {}
 
 
+def remember_writer_schema(
+    registry: str, schema_id: int, schema: Any, auth: tuple[str, str] | None = None
+) -> None:
+    """Put a writer schema in this process's cache, as if fetched (benchmarks, tests)."""
+    _WRITERS[(registry, auth, schema_id)] = schema
+
+
 def _writer_schema(registry: str, schema_id: int, auth: tuple[str, str] | None = None) -> Any:
     key = (registry, auth, schema_id)
     found = _WRITERS.get(key)

@@ -26,6 +26,15 @@ every file holding a key or a password 0600), then reused by later starts:
 The store's users (as ``sftraffic users add --data-dir``) and its ACLs (:func:`acls`: least
 privilege, through the seeds' stream permissions where they fit, as ``sftraffic streams
 grant`` makes them) are written into its data dir before it starts (:func:`prepare_store`).
+
+A cluster (``up --secure --cluster N``) keeps users and ACLs in its metadata quorum: the users
+go into the first broker's data dir before the first start (proposed to the quorum by that
+broker, as Kafka's ``kafka-storage format --add-scram``), the ACLs are created through the
+admin API once the admin can log in (:func:`prepare_cluster`, :func:`grant_in_cluster`). Every
+broker has one SASL_SSL listener, which is also the inter-broker listener: replica fetchers
+log in as ``sftraffic-broker`` (a super user), and the quorum's Raft links are authenticated
+and encrypted with a shared secret (``controller.quorum.password``); those two passwords are in
+``broker-secrets.toml`` (0600, the brokers' ``--config``), never on a command line.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from deploy.local.mosquitto import MqttSecurity, write_acl_file, write_password_file
 from framework.client.security import write_properties
@@ -49,7 +59,8 @@ ADMIN = "sftraffic-admin"
 # Kafka principals of the demo's parts (SCRAM users), besides the admin
 GATEWAY, SENSORS, SPARK, DASHBOARD = "gateway", "sensors", "spark", "dashboard"
 REGISTRY = "schema-registry"  # the schema registry's own Kafka clients (--format avro)
-PRINCIPALS = (ADMIN, GATEWAY, SENSORS, SPARK, DASHBOARD, REGISTRY)
+BROKER = "sftraffic-broker"  # a cluster's replica fetchers (the inter-broker user)
+PRINCIPALS = (ADMIN, GATEWAY, SENSORS, SPARK, DASHBOARD, REGISTRY, BROKER)
 REGISTRY_TOPIC, REGISTRY_GROUP = "_schemas", "schema-registry"  # sftraffic registry's defaults
 MQTT_GATEWAY = "sftraffic-gateway"  # the gateway's MQTT user (devices are named by sensor id)
 
@@ -74,6 +85,10 @@ class Secrets:
 
     def properties(self, principal: str) -> Path:
         return self.dir / f"{principal}.properties"
+
+    @property
+    def broker_secrets(self) -> Path:
+        return self.dir / "broker-secrets.toml"
 
     @property
     def registry_auth(self) -> Path:
@@ -155,6 +170,7 @@ def ensure(root: Path, devices: list[str]) -> tuple[Secrets, list[str]]:
     except (OSError, ValueError) as exc:
         raise StoreError(f"{s.passwords_file}: unreadable ({exc}); remove it to start afresh") from None
     wanted = [*(f"kafka:{p}" for p in PRINCIPALS), f"mqtt:{MQTT_GATEWAY}", *(f"mqtt:{x}" for x in devices)]
+    wanted.append("quorum")  # a cluster's controller.quorum.password
     new = [k for k in wanted if k not in pw]
     if new:
         pw.update({k: _password() for k in new})
@@ -177,6 +193,9 @@ def ensure(root: Path, devices: list[str]) -> tuple[Secrets, list[str]]:
     write_password_file(s.mqtt.password_file, mqtt_users)
     write_acl_file(s.mqtt.acl_file, [MQTT_GATEWAY])
     _private(s.registry_auth, json.dumps(registry_auth(pw), indent=1))
+    # a cluster's passwords, as the brokers' --config (TOML strings: JSON's quoting is TOML's)
+    toml = {"sasl.inter.broker.password": pw[f"kafka:{BROKER}"], "controller.quorum.password": pw["quorum"]}
+    _private(s.broker_secrets, "".join(f"{json.dumps(k)} = {json.dumps(v)}\n" for k, v in toml.items()))
     return s, made
 
 
@@ -196,10 +215,12 @@ def registry_auth(pw: dict[str, str], stream: str = STREAM) -> dict[str, object]
 
 
 # -- the store ------------------------------------------------------------------------------------
-def broker_settings(s: Secrets, listen: str) -> dict[str, str]:
+def broker_settings(s: Secrets, listen: str, cluster: bool = False) -> dict[str, str]:
     """The settings of the secured store (``-o KEY=VALUE`` each): one SASL_SSL listener on ``listen``,
     SCRAM-SHA-256, the server certificate, Kafka's StandardAuthorizer with the admin as the only
-    super user and nothing allowed that no ACL allows. No password among them."""
+    super user and nothing allowed that no ACL allows. No password among them. In a ``cluster``
+    the listener is the inter-broker one too, its replica fetchers (``sftraffic-broker``, a super
+    user) trust the CA, and the passwords come from ``broker-secrets.toml`` (``--config``)."""
     opts = {
         "listeners": f"SASL_SSL://{listen}",
         "sasl.enabled.mechanisms": MECHANISM,
@@ -208,6 +229,11 @@ def broker_settings(s: Secrets, listen: str) -> dict[str, str]:
         "super.users": f"User:{ADMIN}",
         "allow.everyone.if.no.acl.found": "false",
     }
+    if cluster:
+        opts["super.users"] = f"User:{ADMIN};User:{BROKER}"
+        opts["sasl.mechanism.inter.broker.protocol"] = MECHANISM
+        opts["sasl.inter.broker.username"] = BROKER
+        opts["ssl.truststore.location"] = str(s.ca)
     return opts
 
 
@@ -268,11 +294,39 @@ def acls(stream: str = STREAM) -> list[AclBinding]:
     return out
 
 
-def prepare_store(data_dir: Path, s: Secrets) -> None:
-    """Before the store starts: its SCRAM users (as ``sftraffic users add --data-dir``, with the
-    passwords of ``passwords.json``) and the ACLs of :func:`acls`, written into its data dir.
-    Users are set again on every start (the passwords file is the reference); an ACL that is
-    already there is left as it is."""
+def prepare_cluster(first_data_dir: Path, s: Secrets) -> None:
+    """Before a cluster's start: every user into its first broker's data dir (as ``sftraffic
+    users add --data-dir``), which proposes them to the quorum; the ACLs follow once it runs
+    (:func:`grant_in_cluster`)."""
+    _add_users(first_data_dir, s)
+
+
+def grant_in_cluster(bootstrap: str, timeout: float = 60.0) -> None:
+    """The demo's ACLs through the admin API (CreateAcls; an ACL already there stays as it is),
+    as the admin (this process's client security): once the quorum has the users, the admin's
+    first login succeeds; until then this waits, at most ``timeout``."""
+    import time
+
+    from framework.client.acls import create_acls
+    from framework.client.security import check_credentials, wire_client
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            check_credentials(bootstrap)
+            break
+        except (StoreError, OSError) as exc:
+            if time.monotonic() > deadline:
+                raise StoreError(f"the cluster never let the admin in ({exc})") from None
+            time.sleep(0.5)
+    with wire_client(bootstrap, timeout, client_id="sftraffic-up") as c:
+        failed = create_acls(c, acls())
+    if failed:
+        b, code, message = failed[0]
+        raise StoreError(f"the demo's ACLs: {b}: error {code} {message or ''}")
+
+
+def _add_users(data_dir: Path, s: Secrets) -> Any:
     from framework import config as cfg
     from framework.metadata.store import MetadataStore
     from framework.security import scram
@@ -283,6 +337,15 @@ def prepare_store(data_dir: Path, s: Secrets) -> None:
     store.load()
     for p in PRINCIPALS:
         store.scram_credentials(p, [scram.from_password(MECHANISM, pw[f"kafka:{p}"])], [])
+    return store
+
+
+def prepare_store(data_dir: Path, s: Secrets) -> None:
+    """Before the store starts: its SCRAM users (as ``sftraffic users add --data-dir``, with the
+    passwords of ``passwords.json``) and the ACLs of :func:`acls`, written into its data dir.
+    Users are set again on every start (the passwords file is the reference); an ACL that is
+    already there is left as it is."""
+    store = _add_users(data_dir, s)
     failed = [e for e in store.create_acls(acls()) if e is not None]
     if failed:
         raise StoreError(f"the demo's ACLs: {failed[0].message}")

@@ -139,7 +139,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         action="store_true",
         help="authentication, TLS and ACLs everywhere: the store on SASL_SSL (SCRAM-SHA-256) with its "
         "authorizer, Mosquitto on TLS with a password per device; certificates and passwords made at "
-        "the first start in <data-dir>/secure (single node only)",
+        "the first start in <data-dir>/secure (the embedded store: one node or --cluster)",
     )
     p.add_argument(
         "--format",
@@ -184,17 +184,25 @@ def cluster_parts(
     metrics_port: int,
     env: dict[str, str],
     n_voters: int | None = None,
+    sec: secure.Secrets | None = None,
 ) -> list[ManagedProcess]:
     """``size`` brokers of one cluster: Kafka on port.., controller (Raft) on port+10000.. for
-    the first ``n_voters`` (all by default); the others are observers of the metadata log."""
+    the first ``n_voters`` (all by default); the others are observers of the metadata log.
+    Secured: each broker's one listener SASL_SSL (:func:`secure.broker_settings`), its
+    passwords from ``broker-secrets.toml``."""
     n_voters = size if n_voters is None else n_voters
     voters = ",".join(f"{i}@127.0.0.1:{port + 10_000 + i - 1}" for i in range(1, n_voters + 1))
     parts = []
     for i in range(1, size + 1):
-        cmd = [*py, "broker", "--node-id", str(i), "--listen", f"127.0.0.1:{port + i - 1}"]
+        listen = f"127.0.0.1:{port + i - 1}"
+        cmd = [*py, "broker", "--node-id", str(i), "--listen", listen]
         cmd += ["--data-dir", str(root / f"store-{i}"), "--voters", voters]
         if metrics_port:
             cmd += ["--metrics", f"127.0.0.1:{metrics_port + i - 1}"]
+        if sec is not None:
+            cmd += ["--config", str(sec.broker_secrets)]
+            for k, v in secure.broker_settings(sec, listen, cluster=True).items():
+                cmd += ["-o", f"{k}={v}"]
         parts.append(_part(f"store-{i}", cmd, "registered with the controller", root, env))
     return parts
 
@@ -606,9 +614,9 @@ def run(args: argparse.Namespace) -> int:
             f"--voters {args.voters}: an odd number from 3 to --cluster ({args.cluster}); "
             "the other brokers join as observers"
         )
-    if args.secure and (args.cluster != 1 or args.bootstrap or args.store != "sftraffic"):
+    if args.secure and (args.bootstrap or args.store != "sftraffic"):
         raise StoreError(
-            "--secure runs the embedded single-node store: not with --cluster, --store kafka or --bootstrap"
+            "--secure runs the embedded store (one node or --cluster): not with --store kafka or --bootstrap"
         )
     avro = getattr(args, "format", "json") == "avro"
     root = Path(args.data_dir).resolve()
@@ -660,12 +668,20 @@ def run(args: argparse.Namespace) -> int:
                 f"event store on {bootstrap}{' (SASL_SSL, SCRAM-SHA-256, ACLs)' if sec else ''}",
             )
         else:
+            if sec is not None:
+                secure.prepare_cluster(root / "store-1", sec)  # its users, proposed to the quorum
             sup.launch(
-                cluster_parts(py, root, args.cluster, args.port, args.metrics_port, env.base, args.voters),
+                cluster_parts(
+                    py, root, args.cluster, args.port, args.metrics_port, env.base, args.voters, sec
+                ),
                 90,
-                f"{args.cluster}-broker event store cluster on {bootstrap}",
+                f"{args.cluster}-broker event store cluster on {bootstrap}"
+                f"{' (SASL_SSL, SCRAM-SHA-256, encrypted quorum)' if sec else ''}",
                 survivable=True,
             )
+            if sec is not None:
+                secure.grant_in_cluster(bootstrap)
+                console.print("[green]✓[/green] the demo's ACLs, through the admin API")
         sup.launch(
             mosquitto_part(root, args.mqtt_port, sec),
             30,

@@ -24,10 +24,10 @@ from rich.table import Table
 
 from framework import config as cfg
 from framework.cli.common import add_bootstrap, parse_kv
+from framework.client.acls import create_acls
 from framework.client.wire import WireClient, from_client_config
 from framework.errors import StoreError
 from framework.protocol.errors import ErrorCode
-from framework.protocol.messages.create_acls import AclCreation, CreateAclsRequest, CreateAclsResponse
 from framework.protocol.messages.delete_acls import DeleteAclsFilter, DeleteAclsRequest, DeleteAclsResponse
 from framework.protocol.messages.describe_acls import DescribeAclsRequest, DescribeAclsResponse
 from framework.protocol.messages.stream_admin import (
@@ -308,28 +308,15 @@ def grant(args: argparse.Namespace) -> int:
         new = [b for p in perms for b in bindings(args.name, p, principal, args.host)]
     except ValueError as exc:
         raise StoreError(str(exc)) from None
-    creations = [
-        AclCreation(
-            resource_type=b.resource_type,
-            resource_name=b.name,
-            resource_pattern_type=b.pattern_type,
-            principal=b.principal,
-            host=b.host,
-            operation=b.operation,
-            permission_type=b.permission,
-        )
-        for b in new
-    ]
     with connect(args) as client:
-        resp = client.send(CreateAclsRequest(creations=creations), CreateAclsResponse)
-    if any(r.error_code == ErrorCode.SECURITY_DISABLED for r in resp.results):
+        failed = create_acls(client, new)
+    if any(code == ErrorCode.SECURITY_DISABLED for _, code, _m in failed):
         raise StoreError(
             f"the broker at {args.bootstrap} has no authorizer (authorizer.class.name is empty): "
             "nothing is enforced, so there is nothing to grant"
         )
-    failed = [(b, r) for b, r in zip(new, resp.results, strict=True) if r.error_code]
-    for b, r in failed:
-        console.print(f"[red]{b}[/red]: {ErrorCode(r.error_code).name}: {r.error_message or ''}")
+    for b, code, message in failed:
+        console.print(f"[red]{b}[/red]: {ErrorCode(code).name}: {message or ''}")
     if failed:
         return 2
     console.print(f"granted {', '.join(perms)} on stream [bold]{args.name}[/bold] to {principal}")

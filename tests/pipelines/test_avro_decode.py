@@ -83,9 +83,9 @@ def _decoder(fields: list[tuple[str, Any]], reader: dict[str, Any], required: tu
 
     from pipelines import source
 
-    source._WRITERS[(REGISTRY, None, 11)] = avro.TRAFFIC
-    source._WRITERS[(REGISTRY, None, 12)] = avro.TRAFFIC_V2
-    source._WRITERS[(REGISTRY, None, 13)] = avro.WEATHER
+    source.remember_writer_schema(REGISTRY, 11, avro.TRAFFIC)
+    source.remember_writer_schema(REGISTRY, 12, avro.TRAFFIC_V2)
+    source.remember_writer_schema(REGISTRY, 13, avro.WEATHER)
     vs = StructType([StructField(n, t) for n, t in fields]).json()
     return source.AvroValues(vs, REGISTRY, json.dumps(reader), required)
 
