@@ -29,6 +29,9 @@ logs in as its own user (the gateway, the fleets, Spark, the dashboard; ``up`` i
 admin) with the settings file ``<data-dir>/secure/<user>.properties`` handed to it as
 ``$SFTRAFFIC_KAFKA_CONFIG``, and every MQTT device as itself. Certificates and passwords are
 made at the first secure start and kept in ``<data-dir>/secure`` (0600) for later ones. With
+``--cluster N`` every broker's one SASL_SSL listener carries replication too (the brokers log in
+as ``sftraffic-broker``), the quorum's links are encrypted, the users reach the quorum from the
+first broker's data dir and the ACLs are created through the admin API. With
 ``--format avro`` the schema registry serves HTTPS and lets in the same users (HTTP Basic, its
 auth file ``<data-dir>/secure/registry-auth.json``), each part with its own credentials in
 ``$SFTRAFFIC_REGISTRY`` and the demo's CA in ``$REQUESTS_CA_BUNDLE``.
