@@ -23,6 +23,7 @@ import sys
 
 from framework.cli.common import add_bootstrap, ensure_reachable, parse_kv, quiet_logger, require_modules
 from framework.errors import StoreError
+from framework.registry.auth import ALGORITHMS, user_entry
 
 require_modules("aiohttp", "avro")
 
@@ -69,15 +70,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="print a user entry for a registry --auth-file (as Karapace's karapace_mkpasswd)",
     )
     pw.add_argument("-u", "--user", required=True, help="the user name")
-    pw.add_argument("-a", "--algorithm", default="sha512", choices=["sha1", "sha256", "sha512", "scrypt"])
+    pw.add_argument("-a", "--algorithm", default="sha512", choices=ALGORITHMS)
     pw.add_argument("password", help="the password; - reads it from the first line of standard input")
     pw.add_argument("salt", nargs="?", help="the salt (random when not given)")
     pw.set_defaults(func=passwd)
 
 
 def passwd(args: argparse.Namespace) -> int:
-    from framework.registry.auth import user_entry  # noqa: PLC0415
-
     from_stdin = args.password == "-"  # noqa: S105 (the "read it from stdin" marker)
     password = sys.stdin.readline().rstrip("\n") if from_stdin else args.password
     if not password:

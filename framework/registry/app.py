@@ -36,7 +36,7 @@ from framework.registry.compatibility import check
 from framework.registry.election import Election
 from framework.registry.errors import RegistryError
 from framework.registry.schemas import SCHEMA_TYPES
-from framework.registry.state import Record, RegistryState, parse_version
+from framework.registry.state import Record, RegistryState, SchemaEntry, parse_version
 from framework.registry.store import KafkaStore
 
 __all__ = ["CONTENT_TYPE", "make_app"]
@@ -171,14 +171,15 @@ class Registry:
             who, what = request["user"].username, operation.value.lower()
             raise RegistryError.forbidden(f"{who} may not {what} the global config and mode")
 
-    def _visible(self, request: web.Request, s: RegistryState, sid: int) -> None:
-        """Schema ``sid`` exists and a subject using it is one the user may read; 40403 if not
-        (the same answer as for an id nobody registered)."""
-        s.schema_by_id(sid)
-        if self.auth is not None and not any(
-            self.may(request, Operation.READ, subject) for subject in s.subjects_using(sid)
+    def _visible(self, request: web.Request, s: RegistryState, sid: int) -> SchemaEntry:
+        """Schema ``sid``, if a subject using it is one the user may read; 40403 if not (the same
+        answer as for an id nobody registered)."""
+        entry = s.schema_by_id(sid)
+        if self.auth is not None and not self.auth.allowed_any(
+            request["user"], Operation.READ, [f"Subject:{subject}" for subject in s.subjects_using(sid)]
         ):
             raise RegistryError.schema_id_not_found(sid)  # as if it did not exist
+        return entry
 
     def _readable_uses(self, request: web.Request, s: RegistryState, sid: int, deleted: bool) -> list[Any]:
         """The subject versions using schema ``sid`` that the user may read (40403 when none)."""
@@ -390,14 +391,9 @@ class Registry:
         except ValueError:
             raise RegistryError(404, "HTTP 404 Not Found") from None
 
-    def _schema(self, request: web.Request, sid: int) -> Callable[[RegistryState], Any]:
+    def _schema(self, request: web.Request, sid: int) -> Callable[[RegistryState], SchemaEntry]:
         """Schema ``sid``'s entry, if the user may read a subject using it."""
-
-        def entry(s: RegistryState) -> Any:
-            self._visible(request, s, sid)
-            return s.schema_by_id(sid)
-
-        return entry
+        return lambda s: self._visible(request, s, sid)
 
     async def schema_by_id(self, request: web.Request) -> web.StreamResponse:
         sid = self._id(request)
