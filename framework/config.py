@@ -9,19 +9,25 @@ Scopes:
 
 A topic-scoped key resolves topic override → stream value → broker default (its
 ``broker_name``, e.g. ``log.retention.ms`` for ``retention.ms``) → built-in default. CLI help,
-the README's configuration reference, DescribeConfigs and validation all read this table.
+``sftraffic config reference`` (docs/reference/configuration.md), DescribeConfigs and
+validation all read this table.
 """
 
 from __future__ import annotations
 
+import builtins
+import difflib
 import os
+import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from framework import properties
 from framework.errors import ConfigError
+from framework.kafka_broker_configs import BROKER_CONFIGS as KAFKA_BROKER_CONFIGS
 
 LONG_MAX = 9223372036854775807
 INT_MAX = 2147483647
@@ -29,9 +35,24 @@ INT_MAX = 2147483647
 BROKER = "broker"
 STREAM = "stream"
 TOPIC = "topic"
+# a client-metrics subscription (KIP-714): a CLIENT_METRICS config resource, named by the operator
+CLIENT_METRICS = "client_metrics"
 
 # DescribeConfigs v3+ config types
 TYPE_CODES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7, "password": 9}
+
+# A key's value: what ConfigKey.parse returns for its type.
+Value = bool | int | float | str | list[str]
+# BrokerConfig's typed accessor -> the declared types it reads
+ACCESSORS: dict[str, tuple[str, ...]] = {
+    "int": ("int", "long"),
+    "float": ("double",),
+    "bool": ("bool",),
+    "str": ("string",),
+    "password": ("password",),
+    "list": ("list",),
+}
+_ACCESSOR_OF = {t: name for name, types in ACCESSORS.items() for t in types}
 
 Validator = Callable[[Any], "str | None"]
 
@@ -431,7 +452,22 @@ define(
     [B],
     validator=at_least(1),
 )
-define("log.dirs", "string", "./data", "Directory holding this broker's logs and metadata.", [B])
+
+
+def _one_dir(v: Any) -> str | None:
+    if "," in v:
+        return "must be one directory: a broker keeps one log dir here (Kafka's log.dirs may list several)"
+    return None
+
+
+define(
+    "log.dirs",
+    "string",
+    "./data",
+    "Directory holding this broker's logs and metadata.",
+    [B],
+    validator=_one_dir,
+)
 define(
     "cluster.id",
     "string",
@@ -459,7 +495,7 @@ define(
     "max.partitions.per.topic",
     "int",
     4096,
-    "Upper bound on partitions per topic (the seeds' limit).",
+    "Upper bound on partitions per topic.",
     [B],
     validator=between(1, 100_000),
 )
@@ -657,6 +693,15 @@ define(
     [B],
 )
 define(
+    "telemetry.max.bytes",
+    "int",
+    1_048_576,
+    "The largest metrics payload (as sent, compressed) a client may push in one PushTelemetry "
+    "request (KIP-714); a larger one is refused with TELEMETRY_TOO_LARGE.",
+    [B],
+    validator=at_least(1),
+)
+define(
     "log.level",
     "string",
     "INFO",
@@ -722,6 +767,39 @@ define(
 )
 define("group.max.size", "int", INT_MAX, "Most members in one group.", [B], validator=at_least(1))
 define(
+    "group.consumer.session.timeout.ms",
+    "int",
+    45_000,
+    "A member of a consumer group (group.protocol=consumer, KIP-848) silent this long is removed.",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "group.consumer.heartbeat.interval.ms",
+    "int",
+    5000,
+    "How often members of a consumer group (KIP-848) heartbeat, told to them in every response.",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "group.consumer.max.size",
+    "int",
+    INT_MAX,
+    "Most members in one consumer group (KIP-848).",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "group.consumer.assignors",
+    "list",
+    ["uniform", "range"],
+    "Server-side assignors of consumer groups (KIP-848) members may ask for; the first is the "
+    "default: uniform, range.",
+    [B],
+    validator=list_of("uniform", "range"),
+)
+define(
     "log.cleaner.backoff.ms",
     "long",
     15_000,
@@ -746,7 +824,7 @@ define(
     validator=at_least(1),
 )
 
-# ---- transactions (issue 19) --------------------------------------------------------------
+# ---- transactions --------------------------------------------------------------------------
 define(
     "transaction.state.log.num.partitions",
     "int",
@@ -812,7 +890,7 @@ define(
     validator=at_least(1),
 )
 
-# ---- authorization (issue 18) -------------------------------------------------------------
+# ---- authorization -------------------------------------------------------------------------
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 AUTHORIZER_CHOICES = (
     f"sftraffic has one authorizer, Kafka's {STANDARD_AUTHORIZER} (ACLs kept in the metadata "
@@ -1059,12 +1137,12 @@ define(
     "producer.id.expiration.ms",
     "long",
     7 * DAY_MS,
-    "Forget an idempotent producer id unused for this long (the seeds' pidexpirysecs).",
+    "Forget an idempotent producer id unused for this long (the MapR Event Store's pidexpirysecs).",
     [B, S, T],
     validator=at_least(1),
 )
 
-# ---- schema validation (issue 20; Confluent Server's topic configs) -------------------------
+# ---- schema validation (Confluent Server's topic configs) ------------------------------------
 TOPIC_NAME_STRATEGY = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
 for _side in ("key", "value"):
     define(
@@ -1109,6 +1187,58 @@ define(
     validator=throttled_replicas,
 )
 
+# ---- client-metrics subscriptions (KIP-714) -------------------------------------------------
+# Kafka's ClientMetricsConfigs: the configs of a CLIENT_METRICS resource (kafka-client-metrics.sh)
+CLIENT_MATCH_SELECTORS = (
+    "client_instance_id",
+    "client_id",
+    "client_software_name",
+    "client_software_version",
+    "client_source_address",
+    "client_source_port",
+)
+
+
+def client_match(v: Any) -> str | None:
+    """Kafka's ClientMetricsConfigs.parseMatchingPatterns: SELECTOR=REGEX items."""
+    for item in v:
+        parts = item.split("=")
+        if len(parts) != 2 or parts[0].strip() not in CLIENT_MATCH_SELECTORS:
+            return f"{item!r} must be SELECTOR=REGEX with a selector of {', '.join(CLIENT_MATCH_SELECTORS)}"
+        try:
+            re.compile(parts[1].strip())
+        except re.error as exc:
+            return f"{item!r}: not a regular expression ({exc})"
+    return None
+
+
+define(
+    "metrics",
+    "list",
+    [],
+    "Prefixes of the metric names clients matching this subscription push (e.g. "
+    "org.apache.kafka.producer.), or * for every metric; empty: none.",
+    [CLIENT_METRICS],
+)
+define(
+    "interval.ms",
+    "int",
+    300_000,
+    "How often matching clients push their metrics; a client matching several subscriptions "
+    "pushes at the shortest of their intervals.",
+    [CLIENT_METRICS],
+    validator=between(100, 3_600_000),
+)
+define(
+    "match",
+    "list",
+    [],
+    "Which clients the subscription applies to: SELECTOR=REGEX items, all of which must match "
+    "the whole value, with selectors " + ", ".join(CLIENT_MATCH_SELECTORS) + "; empty: every client.",
+    [CLIENT_METRICS],
+    validator=client_match,
+)
+
 # ---- stream-only ------------------------------------------------------------------------
 # num.partitions and default.replication.factor above also apply per stream.
 
@@ -1129,18 +1259,18 @@ def lookup(name: str) -> ConfigKey | None:
 
 
 def validate(props: Mapping[str, Any], scope: str, source: str = "") -> dict[str, Any]:
-    """Parse and validate a mapping of overrides for ``scope``; unknown names are errors."""
+    """Parse and validate a mapping of overrides for ``scope``; unknown names are errors that
+    name the nearest known key."""
     out: dict[str, Any] = {}
     for name, raw in props.items():
         k = _KEYS.get(name)
         if k is None or scope not in k.scopes:
             where = f" in {source}" if source else ""
-            known = (
-                ""
-                if scope == BROKER
-                else f"; {scope} configs: {', '.join(sorted(x.name for x in keys(scope)))}"
-            )
-            raise ConfigError(f"unknown {scope} config {name!r}{where}{known}")
+            names = sorted(x.name for x in keys(scope))
+            near = nearest(name, broker_names() if scope == BROKER else names)
+            hint = f"; did you mean {near}?" if near else ""
+            known = "" if scope == BROKER else f"; {scope} configs: {', '.join(names)}"
+            raise ConfigError(f"unknown {scope} config {name!r}{where}{hint}{known}")
         out[name] = k.parse(raw, source)
     return out
 
@@ -1156,37 +1286,577 @@ def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+REFERENCE = "see `sftraffic config reference`"
+
+
+def nearest(name: str, candidates: Iterable[str]) -> str | None:
+    """The candidate closest to ``name`` (a mistyped key), or None when none is close."""
+    found = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.8)
+    return found[0] if found else None
+
+
+# ---- environment variables -----------------------------------------------------------------
+ENV_PREFIX = "SFTRAFFIC_"
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentVariable:
+    """An ``SFTRAFFIC_*`` variable that is not a broker setting: who reads it, and what for."""
+
+    name: str
+    read_by: str
+    doc: str
+
+
+# Every SFTRAFFIC_* variable the applications, the CLI's client commands, the deployment files and
+# the test and build tooling read. The broker takes SFTRAFFIC_<KEY> for each of its keys (dots
+# and dashes as underscores: SFTRAFFIC_LOG_RETENTION_MS) and warns at start of any other
+# SFTRAFFIC_* variable not listed here. The docs' environment-variable reference reads this table.
+ENVIRONMENT_VARIABLES: tuple[EnvironmentVariable, ...] = (
+    EnvironmentVariable(
+        "SFTRAFFIC_BOOTSTRAP",
+        "client commands, applications",
+        "Kafka bootstrap servers (HOST:PORT,...) when -b/--bootstrap-server is not given (default "
+        "127.0.0.1:9092).",
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_CLIENT_CONFIG",
+        "client commands, applications",
+        "Kafka client properties file (security settings, Java or librdkafka names) when "
+        "--command-config is not given; handed on to the processes a command starts.",
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_KAFKA_CONFIG",
+        "client commands, applications",
+        "The old name of SFTRAFFIC_CLIENT_CONFIG, still read.",
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_REGISTRY",
+        "registry commands, pipelines, sftraffic up",
+        "Schema registry URL, http[s]://[USER:PASSWORD@]HOST:PORT (default http://127.0.0.1:8081).",
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_MQTT_USERNAME", "sftraffic gateway", "MQTT user when --mqtt-username is not given."
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_MQTT_PASSWORD",
+        "sftraffic gateway",
+        "MQTT password when --mqtt-password-file is not given.",
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_SPARK_MASTER",
+        "pipelines (Spark)",
+        "Spark master URL of the pipeline's session (default local[*]; spark://HOST:7077, k8s://...).",
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_SPARK_CONF",
+        "pipelines (Spark)",
+        "Extra Spark settings of the pipeline's session, KEY=VALUE separated by commas.",
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_PIPELINE_KILL_BEFORE_COMMIT",
+        "pipelines (tests)",
+        "Fault injection: the pipeline kills itself before the first commit of the named query.",
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_FAUST_APP", "pipelines (faust)", "Application id of the faust pipeline (sftraffic-faust)."
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_FAUST_GUARANTEE",
+        "pipelines (faust)",
+        "Processing guarantee of the faust pipeline: exactly_once (default) or at_least_once.",
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_FAUST_PARTITIONS", "pipelines (faust)", "Partitions of the faust pipeline's topics (4)."
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_FAUST_SESSION_TIMEOUT",
+        "pipelines (faust)",
+        "Consumer session timeout of the faust pipeline, in seconds (10).",
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_TRAFFIC_TOPIC", "pipelines (faust)", "Topic the faust pipeline reads traffic events from."
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_CONGESTION_KMH",
+        "pipelines (faust)",
+        "Speed below which the faust pipeline reports congestion, in km/h (20).",
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_SENSORS", "deploy/compose", "Sensors the compose stack's simulator runs (2000)."
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_MQTT_DEVICES", "deploy/compose", "MQTT devices the compose stack simulates (500)."
+    ),
+    EnvironmentVariable("SFTRAFFIC_IMAGE", "deploy/compose", "Container image of the compose stack."),
+    EnvironmentVariable(
+        "SFTRAFFIC_MQTT", "load tests (locust)", "Mosquitto HOST:PORT of the load tests (127.0.0.1:1883)."
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_DASHBOARD",
+        "load tests (locust)",
+        "Dashboard URL of the load tests (http://127.0.0.1:8050).",
+    ),
+    EnvironmentVariable("SFTRAFFIC_LOAD_USERS", "load tests (locust)", "Peak users of the load shape (50)."),
+    EnvironmentVariable(
+        "SFTRAFFIC_LOAD_DURATION", "load tests (locust)", "Seconds the load shape runs (60)."
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_LOAD_RATE",
+        "load tests (locust)",
+        "Messages per second per device or producer user (5).",
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_LOAD_QOS", "load tests (locust)", "MQTT QoS of the device users, 0 or 1 (1)."
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_LOAD_DRAIN",
+        "load tests (locust)",
+        "Seconds to wait at the end for every message to be consumed (60).",
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_LOAD_SUMMARY", "load tests (locust)", "Where to write the load test's JSON summary."
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_TEST_BOOTSTRAP",
+        "tests",
+        "Run the broker-facing tests against this cluster (e.g. Apache Kafka) instead of brokers they start.",
+    ),
+    EnvironmentVariable("SFTRAFFIC_TEST_WORKERS", "./run test", "pytest-xdist workers of ./run test (2)."),
+    EnvironmentVariable("SFTRAFFIC_SLOW", "tests", "1: run the tests marked slow (as --runslow)."),
+    EnvironmentVariable(
+        "SFTRAFFIC_ARTIFACTS", "tests", "Where tests leave logs and reports (artifacts/ at the top)."
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_SOAK_SECONDS", "soak tests", "How long the broker soak test runs, in seconds (600)."
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_SOAK_RATE", "soak tests", "Messages per second of the broker soak test (3000)."
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_CHAOS_SEED", "soak tests", "Seed of the chaos soak test (random when unset)."
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_CHAOS_SECONDS", "soak tests", "How long the chaos soak test runs, in seconds (600)."
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_CHAOS_TXN_SECONDS",
+        "soak tests",
+        "How long the chaos soak test's transactions workload runs, in seconds (300).",
+    ),
+    EnvironmentVariable(
+        "SFTRAFFIC_PURE_PYTHON",
+        "installation (setup.py)",
+        "1: install the record walker as plain Python instead of compiling it (no C compiler).",
+    ),
+    EnvironmentVariable("SFTRAFFIC_VENV", "./run", "The virtualenv ./run uses (.venv at the top)."),
+    EnvironmentVariable(
+        "SFTRAFFIC_MAVEN_CACHE",
+        "./run kafka, Spark's Kafka connector",
+        "Where Apache Kafka's and Spark's jars from Maven Central are kept (.cache/maven).",
+    ),
+)
+_APP_VARIABLES = frozenset(v.name for v in ENVIRONMENT_VARIABLES)
+
+
+def env_name(key_name: str) -> str:
+    """The ``SFTRAFFIC_*`` variable of a broker key: ``log.retention.ms`` → SFTRAFFIC_LOG_RETENTION_MS."""
+    return ENV_PREFIX + key_name.upper().replace(".", "_").replace("-", "_")
+
+
+# ---- Apache Kafka's broker settings --------------------------------------------------------
+# A key of Kafka's server.properties is, here: one of ours (most are: same name, same meaning);
+# a KafkaAlias (another spelling of one of ours, e.g. log.retention.hours); judged with the
+# other sources (process.roles, controller.listener.names, controller.quorum.bootstrap.servers,
+# offsets.topic.replication.factor); or a setting sftraffic does not implement: a warning
+# naming why, or an error when it asks for what the broker cannot do. Apache Kafka itself only
+# logs settings it does not know; a key neither Kafka nor sftraffic knows is an error here,
+# naming the nearest known key, since a mistyped key would otherwise be silently ignored.
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaAlias:
+    """A Kafka setting spelled differently here: its value, converted, becomes ``target``'s."""
+
+    name: str
+    target: str
+    type: str
+    convert: Callable[[Any], Any]  # None: the value sets nothing (Kafka's "unset", broker.id=-1)
+    # keys that win when one source gives both (Kafka's order: log.retention.ms > .minutes > .hours)
+    above: tuple[str, ...] = ()
+    agree: bool = False  # one source giving both with different values is an error, as in Kafka
+
+
+def _hours(v: int) -> int:
+    return -1 if v < 0 else v * 3_600_000
+
+
+def _minutes(v: int) -> int:
+    return -1 if v < 0 else v * 60_000
+
+
+KAFKA_ALIASES: dict[str, KafkaAlias] = {
+    a.name: a
+    for a in (
+        KafkaAlias(
+            "log.retention.hours",
+            "log.retention.ms",
+            "int",
+            _hours,
+            ("log.retention.ms", "log.retention.minutes"),
+        ),
+        KafkaAlias("log.retention.minutes", "log.retention.ms", "int", _minutes, ("log.retention.ms",)),
+        KafkaAlias("log.roll.hours", "log.roll.ms", "int", _hours, ("log.roll.ms",)),
+        KafkaAlias("log.roll.jitter.hours", "log.roll.jitter.ms", "int", _hours, ("log.roll.jitter.ms",)),
+        KafkaAlias("log.dir", "log.dirs", "string", lambda v: v, ("log.dirs",)),
+        KafkaAlias("broker.id", "node.id", "int", lambda v: None if v == -1 else v, ("node.id",), True),
+        KafkaAlias(
+            "security.inter.broker.protocol",
+            "inter.broker.listener.name",
+            "string",
+            lambda v: v.strip().upper() or None,
+            ("inter.broker.listener.name",),
+            True,
+        ),
+        # the broker-wide default of the topic key compression.type (Kafka gives both one name)
+        KafkaAlias(
+            "compression.type", "compression.type.broker", "string", lambda v: v, ("compression.type.broker",)
+        ),
+    )
+}
+
+# judged once every source is read: they depend on other keys (the voters, the listeners)
+_DEFERRED = (
+    "process.roles",
+    "controller.listener.names",
+    "controller.quorum.bootstrap.servers",
+    "offsets.topic.replication.factor",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSetting:
+    """A Kafka broker setting sftraffic has no key for, and what the broker makes of it."""
+
+    reason: str
+    accepts: tuple[str, ...] = ()  # values meaning what the broker does anyway: taken silently
+    refuse: bool = False  # any other value is an error (the broker cannot honour it), not a warning
+
+
+_ONE_LOOP = "the broker runs one event loop (asyncio) for every connection and request"
+_OS_BUFFERS = "sockets keep the operating system's buffer sizes"
+_PEM = "keystores and truststores are PEM files (ssl.key.password decrypts an encrypted key)"
+_SASL = "the broker's SASL mechanisms are SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN (sasl.enabled.mechanisms)"
+_TIERED = "tiered storage is not implemented: every segment stays in log.dirs"
+
+KAFKA_SETTINGS: dict[str, KafkaSetting] = {
+    "num.network.threads": KafkaSetting(_ONE_LOOP),
+    "num.io.threads": KafkaSetting(_ONE_LOOP),
+    "background.threads": KafkaSetting("background work runs on the broker's one event loop"),
+    "num.recovery.threads.per.data.dir": KafkaSetting("logs are recovered one at a time, as they are opened"),
+    "num.replica.fetchers": KafkaSetting("a broker runs one replica fetcher per leader broker it follows"),
+    "socket.send.buffer.bytes": KafkaSetting(_OS_BUFFERS, accepts=("-1",)),
+    "socket.receive.buffer.bytes": KafkaSetting(_OS_BUFFERS, accepts=("-1",)),
+    "replica.socket.receive.buffer.bytes": KafkaSetting(_OS_BUFFERS, accepts=("-1",)),
+    "socket.listen.backlog.size": KafkaSetting("listeners keep asyncio's listen backlog (100)"),
+    "queued.max.requests": KafkaSetting(
+        "requests waiting to be answered are bounded in bytes (queued.max.request.bytes), not in number"
+    ),
+    "metric.reporters": KafkaSetting(
+        "sftraffic has no JMX: its metrics are served in Prometheus's format at metrics.listen", accepts=("",)
+    ),
+    "sasl.jaas.config": KafkaSetting(
+        "users are SCRAM credentials kept in the metadata (sftraffic users, kafka-configs "
+        "--add-config SCRAM-SHA-256=...), and replica fetchers log in with "
+        "sasl.inter.broker.username and sasl.inter.broker.password"
+    ),
+    "ssl.keystore.password": KafkaSetting(_PEM),
+    "ssl.truststore.password": KafkaSetting(_PEM),
+    "ssl.enabled.protocols": KafkaSetting(
+        "TLS 1.2 and 1.3 are enabled (Python's ssl, TLS 1.2 at least)",
+        accepts=("TLSv1.2,TLSv1.3", "TLSv1.3,TLSv1.2"),
+        refuse=True,
+    ),
+    "ssl.protocol": KafkaSetting(
+        "TLS 1.2 and 1.3 are enabled (Python's ssl, TLS 1.2 at least)", accepts=("TLSv1.3", "TLSv1.2", "TLS")
+    ),
+    "ssl.cipher.suites": KafkaSetting("cipher suites are OpenSSL's defaults", accepts=("",), refuse=True),
+    "remote.log.storage.system.enable": KafkaSetting(_TIERED, accepts=("false",), refuse=True),
+    "log.cleaner.enable": KafkaSetting(
+        "the log cleaner always runs: topics with cleanup.policy=compact are compacted", accepts=("true",)
+    ),
+    "log.preallocate": KafkaSetting("segment files are not preallocated", accepts=("false",)),
+    "unstable.api.versions.enable": KafkaSetting(
+        "the broker offers only the API versions it implements", accepts=("false",)
+    ),
+    "unstable.feature.versions.enable": KafkaSetting(
+        "the broker offers only the feature versions it implements", accepts=("false",)
+    ),
+    "transaction.two.phase.commit.enable": KafkaSetting(
+        "two-phase commit of transactions (KIP-939) is not implemented", accepts=("false",), refuse=True
+    ),
+    "broker.rack": KafkaSetting("replicas are placed without regard to racks"),
+    "metadata.log.dir": KafkaSetting("the metadata is kept in log.dirs (__metadata)"),
+}
+
+# reasons shared by every Kafka setting of a family (tried after KAFKA_SETTINGS; only for names
+# Kafka knows, so that a mistyped key of the family is still an error)
+KAFKA_FAMILIES: tuple[tuple[str, KafkaSetting], ...] = (
+    (
+        "share.coordinator.",
+        KafkaSetting("sftraffic has no share groups (KIP-932), so no __share_group_state topic"),
+    ),
+    ("group.share.", KafkaSetting("sftraffic has no share groups (KIP-932)")),
+    ("group.streams.", KafkaSetting("sftraffic has no streams groups (KIP-1071)")),
+    (
+        "group.consumer.",
+        KafkaSetting(
+            "consumer groups (KIP-848) take only the session timeout, heartbeat interval, max size "
+            "and assignors; the assignment is computed at once on every group epoch"
+        ),
+    ),
+    ("remote.log.", KafkaSetting(_TIERED)),
+    ("log.local.retention.", KafkaSetting(_TIERED)),
+    ("sasl.kerberos.", KafkaSetting(_SASL)),
+    ("sasl.oauthbearer.", KafkaSetting(_SASL)),
+    ("sasl.login.", KafkaSetting(_SASL)),
+    ("delegation.token.", KafkaSetting("delegation tokens are not implemented")),
+    (
+        "controller.quorum.",
+        KafkaSetting("the metadata quorum's timings are sftraffic's own (pysyncobj's Raft)"),
+    ),
+    ("metadata.", KafkaSetting("the metadata log is sftraffic's own (log.dirs/__metadata)")),
+    ("log.cleaner.", KafkaSetting("the log cleaner cleans one log at a time, in a worker thread")),
+)
+
+# refused whatever the value, known to Kafka 4.3 or not
+KAFKA_REFUSED_FAMILIES: tuple[tuple[str, str], ...] = (
+    (
+        "listener.name.",
+        "settings per listener are not: the broker-wide setting (the name without "
+        "listener.name.<LISTENER>.) applies to every listener",
+    ),
+    (
+        "zookeeper.",
+        "ZooKeeper is gone since Kafka 4.0; sftraffic nodes keep their metadata themselves "
+        "(a cluster: controller.quorum.voters)",
+    ),
+)
+
+# Kafka settings naming Java classes besides those of ConfigDef type CLASS
+_PLUGIN_LISTS = frozenset(
+    {"metric.reporters", "kafka.metrics.reporters", "config.providers", "security.providers"}
+)
+_GENERIC = KafkaSetting("sftraffic does not implement this Apache Kafka setting")
+
+
+def kafka_setting(name: str) -> KafkaSetting | None:
+    """How the broker treats Kafka broker setting ``name`` it has no key of its own for; None:
+    not a Kafka 4.3 setting (an alias or one of ours is not looked up here)."""
+    if name in KAFKA_SETTINGS:
+        return KAFKA_SETTINGS[name]
+    if name not in KAFKA_BROKER_CONFIGS:
+        return None
+    return next((s for prefix, s in KAFKA_FAMILIES if name.startswith(prefix)), _GENERIC)
+
+
+def _text(raw: Any) -> str:
+    """A TOML or properties value as Kafka would write it in server.properties."""
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    if isinstance(raw, (list, tuple)):
+        return ",".join(str(x).strip() for x in raw)
+    return str(raw).strip()
+
+
+def _same(a: str, b: str) -> bool:
+    def norm(s: str) -> str:
+        return ",".join(x.strip() for x in s.split(",")).lower()
+
+    return norm(a) == norm(b)
+
+
+def broker_names() -> set[str]:
+    """Every name a broker source may hold: ours, broker synonyms, Kafka's aliases and settings."""
+    names = {k.name for k in keys(BROKER)} | set(_BY_BROKER_NAME) | set(KAFKA_ALIASES) | set(_DEFERRED)
+    return names | set(KAFKA_BROKER_CONFIGS)
+
+
+def _unknown(name: str, source: str) -> ConfigError:
+    k = _KEYS.get(name)
+    if k is not None and k.broker_name:  # a topic key: its broker-wide default has another name
+        hint = (
+            f"; did you mean {k.broker_name}? ({name} is a topic config, {k.broker_name} its broker default)"
+        )
+    elif k is not None:
+        hint = f" ({name} is a {'/'.join(sorted(k.scopes))} config, not a broker one)"
+    else:
+        near = nearest(name, broker_names())
+        hint = f"; did you mean {near}?" if near else ""
+    return ConfigError(f"unknown broker config {name!r} in {source}{hint} ({REFERENCE})")
+
+
+def _refused(name: str, value: str, why: str, source: str) -> ConfigError:
+    shown = f"{name}={value}" if value else name
+    return ConfigError(f"{shown} is not supported by sftraffic; {why} (from {source})")
+
+
+# ---- reading a --config file ---------------------------------------------------------------
+_PROPERTY_LINE = re.compile(r"\s*[A-Za-z0-9_.\-]+(\s*[=:]|\s+\S|\s*$)")  # key=value, key: value, key value
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The settings of a broker ``--config`` file, flat (``log.retention.ms``, not tables).
+
+    ``.properties``: Java properties (Apache Kafka's server.properties); ``.toml``: TOML; any
+    other name: TOML if it parses as TOML, else properties if every line is ``key=value``,
+    ``key: value`` or ``key value``, else a one-line ConfigError naming both formats.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"config file {p} does not exist")
+    suffix = p.suffix.lower()
+    if suffix == ".properties":
+        return properties.read(p, "config file")
+    raw = p.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+    try:
+        return _flatten(tomllib.loads(text))
+    except tomllib.TOMLDecodeError as exc:
+        toml_error = exc
+    like_properties = _looks_like_properties(text)
+    if suffix == ".toml":
+        hint = " (Kafka's server.properties format? name the file .properties)" if like_properties else ""
+        raise ConfigError(f"config file {p} is not valid TOML: {toml_error}{hint}")
+    if like_properties:
+        return properties.parse(text, f"config file {p}")
+    raise ConfigError(
+        f"config file {p} is neither TOML ({toml_error}) nor Java properties (Kafka's server.properties "
+        "format): name it .toml or .properties"
+    )
+
+
+def _looks_like_properties(text: str) -> bool:
+    seen = False
+    continued = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if continued:
+            continued = stripped.endswith("\\")
+            continue
+        if not stripped or stripped[0] in "#!":
+            continue
+        if not _PROPERTY_LINE.match(line):
+            return False
+        seen = True
+        continued = stripped.endswith("\\")
+    return seen
+
+
+class TypedReads:
+    """Typed reads of resolved settings (``values``: key -> parsed value, defaults omitted).
+
+    Each accessor checks the key's declared type: a key read with the wrong one is a TypeError
+    (and tests/unit/test_config.py checks every call site in the store against the table), so a
+    call site gets an ``int``, ``bool``, ``str`` or ``list[str]`` and never re-casts it. The
+    accessors are named after the types they return; their annotations say ``builtins.`` for
+    that reason.
+    """
+
+    values: dict[builtins.str, Any]
+
+    def int(self, name: builtins.str) -> builtins.int:
+        """An ``int`` or ``long`` key."""
+        v = self._read(name, "int")
+        if isinstance(v, builtins.int) and not isinstance(v, builtins.bool):
+            return v
+        raise _mistyped(name, v)
+
+    def float(self, name: builtins.str) -> builtins.float:
+        """A ``double`` key."""
+        v = self._read(name, "float")
+        if isinstance(v, builtins.float):
+            return v
+        raise _mistyped(name, v)
+
+    def bool(self, name: builtins.str) -> builtins.bool:
+        """A ``bool`` key."""
+        v = self._read(name, "bool")
+        if isinstance(v, builtins.bool):
+            return v
+        raise _mistyped(name, v)
+
+    def str(self, name: builtins.str) -> builtins.str:
+        """A ``string`` key."""
+        v = self._read(name, "str")
+        if isinstance(v, builtins.str):
+            return v
+        raise _mistyped(name, v)
+
+    def password(self, name: builtins.str) -> builtins.str:
+        """A ``password`` key (never logged or described in clear)."""
+        v = self._read(name, "password")
+        if isinstance(v, builtins.str):
+            return v
+        raise _mistyped(name, v)
+
+    def list(self, name: builtins.str) -> builtins.list[builtins.str]:
+        """A ``list`` key."""
+        v = self._read(name, "list")
+        if isinstance(v, builtins.list):
+            return v
+        raise _mistyped(name, v)
+
+    def value(self, name: builtins.str) -> Value:
+        """Any key's value, for code that handles every type alike (rendering, DescribeConfigs);
+        code that uses a value reads it with its typed accessor."""
+        k = key(name)
+        v: Value = self.values.get(name, k.default)
+        return v
+
+    def _read(self, name: builtins.str, accessor: builtins.str) -> Value:
+        k = key(name)
+        if k.type not in ACCESSORS[accessor]:
+            right = _ACCESSOR_OF[k.type]
+            raise TypeError(f"config {name} is declared {k.type}: read it with config.{right}()")
+        return self.value(name)
+
+    def topic_default(self, topic_key: builtins.str) -> Value:
+        """Broker-wide default of a topic key (its broker synonym if set)."""
+        k = _KEYS[topic_key]
+        v: Value
+        if k.broker_name and k.broker_name in self.values:
+            v = self.values[k.broker_name]
+        elif topic_key in self.values:
+            v = self.values[topic_key]
+        else:
+            v = k.default
+        return v
+
+
 @dataclass
-class BrokerConfig:
-    """Resolved broker settings (a view over the declared keys)."""
+class BrokerConfig(TypedReads):
+    """Resolved broker settings (a view over the declared keys).
+
+    ``warnings``: one line each for what the sources held that changes nothing here (a Kafka
+    setting sftraffic does not implement, an ``SFTRAFFIC_*`` variable nobody reads); the broker
+    logs them at start.
+    """
 
     values: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
-
-    def __getitem__(self, name: str) -> Any:
-        if name in self.values:
-            return self.values[name]
-        return key(name).default
-
-    def get(self, name: str) -> Any:
-        return self[name]
-
-    def topic_default(self, topic_key: str) -> Any:
-        """Broker-wide default of a topic key (its broker synonym if set)."""
-        k = _KEYS[topic_key]
-        if k.broker_name and k.broker_name in self.values:
-            return self.values[k.broker_name]
-        if topic_key in self.values:
-            return self.values[topic_key]
-        return k.default
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def node_id(self) -> int:
-        return int(self["node.id"])
+        return self.int("node.id")
 
     @property
     def data_dir(self) -> Path:
-        return Path(self["log.dirs"])
+        return Path(self.str("log.dirs"))
 
     @classmethod
     def load(
@@ -1195,33 +1865,55 @@ class BrokerConfig:
         overrides: Mapping[str, Any] | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> BrokerConfig:
-        """Merge file < environment < overrides, validating every key with a clear message."""
+        """Merge file < environment < overrides, validating every key with a clear message.
+
+        The file is TOML or Java properties (:func:`read_config_file`); keys may be Apache
+        Kafka's (:data:`KAFKA_ALIASES`, :func:`kafka_setting`) in every source.
+        """
         cfg = cls()
+        deferred: dict[str, tuple[Any, str]] = {}
         if path is not None:
-            p = Path(path)
-            try:
-                with p.open("rb") as fh:
-                    data = tomllib.load(fh)
-            except FileNotFoundError:
-                raise ConfigError(f"config file {p} does not exist") from None
-            except tomllib.TOMLDecodeError as exc:
-                raise ConfigError(f"config file {p} is not valid TOML: {exc}") from None
-            cfg._apply(_flatten(data), str(p))
+            where = str(path)
+            cfg._apply_source([(k, v, where) for k, v in read_config_file(path).items()], deferred)
         env = os.environ if environ is None else environ
-        by_env = {k.upper().replace(".", "_"): k for k in list(_KEYS) + list(_BY_BROKER_NAME)}
-        env_vals: dict[str, Any] = {}
-        for var, raw in env.items():
-            if not var.startswith("SFTRAFFIC_"):
-                continue
-            name = by_env.get(var[len("SFTRAFFIC_") :])
-            if name is None:
-                continue  # other SFTRAFFIC_* variables belong to the apps
-            env_vals[name] = raw
-        for name, raw in env_vals.items():
-            cfg._apply({name: raw}, f"environment SFTRAFFIC_{name.upper().replace('.', '_')}")
+        cfg._apply_source(cfg._environment(env), deferred)
         if overrides:
-            cfg._apply(dict(overrides), "command line")
+            cfg._apply_source([(k, v, "command line") for k, v in overrides.items()], deferred)
+        cfg._judge_deferred(deferred)
         return cfg
+
+    def _environment(self, env: Mapping[str, str]) -> list[tuple[str, Any, str]]:
+        """SFTRAFFIC_<KEY> variables as settings; a warning for any other SFTRAFFIC_* variable
+        that is not one of :data:`ENVIRONMENT_VARIABLES`."""
+        known = broker_names()
+        names = {env_name(n): n for n in list(_KEYS) + sorted(known)}
+        suffixes = [v[len(ENV_PREFIX) :] for v in {env_name(n) for n in known} | _APP_VARIABLES]
+        out: list[tuple[str, Any, str]] = []
+        for var, raw in sorted(env.items()):
+            if not var.startswith(ENV_PREFIX) or var in _APP_VARIABLES:
+                continue
+            name = names.get(var)
+            if name is not None:
+                out.append((name, raw, f"environment {var}"))
+                continue
+            near = nearest(var[len(ENV_PREFIX) :], suffixes)
+            hint = f"; did you mean {ENV_PREFIX}{near}?" if near else f" ({REFERENCE})"
+            self.warnings.append(f"{var} is not a setting{hint}")
+        return out
+
+    def _apply_source(self, items: list[tuple[str, Any, str]], deferred: dict[str, tuple[Any, str]]) -> None:
+        """The settings of one source (the file, the environment or the command line)."""
+        given = {name for name, _, _ in items}
+        aliased: list[tuple[KafkaAlias, Any, str]] = []
+        for name, raw, source in items:
+            if name in KAFKA_ALIASES:
+                aliased.append((KAFKA_ALIASES[name], raw, source))
+            elif name in _DEFERRED:
+                deferred[name] = (raw, source)
+            else:
+                self._apply({name: raw}, source)
+        for alias, raw, source in aliased:
+            self._apply_alias(alias, raw, source, given)
 
     def _apply(self, flat: Mapping[str, Any], source: str) -> None:
         for name, raw in flat.items():
@@ -1234,11 +1926,183 @@ class BrokerConfig:
                     self.values[name] = k.parse(raw, source, name)
                     self.sources[name] = source
                     continue
-                raise ConfigError(
-                    f"unknown broker config {name!r} in {source} (see README 'Configuration reference')"
-                )
+                self._kafka_only(name, raw, source)
+                continue
             self.values[name] = k.parse(raw, source)
             self.sources[name] = source
+
+    def _apply_alias(self, alias: KafkaAlias, raw: Any, source: str, given: set[str]) -> None:
+        where = f" (from {source})"
+        try:
+            value = alias.convert(_convert(alias.type, raw))
+        except (TypeError, ValueError):
+            raise ConfigError(f"config {alias.name}={raw!r}{where}: expected {alias.type}") from None
+        if value is None:
+            return
+        target = key(alias.target)
+        parsed = target.parse(value, source, alias.name)
+        winner = next((n for n in alias.above if n in given), None)
+        if winner is not None:
+            same = _same(target.render(self.value(alias.target)), target.render(parsed))
+            if alias.agree and winner == alias.target and not same:
+                raise ConfigError(
+                    f"{alias.name}={_text(raw)} and {alias.target}={target.render(self.value(alias.target))} "
+                    f"differ{where}: give {alias.target} alone"
+                )
+            return  # Kafka takes the other one
+        self.values[alias.target] = parsed
+        self.sources[alias.target] = source
+
+    def _kafka_only(self, name: str, raw: Any, source: str) -> None:
+        """A name that is none of our keys: a Kafka setting we warn of or refuse, else an error."""
+        value = _text(raw)
+        for prefix, why in KAFKA_REFUSED_FAMILIES:
+            if name.startswith(prefix):
+                raise _refused(name, "", why, source)
+        setting = kafka_setting(name)
+        if setting is None:
+            raise _unknown(name, source)
+        if any(_same(value, ok) for ok in setting.accepts):
+            return
+        if setting.refuse:
+            raise _refused(name, value, setting.reason, source)
+        kind, default = KAFKA_BROKER_CONFIGS.get(name, ("", None))
+        if kind == "class" or name in _PLUGIN_LISTS:
+            if value and not _same(value, default or ""):
+                raise _refused(
+                    name, value, "it names Java classes, and sftraffic runs no Kafka plugins", source
+                )
+            if setting is _GENERIC:
+                return  # no plugin, or Kafka's own default one: what the broker does anyway
+        self._warn(f"{name} has no effect: {setting.reason} ({source})")
+
+    def _warn(self, line: str) -> None:
+        if line not in self.warnings:
+            self.warnings.append(line)
+
+    def _judge_deferred(self, deferred: dict[str, tuple[Any, str]]) -> None:
+        """The Kafka settings that depend on other keys, once every source is read: KRaft's
+        roles and controller listeners against controller.quorum.voters, and the offsets
+        topic's replication factor against the number of voters."""
+        voters = [v.strip() for v in self.list("controller.quorum.voters")]
+        voter_ids = {v.partition("@")[0].strip(): v.partition("@")[2].strip() for v in voters}
+        node = str(self.node_id)
+        if "process.roles" in deferred:
+            self._judge_roles(*deferred["process.roles"], voter_ids, node)
+        closed: list[tuple[str, str]] = []  # controller listeners not opened, with their source
+        if "controller.listener.names" in deferred:
+            raw, source = deferred["controller.listener.names"]
+            names = {n.upper() for n in _convert("list", raw)}
+            closed = [(e, source) for e in self._drop_listeners(names)]
+        if "controller.quorum.bootstrap.servers" in deferred:
+            raw, source = deferred["controller.quorum.bootstrap.servers"]
+            servers = _convert("list", raw)
+            shown = ",".join(servers)
+            if voters:
+                self._warn(
+                    f"controller.quorum.bootstrap.servers has no effect: the quorum is "
+                    f"controller.quorum.voters ({source})"
+                )
+            elif len(servers) > 1:
+                raise _refused(
+                    "controller.quorum.bootstrap.servers",
+                    shown,
+                    "the metadata quorum has a fixed set of voters: give controller.quorum.voters="
+                    "ID@HOST:PORT,... (every controller's node.id and address) instead",
+                    source,
+                )
+            elif servers:
+                self._warn(
+                    f"controller.quorum.bootstrap.servers={shown}: this node is the only controller, so "
+                    "it runs as a single node, whose metadata needs no quorum (a cluster: "
+                    f"controller.quorum.voters=ID@HOST:PORT,...) ({source})"
+                )
+        for endpoint, source in closed:
+            if not voters:
+                self._warn(
+                    f"controller.listener.names: {endpoint} is not opened: a single node serves no "
+                    f"metadata quorum ({source})"
+                )
+            elif node in voter_ids and _port(endpoint) != _port(voter_ids[node]):
+                self._warn(
+                    f"controller.listener.names: {endpoint} is not opened: the metadata quorum listens "
+                    f"on node {node}'s controller.quorum.voters address {voter_ids[node]} ({source})"
+                )
+        if "offsets.topic.replication.factor" in deferred:
+            raw, source = deferred["offsets.topic.replication.factor"]
+            try:
+                rf = _convert("int", raw)
+            except (TypeError, ValueError):
+                raise ConfigError(
+                    f"config offsets.topic.replication.factor={raw!r} (from {source}): expected int"
+                ) from None
+            here = min(3, len(voters)) if voters else 1
+            if rf != here:
+                self._warn(
+                    f"offsets.topic.replication.factor has no effect: __consumer_offsets gets "
+                    f"min(3, voters) replicas, {here} here ({source})"
+                )
+
+    def _judge_roles(self, raw: Any, source: str, voter_ids: dict[str, str], node: str) -> None:
+        roles = {r.lower() for r in _convert("list", raw)}
+        shown = ",".join(sorted(roles))
+        if not roles or roles - {"broker", "controller"}:
+            raise ConfigError(
+                f"config process.roles={_text(raw)!r} (from {source}): must be broker,controller or broker"
+            )
+        if roles == {"controller"}:
+            raise _refused(
+                "process.roles",
+                shown,
+                "every sftraffic node serves clients: a controller is process.roles=broker,controller",
+                source,
+            )
+        if roles == {"broker"} and not voter_ids:
+            raise _refused(
+                "process.roles",
+                shown,
+                "a broker-only node follows the controllers of controller.quorum.voters, and none "
+                "are given (a single node is process.roles=broker,controller)",
+                source,
+            )
+        if roles == {"broker"} and node in voter_ids:
+            raise _refused(
+                "process.roles",
+                shown,
+                f"node {node} is in controller.quorum.voters, so it is a controller too: "
+                "process.roles=broker,controller",
+                source,
+            )
+        if "controller" in roles and voter_ids and node not in voter_ids:
+            raise _refused(
+                "process.roles",
+                shown,
+                f"node {node} is not in controller.quorum.voters (a non-voting broker is "
+                "process.roles=broker)",
+                source,
+            )
+
+    def _drop_listeners(self, names: set[str]) -> list[str]:
+        """Remove the listeners named ``names`` (Kafka's controller listeners: here the metadata
+        quorum has its own endpoint, controller.quorum.voters) from listeners and
+        advertised.listeners; returns the listeners removed."""
+        dropped: list[str] = []
+        for key_name in ("listeners", "advertised.listeners"):
+            entries = [e.strip() for e in self.str(key_name).split(",") if e.strip()]
+            kept = [e for e in entries if not ("://" in e and e.partition("://")[0].strip().upper() in names)]
+            if len(kept) != len(entries):
+                self.values[key_name] = ",".join(kept)
+                if key_name == "listeners":
+                    dropped += [e for e in entries if e not in kept]
+        return dropped
+
+
+def _mistyped(name: str, value: object) -> TypeError:
+    return TypeError(f"config {name} holds {value!r}, not a {key(name).type}")
+
+
+def _port(address: str) -> str:
+    return address.rpartition(":")[2].strip()
 
 
 def parse_duration_ms(text: str) -> int:

@@ -1,13 +1,14 @@
 """One error root for the store, mapped to Kafka error codes.
 
-Storage, coordinator and handlers raise :class:`StoreError` subclasses; the server maps any
-of them to its Kafka code in one place (``framework.server.router``). Anything else escaping a
-handler is a bug: it is logged with a traceback and answered with UNKNOWN_SERVER_ERROR.
+Storage, coordinator and handlers raise :class:`StoreError` subclasses, each carrying its
+Kafka code and whether a client may retry; the server turns a failure into the code it answers
+in one place, :mod:`framework.server.errors`. Anything else escaping a handler is a bug: it is
+logged with a traceback and answered with UNKNOWN_SERVER_ERROR.
 """
 
 from __future__ import annotations
 
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 
 __all__ = [
     "ClusterAuthorizationFailed",
@@ -161,7 +162,7 @@ class NotEnoughReplicas(StoreError):
     code = ErrorCode.NOT_ENOUGH_REPLICAS
 
 
-# -- authorization (issue 18): the principal may not do this (an ACL, or the lack of one) ---------
+# -- authorization: the principal may not do this (an ACL, or the lack of one) --------------------
 class TopicAuthorizationFailed(StoreError):
     code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
@@ -190,7 +191,7 @@ class KafkaStorageError(StoreError):
     code = ErrorCode.KAFKA_STORAGE_ERROR
 
 
-# -- security (issue 18) -------------------------------------------------------------------------
+# -- authentication: SASL and SCRAM credentials --------------------------------------------------
 class SaslAuthenticationFailed(StoreError):
     """Wrong password, unknown user, bad proof: one code and one message for all of them, so a
     client learns nothing about which it was."""

@@ -8,15 +8,15 @@ import socket
 
 from framework import config as cfg
 from framework.errors import ConfigError
-from framework.server.run import run as run_broker
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "broker",
         help="run one event-store node (Kafka protocol)",
-        description="Run one event-store node. Settings come from --config (TOML), SFTRAFFIC_* "
-        "environment variables and these flags, in increasing precedence.",
+        description="Run one event-store node. Settings come from --config (TOML, or Apache Kafka's "
+        "server.properties), SFTRAFFIC_* environment variables and these flags, in increasing "
+        "precedence; Kafka's key names are taken in each (see `sftraffic config reference`).",
     )
     ident = p.add_mutually_exclusive_group()
     ident.add_argument("--node-id", type=int, help="this broker's id (node.id)")
@@ -34,7 +34,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     p.add_argument("--advertise", metavar="HOST:PORT", help="address given to clients (advertised.listeners)")
     p.add_argument("--data-dir", help="directory for logs and metadata (log.dirs)")
-    p.add_argument("--config", help="TOML file with broker settings (see README 'Configuration reference')")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="broker settings: a .toml file, or a .properties file in Apache Kafka's server.properties "
+        "format (another name is read as whichever it parses as); Kafka settings sftraffic does "
+        "not implement are warned of at start (see `sftraffic config reference`)",
+    )
     p.add_argument("--metrics", metavar="HOST:PORT", help="serve Prometheus /metrics here (metrics.listen)")
     p.add_argument(
         "--voters",
@@ -94,4 +100,8 @@ def node_id_from_hostname(hostname: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported here: the broker's modules take a third of a second to load, which every other
+    # command (and shell completion) would otherwise pay for
+    from framework.server.run import run as run_broker  # noqa: PLC0415
+
     return run_broker(load_config(args))

@@ -1,4 +1,7 @@
-"""Shared CLI bits: --bootstrap, KEY=VALUE parsing, Kafka error → one line, required modules."""
+"""Shared CLI bits: --registry, KEY=VALUE parsing, Kafka error → one line, required modules.
+
+The connection options every client command takes are in :mod:`framework.cli.connection`.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +9,9 @@ import argparse
 import importlib.util
 import logging
 import os
-import socket
 from typing import Any
 
 from framework.errors import StoreError
-
-DEFAULT_BOOTSTRAP = os.environ.get("SFTRAFFIC_BOOTSTRAP", "127.0.0.1:9092")
 
 
 def require_modules(*names: str) -> None:
@@ -24,16 +24,6 @@ def require_modules(*names: str) -> None:
     for name in names:
         if importlib.util.find_spec(name) is None:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-
-
-def add_bootstrap(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--bootstrap",
-        "-b",
-        default=DEFAULT_BOOTSTRAP,
-        metavar="HOST:PORT",
-        help=f"broker to talk to (default {DEFAULT_BOOTSTRAP}, or $SFTRAFFIC_BOOTSTRAP)",
-    )
 
 
 def add_registry(p: argparse.ArgumentParser) -> None:
@@ -62,25 +52,9 @@ def kafka_error(exc: BaseException) -> StoreError:
     if hasattr(err, "str") and hasattr(err, "name"):
         text = err.str()
         if err.name() in ("_TRANSPORT", "_TIMED_OUT", "_ALL_BROKERS_DOWN"):
-            return StoreError(f"no broker reachable ({text}); is it running? check --bootstrap")
+            return StoreError(f"no broker reachable ({text}); is it running? check -b/--bootstrap-server")
         return StoreError(f"{err.name()}: {text}")
     return StoreError(str(exc))
-
-
-def ensure_reachable(bootstrap: str, timeout: float = 3.0) -> None:
-    """Fail fast with one line when no broker listens at ``bootstrap``."""
-    last = ""
-    for hp in bootstrap.split(","):
-        host, _, port = hp.strip().rpartition(":")
-        try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-                return
-        except (OSError, ValueError) as exc:
-            last = getattr(exc, "strerror", None) or str(exc)
-    raise StoreError(
-        f"no broker reachable at {bootstrap} ({last}); is it running? "
-        "start one with `sftraffic broker` or `sftraffic up`, or pass --bootstrap"
-    )
 
 
 def quiet_logger() -> Any:

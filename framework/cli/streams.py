@@ -4,30 +4,42 @@ permissions (sftraffic extension).
 A stream groups topics named ``<stream>.<topic>`` and carries their shared defaults: TTL
 (retention.ms), partitions, replication factor, timestamp type, producer-id expiry...
 
-Its permissions (the seeds' produceperm, consumeperm, topicperm, adminperm) are Kafka ACLs on
+Its permissions (MapR's produceperm, consumeperm, topicperm, adminperm) are Kafka ACLs on
 the prefix ``<stream>.`` (:mod:`framework.security.stream_permissions`): ``grant`` creates them
 with CreateAcls, ``revoke`` deletes them with DeleteAcls, ``describe`` lists who holds what
-with DescribeAcls, so ``kafka-acls`` sees and edits the same rules. Every command takes the
-client's security settings in librdkafka's names (``--command-config FILE``, ``-X KEY=VALUE``:
-``security.protocol``, ``sasl.mechanism``, ``sasl.username``, ``sasl.password``,
-``ssl.ca.location``).
+with DescribeAcls, so ``kafka-acls`` (and ``sftraffic acls``) sees and edits the same rules.
+Every command takes the shared connection options (:mod:`framework.cli.connection`:
+``-b/--bootstrap-server``, ``--command-config FILE``, ``-X KEY=VALUE``) and talks StreamAdmin,
+sftraffic's own API, over :class:`~framework.client.wire.WireClient`.
+
+``-o json``: ``{"streams": [{"name", "created_ms", "topics", "configs": [{"name", "value",
+"source"}]}]}`` (``source``: stream, broker or default); ``describe`` adds ``"permissions":
+[{"permission", "principal", "host"}]`` and ``"other_acls"`` under the stream's prefix
+(``permissions`` null when the broker has no authorizer or the ACLs may not be seen).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
-
-from rich.console import Console
-from rich.table import Table
+from typing import Any
 
 from framework import config as cfg
-from framework.cli.common import add_bootstrap, parse_kv
-from framework.client.acls import create_acls
-from framework.client.wire import WireClient, from_client_config
+from framework.cli.common import parse_kv
+from framework.cli.output import (
+    command,
+    command_group,
+    connect,
+    console,
+    json_wanted,
+    print_json,
+    table,
+    warn,
+)
+from framework.client.acls import create_acls, principal_of
+from framework.client.connection import Connection
 from framework.errors import StoreError
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.delete_acls import DeleteAclsFilter, DeleteAclsRequest, DeleteAclsResponse
 from framework.protocol.messages.describe_acls import DescribeAclsRequest, DescribeAclsResponse
 from framework.protocol.messages.stream_admin import (
@@ -42,91 +54,107 @@ from framework.protocol.messages.stream_admin import (
 from framework.security.authorizer import AclBinding, AclOperation, PatternType, Permission, ResourceType
 from framework.security.stream_permissions import PERMISSIONS, SEEDS_NAMES, bindings, holders, to_revoke
 
-console = Console()
 SOURCES = {0: "stream", 1: "broker", 2: "default"}
-
-
-def add_connection(p: argparse.ArgumentParser) -> None:
-    """--bootstrap and the client's security settings (librdkafka's names, as kafka tools' files)."""
-    add_bootstrap(p)
-    p.add_argument("--command-config", metavar="FILE", help="client properties (KEY=VALUE lines)")
-    p.add_argument(
-        "-X", dest="client_config", action="append", default=[], metavar="KEY=VALUE", help="client property"
-    )
-
-
-def client_config(args: argparse.Namespace) -> dict[str, str]:
-    conf: dict[str, str] = {}
-    if getattr(args, "command_config", None):
-        lines = Path(args.command_config).read_text().splitlines()
-        conf.update(parse_kv([ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")], "line"))
-    conf.update(parse_kv(getattr(args, "client_config", []), "-X"))
-    return conf
-
-
-def connect(args: argparse.Namespace) -> WireClient:
-    return from_client_config(args.bootstrap, client_config(args))
+EXAMPLES = """\
+  sftraffic streams create traffic --ttl 180d --partitions 6
+  sftraffic streams describe traffic -o json
+  sftraffic streams grant traffic alice --consume
+  sftraffic streams alter traffic --ttl 30d"""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("streams", help="stream policies shared by the topics of a stream")
-    ssub = p.add_subparsers(dest="action", metavar="ACTION")
-    ssub.required = True
+    ssub = command_group(
+        sub,
+        "streams",
+        "stream policies shared by the topics of a stream",
+        "Streams (sftraffic's extension): topics named <stream>.<topic> sharing a policy.",
+        EXAMPLES,
+    )
 
-    def policy_flags(q: argparse.ArgumentParser) -> None:
-        q.add_argument("--ttl", help="time to live of messages, e.g. 180d (retention.ms)")
-        q.add_argument("--partitions", type=int, help="default partitions of new topics (num.partitions)")
-        q.add_argument("--replication-factor", type=int, help="default replicas (default.replication.factor)")
-        q.add_argument(
-            "--timestamp-type",
-            choices=["CreateTime", "LogAppendTime"],
-            help="message.timestamp.type",
-        )
-        q.add_argument(
-            "--pid-expiry",
-            help="forget idle producer ids after, e.g. 7d (producer.id.expiration.ms)",
-        )
-        q.add_argument(
-            "--config",
-            "-c",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="any stream config",
-        )
-
-    c = ssub.add_parser("create", help="create a stream")
+    c = command(
+        ssub, "create", "create a stream", "sftraffic streams create traffic --ttl 180d --partitions 6"
+    )
     c.add_argument("name")
-    policy_flags(c)
+    _policy_flags(c)
     c.add_argument("--if-not-exists", action="store_true")
-    add_connection(c)
     c.set_defaults(func=create)
 
-    ls = ssub.add_parser("list", help="list streams")
-    add_connection(ls)
+    ls = command(
+        ssub, "list", "list streams", "sftraffic streams list -o json | jq -r '.streams[].name'", output=True
+    )
     ls.set_defaults(func=list_)
 
-    d = ssub.add_parser("describe", help="a stream's policy and topics")
+    d = command(
+        ssub,
+        "describe",
+        "a stream's policy, topics and permissions",
+        "sftraffic streams describe traffic -o json",
+        output=True,
+    )
     d.add_argument("names", nargs="+")
-    add_connection(d)
     d.set_defaults(func=describe)
 
-    a = ssub.add_parser("alter", help="change a stream's policy (applies to its topics)")
+    a = command(
+        ssub,
+        "alter",
+        "change a stream's policy (applies to its topics)",
+        "sftraffic streams alter traffic --ttl 30d --delete-config segment.ms",
+    )
     a.add_argument("name")
-    policy_flags(a)
+    _policy_flags(a)
     a.add_argument(
         "--delete-config", action="append", default=[], metavar="KEY", help="remove a stream config"
     )
-    add_connection(a)
     a.set_defaults(func=alter)
 
-    rm = ssub.add_parser("delete", help="delete an empty stream")
+    rm = command(ssub, "delete", "delete an empty stream", "sftraffic streams delete traffic")
     rm.add_argument("name")
-    add_connection(rm)
     rm.set_defaults(func=delete)
 
+    _add_permission_commands(ssub)
+
+
+_PERM_HELP = {
+    "produce": "Write and Describe on the stream's topics",
+    "consume": "Read and Describe on the stream's topics, Read on groups named <stream>.*",
+    "topic-admin": "Create, Delete, Alter, DescribeConfigs, AlterConfigs on the stream's topics",
+    "admin": "grant and revoke permissions on the stream (and alter or delete it)",
+}
+
+
+def _policy_flags(q: argparse.ArgumentParser) -> None:
+    """The policy options of ``create`` and ``alter``."""
+    q.add_argument("--ttl", help="time to live of messages, e.g. 180d (retention.ms)")
+    q.add_argument("--partitions", type=int, help="default partitions of new topics (num.partitions)")
+    q.add_argument("--replication-factor", type=int, help="default replicas (default.replication.factor)")
+    q.add_argument(
+        "--timestamp-type",
+        choices=["CreateTime", "LogAppendTime"],
+        help="message.timestamp.type",
+    )
+    q.add_argument(
+        "--pid-expiry",
+        help="forget idle producer ids after, e.g. 7d (producer.id.expiration.ms)",
+    )
+    q.add_argument(
+        "--config",
+        "-c",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any stream config",
+    )
+
+
+def _add_permission_commands(ssub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``grant`` and ``revoke``: one flag per stream permission."""
     for action, verb in (("grant", "give"), ("revoke", "take away")):
-        g = ssub.add_parser(action, help=f"{verb} the seeds' stream permissions (ACLs on <stream>.)")
+        g = command(
+            ssub,
+            action,
+            f"{verb} stream permissions: produce, consume, topic-admin, admin (ACLs on <stream>.)",
+            f"sftraffic streams {action} traffic alice --produce --consume",
+        )
         g.add_argument("name", help="stream")
         g.add_argument("user", help="user name or principal (alice, User:alice, User:* for everyone)")
         for perm in PERMISSIONS:
@@ -137,16 +165,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                 help=f"{SEEDS_NAMES[perm]}: {_PERM_HELP[perm]}",
             )
         g.add_argument("--host", default="*", help="client IP address the permission is for (default: any)")
-        add_connection(g)
         g.set_defaults(func=grant if action == "grant" else revoke)
-
-
-_PERM_HELP = {
-    "produce": "Write and Describe on the stream's topics",
-    "consume": "Read and Describe on the stream's topics, Read on groups named <stream>.*",
-    "topic-admin": "Create, Delete, Alter, DescribeConfigs, AlterConfigs on the stream's topics",
-    "admin": "grant and revoke permissions on the stream (and alter or delete it)",
-}
 
 
 def policy(args: argparse.Namespace) -> dict[str, str]:
@@ -164,21 +183,21 @@ def policy(args: argparse.Namespace) -> dict[str, str]:
     return out
 
 
-def call(args: argparse.Namespace, req: StreamAdminRequest) -> StreamAdminResponse:
-    with connect(args) as client:
+def call(conn: Connection, req: StreamAdminRequest) -> StreamAdminResponse:
+    with conn.wire() as client:
         if client.version_for(StreamAdminRequest.API_KEY) is None:
             raise StoreError(
-                f"the broker at {args.bootstrap} has no streams (it is not sftraffic): create topics "
+                f"the broker at {conn.bootstrap} has no streams (it is not sftraffic): create topics "
                 "with their configs instead, e.g. `sftraffic topics create NAME --ttl 180d`"
             )
         return client.send(req, StreamAdminResponse)
 
 
-def _check(resp: StreamAdminResponse, ok_codes: tuple[int, ...] = (0,)) -> int:
+def _check(args: argparse.Namespace, resp: StreamAdminResponse, ok_codes: tuple[int, ...] = (0,)) -> int:
     rc = 0
     for s in resp.streams:
         if s.error_code not in ok_codes:
-            console.print(f"[red]stream {s.name}[/red]: {s.error_message}")
+            warn(args, f"stream {s.name}: {s.error_message}")
             rc = 2
     return rc
 
@@ -189,25 +208,39 @@ def create(args: argparse.Namespace) -> int:
         names=[args.name],
         configs=[StreamConfig(k, v) for k, v in policy(args).items()],
     )
-    resp = call(args, req)
+    resp = call(connect(args), req)
     if args.if_not_exists and resp.streams and resp.streams[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
         console.print(f"stream {args.name} already exists")
         return 0
-    rc = _check(resp)
+    rc = _check(args, resp)
     if rc == 0:
         console.print(f"created stream [bold]{args.name}[/bold]")
     return rc
 
 
+def _stream_json(s: Any) -> dict[str, Any]:
+    return {
+        "name": s.name,
+        "created_ms": s.created_ms,
+        "topics": list(s.topics),
+        "configs": [
+            {"name": c.name, "value": c.value, "source": SOURCES.get(c.source, "unknown")} for c in s.configs
+        ],
+    }
+
+
 def list_(args: argparse.Namespace) -> int:
-    resp = call(args, StreamAdminRequest(operation=DESCRIBE))
-    table = Table("stream", "topics", "ttl", "partitions", "created")
+    resp = call(connect(args), StreamAdminRequest(operation=DESCRIBE))
+    if json_wanted(args):
+        print_json({"streams": [_stream_json(s) for s in resp.streams]})
+        return 0
+    tbl = table("stream", "topics", "ttl", "partitions", "created")
     for s in resp.streams:
         vals = {c.name: c.value for c in s.configs}
         ttl = vals.get("retention.ms") or "?"
         created = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.created_ms / 1000))
-        table.add_row(s.name, str(len(s.topics)), _ms(ttl), vals.get("num.partitions", "?") or "?", created)
-    console.print(table)
+        tbl.add_row(s.name, str(len(s.topics)), _ms(ttl), vals.get("num.partitions", "?") or "?", created)
+    console.print(tbl)
     return 0
 
 
@@ -225,29 +258,55 @@ def _ms(v: str) -> str:
 
 
 def describe(args: argparse.Namespace) -> int:
-    resp = call(args, StreamAdminRequest(operation=DESCRIBE, names=list(args.names)))
-    rc = _check(resp)
-    for s in resp.streams:
-        if s.error_code:
-            continue
-        t = Table("config", "value", "source", title=f"stream {s.name} ({len(s.topics)} topics)")
-        for c in s.configs:
-            t.add_row(c.name, c.value or "", SOURCES.get(c.source, "?"))
+    conn = connect(args)
+    resp = call(conn, StreamAdminRequest(operation=DESCRIBE, names=list(args.names)))
+    rc = _check(args, resp)
+    found = [s for s in resp.streams if not s.error_code]
+    acls, why = _acls_or_reason(conn) if found else ([], None)
+    docs = []
+    for s in found:
+        doc = _stream_json(s)
+        if acls is not None:
+            who, others = holders(s.name, acls)
+            doc["permissions"] = [
+                {"permission": perm, "principal": h.principal, "host": h.host}
+                for perm in PERMISSIONS
+                for h in who
+                if perm in h.permissions
+            ]
+            doc["other_acls"] = [str(b) for b in others]
+        else:
+            doc["permissions"] = None  # not known: no authorizer, or not allowed to see the ACLs
+        docs.append(doc)
+    if json_wanted(args):
+        print_json({"streams": docs})
+        return rc
+    for doc in docs:
+        name = doc["name"]
+        t = table("config", "value", "source", title=f"stream {name} ({len(doc['topics'])} topics)")
+        for c in doc["configs"]:
+            t.add_row(c["name"], c["value"] or "", c["source"])
         console.print(t)
-        if s.topics:
-            console.print("topics: " + ", ".join(s.topics))
-        _print_permissions(args, s.name)
+        if doc["topics"]:
+            console.print("topics: " + ", ".join(doc["topics"]))
+        if doc["permissions"] is None:
+            console.print(f"permissions: {why}")
+            continue
+        pt = table("permission", "principal", "host", title=f"stream {name} permissions (ACLs on {name}.)")
+        for perm in doc["permissions"]:
+            pt.add_row(
+                f"{perm['permission']} ({SEEDS_NAMES[perm['permission']]})", perm["principal"], perm["host"]
+            )
+        console.print(pt)
+        for b in doc["other_acls"]:
+            console.print(f"  other ACL: {b}")
     return rc
 
 
 # -- permissions (ACLs on <stream>.) ---------------------------------------------------------------
-def principal_of(user: str) -> str:
-    return user if ":" in user else f"User:{user}"
-
-
-def _acls(args: argparse.Namespace) -> list[AclBinding]:
+def _acls(conn: Connection) -> list[AclBinding]:
     """Every ACL the user may see (DescribeAcls with a match-all filter)."""
-    with connect(args) as client:
+    with conn.wire() as client:
         resp = client.send(
             DescribeAclsRequest(
                 resource_type_filter=ResourceType.ANY,
@@ -274,24 +333,13 @@ def _acls(args: argparse.Namespace) -> list[AclBinding]:
     ]
 
 
-def _print_permissions(args: argparse.Namespace, stream: str) -> None:
+def _acls_or_reason(conn: Connection) -> tuple[list[AclBinding] | None, str | None]:
     try:
-        acls = _acls(args)
+        return _acls(conn), None
     except StoreError as exc:
         if exc.code == ErrorCode.SECURITY_DISABLED:
-            console.print("permissions: none enforced (the broker has no authorizer.class.name)")
-        else:
-            console.print(f"permissions: not shown ({exc.message})")
-        return
-    who, others = holders(stream, acls)
-    t = Table("permission", "principal", "host", title=f"stream {stream} permissions (ACLs on {stream}.)")
-    for perm in PERMISSIONS:
-        for h in who:
-            if perm in h.permissions:
-                t.add_row(f"{perm} ({SEEDS_NAMES[perm]})", h.principal, h.host)
-    console.print(t)
-    for b in others:
-        console.print(f"  other ACL: {b}")
+            return None, "none enforced (the broker has no authorizer.class.name)"
+        return None, f"not shown ({exc.message})"
 
 
 def _chosen(args: argparse.Namespace) -> list[str]:
@@ -308,15 +356,16 @@ def grant(args: argparse.Namespace) -> int:
         new = [b for p in perms for b in bindings(args.name, p, principal, args.host)]
     except ValueError as exc:
         raise StoreError(str(exc)) from None
-    with connect(args) as client:
+    conn = connect(args)
+    with conn.wire() as client:
         failed = create_acls(client, new)
     if any(code == ErrorCode.SECURITY_DISABLED for _, code, _m in failed):
         raise StoreError(
-            f"the broker at {args.bootstrap} has no authorizer (authorizer.class.name is empty): "
+            f"the broker at {conn.bootstrap} has no authorizer (authorizer.class.name is empty): "
             "nothing is enforced, so there is nothing to grant"
         )
     for b, code, message in failed:
-        console.print(f"[red]{b}[/red]: {ErrorCode(code).name}: {message or ''}")
+        warn(args, f"{b}: {ErrorCode(code).name}: {message or ''}")
     if failed:
         return 2
     console.print(f"granted {', '.join(perms)} on stream [bold]{args.name}[/bold] to {principal}")
@@ -326,7 +375,8 @@ def grant(args: argparse.Namespace) -> int:
 def revoke(args: argparse.Namespace) -> int:
     perms = _chosen(args)
     principal = principal_of(args.user)
-    acls = _acls(args)
+    conn = connect(args)
+    acls = _acls(conn)
     gone: list[AclBinding] = []
     for p in perms:
         gone += [b for b in to_revoke(args.name, p, principal, args.host, acls) if b not in gone]
@@ -343,12 +393,12 @@ def revoke(args: argparse.Namespace) -> int:
         )
         for b in gone
     ]
-    with connect(args) as client:
+    with conn.wire() as client:
         resp = client.send(DeleteAclsRequest(filters=filters), DeleteAclsResponse)
     rc = 0
     for b, r in zip(gone, resp.filter_results, strict=True):
         if r.error_code:
-            console.print(f"[red]{b}[/red]: {ErrorCode(r.error_code).name}: {r.error_message or ''}")
+            warn(args, f"{b}: {ErrorCode(r.error_code).name}: {r.error_message or ''}")
             rc = 2
     if rc == 0:
         console.print(f"revoked {', '.join(perms)} on stream [bold]{args.name}[/bold] from {principal}")
@@ -359,16 +409,16 @@ def alter(args: argparse.Namespace) -> int:
     configs = [StreamConfig(k, v) for k, v in policy(args).items()] + [
         StreamConfig(k, None) for k in args.delete_config
     ]
-    resp = call(args, StreamAdminRequest(operation=ALTER, names=[args.name], configs=configs))
-    rc = _check(resp)
+    resp = call(connect(args), StreamAdminRequest(operation=ALTER, names=[args.name], configs=configs))
+    rc = _check(args, resp)
     if rc == 0:
         console.print(f"altered stream [bold]{args.name}[/bold]")
     return rc
 
 
 def delete(args: argparse.Namespace) -> int:
-    resp = call(args, StreamAdminRequest(operation=DELETE, names=[args.name]))
-    rc = _check(resp)
+    resp = call(connect(args), StreamAdminRequest(operation=DELETE, names=[args.name]))
+    rc = _check(args, resp)
     if rc == 0:
         console.print(f"deleted stream [bold]{args.name}[/bold]")
     return rc

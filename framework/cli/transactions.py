@@ -10,21 +10,28 @@
   marker is written with WriteTxnMarkers to the leader, as Kafka's tool does. ``--producer-id
   --producer-epoch --coordinator-epoch`` give the producer directly.
 
-Security settings as for ``streams`` (``-X KEY=VALUE``, ``--command-config FILE``).
+The shared connection options (``-b/--bootstrap-server``, ``--command-config FILE``, ``-X``);
+the same security settings for every broker asked.
+
+``-o json``: ``list``: ``{"transactions": [{"transactional_id", "coordinator_id", "producer_id",
+"transaction_state"}]}``; ``describe``: ``{"coordinator_id", "transactional_id", "producer_id",
+"producer_epoch", "transaction_state", "transaction_timeout_ms", "transaction_start_time_ms",
+"topic_partitions": [{"topic", "partition"}]}``; ``describe-producers``: ``{"topic",
+"partition", "active_producers": [{"producer_id", "producer_epoch", "last_sequence",
+"last_timestamp", "coordinator_epoch", "current_txn_start_offset"}]}``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 
-from rich.console import Console
-from rich.table import Table
-
-from framework.cli.streams import add_connection, client_config
-from framework.client.wire import WireClient, from_client_config
+from framework.cli.output import command, command_group, connect, console, json_wanted, print_json, table
+from framework.client.connection import Connection
+from framework.client.wire import WireClient
 from framework.errors import StoreError
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.describe_producers import (
     DescribeProducersRequest,
     DescribeProducersResponse,
@@ -45,48 +52,76 @@ from framework.protocol.messages.write_txn_markers import (
     WriteTxnMarkersResponse,
 )
 
-console = Console()
+EXAMPLES = """\
+  sftraffic transactions list --state Ongoing
+  sftraffic transactions describe my-txn-id -o json
+  sftraffic transactions describe-producers --topic traffic.speeds --partition 0
+  sftraffic transactions abort --topic traffic.speeds --partition 0 --start-offset 1234"""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("transactions", help="transactions: list, describe, producers, abort a hanging one")
-    tsub = p.add_subparsers(dest="action", metavar="ACTION")
-    tsub.required = True
+    tsub = command_group(
+        sub,
+        "transactions",
+        "transactions: list, describe, producers, abort a hanging one",
+        "Transactions over the Kafka protocol, as kafka-transactions.",
+        EXAMPLES,
+    )
 
-    ls = tsub.add_parser("list", help="transactional ids and their states (every broker asked)")
+    ls = command(
+        tsub,
+        "list",
+        "transactional ids and their states (every broker asked)",
+        "sftraffic transactions list --state Ongoing -o json",
+        output=True,
+    )
     ls.add_argument("--state", action="append", default=[], help="only this state (repeatable), e.g. Ongoing")
-    add_connection(ls)
     ls.set_defaults(func=list_)
 
-    d = tsub.add_parser("describe", help="one transactional id: state, producer, partitions")
+    d = command(
+        tsub,
+        "describe",
+        "one transactional id: state, producer, partitions",
+        "sftraffic transactions describe my-txn-id",
+        output=True,
+    )
     d.add_argument("transactional_id")
-    add_connection(d)
     d.set_defaults(func=describe)
 
-    dp = tsub.add_parser("describe-producers", help="active producers of a partition")
+    dp = command(
+        tsub,
+        "describe-producers",
+        "active producers of a partition",
+        "sftraffic transactions describe-producers --topic traffic.speeds --partition 0",
+        output=True,
+    )
     dp.add_argument("--topic", required=True)
     dp.add_argument("--partition", type=int, required=True)
-    add_connection(dp)
     dp.set_defaults(func=describe_producers)
 
-    a = tsub.add_parser("abort", help="write an ABORT marker for a hanging transaction")
+    a = command(
+        tsub,
+        "abort",
+        "write an ABORT marker for a hanging transaction",
+        "sftraffic transactions abort --topic traffic.speeds --partition 0 --start-offset 1234",
+    )
     a.add_argument("--topic", required=True)
     a.add_argument("--partition", type=int, required=True)
     a.add_argument("--start-offset", type=int, help="first offset of the hanging transaction")
     a.add_argument("--producer-id", type=int)
     a.add_argument("--producer-epoch", type=int)
     a.add_argument("--coordinator-epoch", type=int, default=-1)
-    add_connection(a)
     a.set_defaults(func=abort)
 
 
-def _connect(args: argparse.Namespace, address: str | None = None) -> WireClient:
-    return from_client_config(address or args.bootstrap, client_config(args))
+def _at(conn: Connection, address: str | None = None) -> WireClient:
+    """A wire client to ``address`` (default: the bootstrap broker) with ``conn``'s security."""
+    return (dataclasses.replace(conn, bootstrap=address) if address else conn).wire()
 
 
-def _metadata(args: argparse.Namespace, topic: str | None = None) -> MetadataResponse:
+def _metadata(conn: Connection, topic: str | None = None) -> MetadataResponse:
     topics = None if topic is None else [MetadataRequestTopic(name=topic)]
-    with _connect(args) as w:
+    with _at(conn) as w:
         return w.send(MetadataRequest(topics=topics, allow_auto_topic_creation=False), MetadataResponse)
 
 
@@ -94,8 +129,8 @@ def _brokers(md: MetadataResponse) -> dict[int, str]:
     return {b.node_id: f"{b.host}:{b.port}" for b in md.brokers}
 
 
-def _leader(args: argparse.Namespace, topic: str, partition: int) -> str:
-    md = _metadata(args, topic)
+def _leader(conn: Connection, topic: str, partition: int) -> str:
+    md = _metadata(conn, topic)
     for t in md.topics:
         if t.name != topic:
             continue
@@ -116,17 +151,23 @@ def _check(code: int, what: str) -> None:
 
 
 def list_(args: argparse.Namespace) -> int:
-    md = _metadata(args)
+    conn = connect(args)
+    md = _metadata(conn)
     rows = []
     for node, addr in sorted(_brokers(md).items()):
-        with _connect(args, addr) as w:
+        with _at(conn, addr) as w:
             r = w.send(ListTransactionsRequest(state_filters=list(args.state)), ListTransactionsResponse)
         _check(r.error_code, f"ListTransactions on broker {node}")
         if r.unknown_state_filters:
             raise StoreError(f"unknown state(s): {', '.join(r.unknown_state_filters)}")
         rows += [(s.transactional_id, node, s.producer_id, s.transaction_state) for s in r.transaction_states]
-    t = Table("transactional id", "coordinator", "producer id", "state")
-    for tid, node, pid, state in sorted(rows):
+    rows.sort()
+    if json_wanted(args):
+        keys = ("transactional_id", "coordinator_id", "producer_id", "transaction_state")
+        print_json({"transactions": [dict(zip(keys, row, strict=True)) for row in rows]})
+        return 0
+    t = table("transactional id", "coordinator", "producer id", "state")
+    for tid, node, pid, state in rows:
         t.add_row(tid, str(node), str(pid), state)
     console.print(t)
     return 0
@@ -134,7 +175,8 @@ def list_(args: argparse.Namespace) -> int:
 
 def describe(args: argparse.Namespace) -> int:
     tid = args.transactional_id
-    with _connect(args) as w:
+    conn = connect(args)
+    with _at(conn) as w:
         fc = w.send(
             FindCoordinatorRequest(key=tid, key_type=1, coordinator_keys=[tid]), FindCoordinatorResponse
         )
@@ -145,10 +187,23 @@ def describe(args: argparse.Namespace) -> int:
         else (fc.error_code, fc.node_id, f"{fc.host}:{fc.port}")
     )
     _check(code, f"the coordinator of {tid!r}")
-    with _connect(args, addr) as w:
+    with _at(conn, addr) as w:
         r = w.send(DescribeTransactionsRequest(transactional_ids=[tid]), DescribeTransactionsResponse)
     (s,) = r.transaction_states
     _check(s.error_code, f"transactional id {tid!r}")
+    doc = {
+        "coordinator_id": node,
+        "transactional_id": tid,
+        "producer_id": s.producer_id,
+        "producer_epoch": s.producer_epoch,
+        "transaction_state": s.transaction_state,
+        "transaction_timeout_ms": s.transaction_timeout_ms,
+        "transaction_start_time_ms": s.transaction_start_time_ms,
+        "topic_partitions": [{"topic": d.topic, "partition": p} for d in s.topics for p in d.partitions],
+    }
+    if json_wanted(args):
+        print_json(doc)
+        return 0
     started = (
         dt.datetime.fromtimestamp(s.transaction_start_time_ms / 1000, dt.UTC).isoformat(
             timespec="milliseconds"
@@ -157,7 +212,7 @@ def describe(args: argparse.Namespace) -> int:
         else "-"
     )
     parts = ", ".join(f"{d.topic}-{p}" for d in s.topics for p in d.partitions) or "-"
-    t = Table("field", "value")
+    t = table("field", "value")
     for k, v in [
         ("coordinator", str(node)),
         ("transactional id", tid),
@@ -173,8 +228,8 @@ def describe(args: argparse.Namespace) -> int:
     return 0
 
 
-def _producers(args: argparse.Namespace, addr: str) -> list[ProducerState]:
-    with _connect(args, addr) as w:
+def _producers(conn: Connection, args: argparse.Namespace, addr: str) -> list[ProducerState]:
+    with _at(conn, addr) as w:
         r = w.send(
             DescribeProducersRequest(
                 topics=[TopicRequest(name=args.topic, partition_indexes=[args.partition])]
@@ -187,10 +242,31 @@ def _producers(args: argparse.Namespace, addr: str) -> list[ProducerState]:
 
 
 def describe_producers(args: argparse.Namespace) -> int:
-    t = Table(
+    conn = connect(args)
+    producers = _producers(conn, args, _leader(conn, args.topic, args.partition))
+    if json_wanted(args):
+        print_json(
+            {
+                "topic": args.topic,
+                "partition": args.partition,
+                "active_producers": [
+                    {
+                        "producer_id": s.producer_id,
+                        "producer_epoch": s.producer_epoch,
+                        "last_sequence": s.last_sequence,
+                        "last_timestamp": s.last_timestamp,
+                        "coordinator_epoch": s.coordinator_epoch,
+                        "current_txn_start_offset": s.current_txn_start_offset,
+                    }
+                    for s in producers
+                ],
+            }
+        )
+        return 0
+    t = table(
         "producer id", "epoch", "last sequence", "last timestamp", "coordinator epoch", "open txn start"
     )
-    for s in _producers(args, _leader(args, args.topic, args.partition)):
+    for s in producers:
         t.add_row(
             str(s.producer_id),
             str(s.producer_epoch),
@@ -204,9 +280,12 @@ def describe_producers(args: argparse.Namespace) -> int:
 
 
 def abort(args: argparse.Namespace) -> int:
-    addr = _leader(args, args.topic, args.partition)
+    if args.start_offset is None and (args.producer_id is None or args.producer_epoch is None):
+        raise StoreError("give --start-offset, or --producer-id and --producer-epoch")
+    conn = connect(args)
+    addr = _leader(conn, args.topic, args.partition)
     if args.start_offset is not None:
-        found = [s for s in _producers(args, addr) if s.current_txn_start_offset == args.start_offset]
+        found = [s for s in _producers(conn, args, addr) if s.current_txn_start_offset == args.start_offset]
         if not found:
             raise StoreError(
                 f"no open transaction starts at offset {args.start_offset} of {args.topic}-{args.partition} "
@@ -217,10 +296,8 @@ def abort(args: argparse.Namespace) -> int:
             found[0].producer_epoch,
             found[0].coordinator_epoch,
         )
-    elif args.producer_id is not None and args.producer_epoch is not None:
-        pid, epoch, coordinator_epoch = args.producer_id, args.producer_epoch, args.coordinator_epoch
     else:
-        raise StoreError("give --start-offset, or --producer-id and --producer-epoch")
+        pid, epoch, coordinator_epoch = args.producer_id, args.producer_epoch, args.coordinator_epoch
     req = WriteTxnMarkersRequest(
         markers=[
             WritableTxnMarker(
@@ -232,7 +309,7 @@ def abort(args: argparse.Namespace) -> int:
             )
         ]
     )
-    with _connect(args, addr) as w:
+    with _at(conn, addr) as w:
         r = w.send(req, WriteTxnMarkersResponse)
     code = r.markers[0].topics[0].partitions[0].error_code
     _check(code, f"ABORT marker for producer {pid} on {args.topic}-{args.partition}")

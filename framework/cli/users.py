@@ -4,40 +4,81 @@
   ``kafka-storage format --add-scram``: the credential (salt, stored key, server key,
   iterations; never the password) is written into the data dir's metadata. A cluster broker
   proposes the credentials it finds there to the metadata quorum when it joins, once.
-* ``--bootstrap HOST:PORT``: a running broker (ours or Apache Kafka) through
-  AlterUserScramCredentials / DescribeUserScramCredentials, with confluent-kafka's AdminClient;
-  ``--command-config FILE`` and ``-X KEY=VALUE`` give the client's security settings in
-  librdkafka's names (``security.protocol``, ``sasl.mechanism``, ``sasl.username``,
-  ``sasl.password``, ``ssl.ca.location`` ...).
+* otherwise a running broker (ours or Apache Kafka) through AlterUserScramCredentials /
+  DescribeUserScramCredentials, with confluent-kafka's AdminClient, reached with the shared
+  connection options (``-b/--bootstrap-server``, ``--command-config FILE``, ``-X KEY=VALUE``).
+
+The password is read from stdin (``--password -``: one line; at a terminal, asked for without
+echo) or a file (``--password-file FILE``, its first line); ``--password P`` works too, but a
+command line shows in ``ps`` and the shell's history.
+
+``list -o json``: ``{"users": [{"user", "credential_infos": [{"mechanism", "iterations"}]}]}``.
 """
 
 from __future__ import annotations
 
 import argparse
 import fcntl
+import getpass
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from framework import config as cfg
-from framework.cli.common import add_bootstrap, ensure_reachable, kafka_error, parse_kv, quiet_logger
+from framework.cli.connection import add_connection
+from framework.cli.output import (
+    add_output,
+    admin,
+    command,
+    command_group,
+    connect,
+    json_wanted,
+    kafka_errors,
+    print_json,
+)
 from framework.errors import StoreError
 from framework.metadata.store import MetadataStore
 from framework.security import scram
 
 MECHANISMS = list(scram.HASHES)
+FROM_STDIN = "-"  # --password -: read it from stdin
+
+
+EXAMPLES = """\
+  sftraffic users add alice --password - < alice.password
+  sftraffic users add alice --password-file alice.password --mechanism SCRAM-SHA-512
+  sftraffic users add alice --password - --data-dir /var/lib/sftraffic/broker-1   # broker stopped
+  sftraffic users list -o json"""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("users", help="SCRAM users: add, delete, list")
-    usub = p.add_subparsers(dest="action", metavar="ACTION")
-    usub.required = True
+    usub = command_group(
+        sub,
+        "users",
+        "SCRAM users: add, delete, list",
+        "SCRAM users, through a running broker or in a stopped broker's data dir.",
+        EXAMPLES,
+    )
 
-    a = usub.add_parser("add", help="add a user or change its password")
+    a = command(
+        usub,
+        "add",
+        "add a user or change its password",
+        "printf '%s\\n' \"$PASSWORD\" | sftraffic users add alice --password -",
+        connect=False,
+    )
     a.add_argument("name", help="user name")
-    a.add_argument("--password", required=True, help="the user's password (stored salted and hashed)")
+    pw = a.add_mutually_exclusive_group(required=True)
+    pw.add_argument(
+        "--password",
+        metavar="PASSWORD|-",
+        help="the user's password (stored salted and hashed); - reads one line from stdin. A password "
+        "given here shows in `ps` and the shell's history: prefer - or --password-file",
+    )
+    pw.add_argument("--password-file", metavar="FILE", help="read the password from FILE (its first line)")
     a.add_argument(
         "--mechanism",
         action="append",
@@ -53,7 +94,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     _where(a)
     a.set_defaults(func=add)
 
-    d = usub.add_parser("delete", help="delete a user's credentials")
+    d = command(usub, "delete", "delete a user's credentials", "sftraffic users delete alice", connect=False)
     d.add_argument("name", help="user name")
     d.add_argument(
         "--mechanism", action="append", choices=MECHANISMS, help="only this mechanism (repeatable)"
@@ -61,18 +102,38 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     _where(d)
     d.set_defaults(func=delete)
 
-    ls = usub.add_parser("list", help="list users and their mechanisms")
+    ls = command(
+        usub, "list", "list users and their mechanisms", "sftraffic users list -o json", connect=False
+    )
+    add_output(ls)
     _where(ls)
     ls.set_defaults(func=list_users)
 
 
 def _where(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", help="the broker's data dir (log.dirs), broker stopped")
-    add_bootstrap(p)
-    p.add_argument("--command-config", metavar="FILE", help="client properties (KEY=VALUE lines)")
-    p.add_argument(
-        "-X", dest="client_config", action="append", default=[], metavar="KEY=VALUE", help="client property"
-    )
+    add_connection(p)
+
+
+def read_password(args: argparse.Namespace) -> str:
+    """The password of ``--password`` (``-``: one line of stdin) or ``--password-file``."""
+    if args.password_file is not None:
+        try:
+            with open(args.password_file, encoding="utf-8") as f:
+                text = f.readline()
+        except OSError as exc:
+            raise StoreError(f"--password-file {args.password_file}: {exc.strerror or exc}") from None
+        where = f"--password-file {args.password_file}"
+    elif args.password == FROM_STDIN:
+        tty = sys.stdin.isatty()
+        text = getpass.getpass(f"password for {args.name}: ") if tty else sys.stdin.readline()
+        where = "--password - (stdin)"
+    else:
+        return str(args.password)
+    password = text.rstrip("\r\n")
+    if not password:
+        raise StoreError(f"{where}: no password (an empty line)")
+    return password
 
 
 # -- data dir ----------------------------------------------------------------------------------
@@ -101,6 +162,7 @@ def _mechanisms(args: argparse.Namespace) -> list[str]:
 
 def add(args: argparse.Namespace) -> int:
     mechs = _mechanisms(args)
+    args.password = read_password(args)
     creds = [scram.from_password(m, args.password, args.iterations) for m in mechs]
     if args.data_dir:
         with _stopped_store(args.data_dir) as store:
@@ -134,6 +196,21 @@ def list_users(args: argparse.Namespace) -> int:
             users = {u: {m: int(c["iterations"]) for m, c in ms.items()} for u, ms in store.scram.items()}
     else:
         users = _describe(args)
+    if json_wanted(args):
+        print_json(
+            {
+                "users": [
+                    {
+                        "user": u,
+                        "credential_infos": [
+                            {"mechanism": m, "iterations": i} for m, i in sorted(users[u].items())
+                        ],
+                    }
+                    for u in sorted(users)
+                ]
+            }
+        )
+        return 0
     for user in sorted(users):
         mechs = ", ".join(f"{m} (iterations {i})" for m, i in sorted(users[user].items()))
         print(f"{user}\t{mechs}")
@@ -141,28 +218,10 @@ def list_users(args: argparse.Namespace) -> int:
 
 
 # -- through a broker ----------------------------------------------------------------------------
-def _client_config(args: argparse.Namespace) -> dict[str, Any]:
-    conf: dict[str, Any] = {"bootstrap.servers": args.bootstrap, "logger": quiet_logger()}
-    if args.command_config:
-        lines = Path(args.command_config).read_text().splitlines()
-        conf.update(parse_kv([ln for ln in lines if ln.strip() and not ln.lstrip().startswith("#")], "line"))
-    conf.update(parse_kv(args.client_config, "-X"))
-    return conf
-
-
-def _admin(args: argparse.Namespace) -> Any:
-    from confluent_kafka.admin import AdminClient  # noqa: PLC0415 (only with --bootstrap)
-
-    ensure_reachable(args.bootstrap)
-    return AdminClient(_client_config(args))
-
-
 def _describe(args: argparse.Namespace) -> dict[str, dict[str, int]]:
-    admin = _admin(args)
-    try:
-        found = admin.describe_user_scram_credentials(request_timeout=15).result(20)
-    except Exception as exc:
-        raise kafka_error(exc) from None
+    a = admin(connect(args))
+    with kafka_errors():
+        found = a.describe_user_scram_credentials(request_timeout=15).result(20)
     return {
         user: {c.mechanism.name.replace("_", "-"): c.iterations for c in d.scram_credential_infos}
         for user, d in found.items()
@@ -189,9 +248,8 @@ def _alter(
         for m in upsert or []
     ]
     alterations += [UserScramCredentialDeletion(args.name, mech(m)) for m in delete or []]
-    admin = _admin(args)
-    try:
-        for fut in admin.alter_user_scram_credentials(alterations, request_timeout=15).values():
-            fut.result(20)
-    except Exception as exc:
-        raise kafka_error(exc) from None
+    a = admin(connect(args))
+    with kafka_errors():
+        for alteration in alterations:  # Kafka alters a user once per request (DUPLICATE_RESOURCE)
+            for fut in a.alter_user_scram_credentials([alteration], request_timeout=15).values():
+                fut.result(20)

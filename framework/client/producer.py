@@ -1,4 +1,4 @@
-"""Producer helpers over confluent-kafka: Kafka's partitioner and the seeds' publishing modes.
+"""Producer helpers over confluent-kafka: Kafka's partitioner and MapR's publishing modes.
 
 * :func:`partition_for` is Kafka's default key partitioner (murmur2, as the Java client), so a
   key lands in the same partition whichever of our components or a Java service produced it.
@@ -8,7 +8,7 @@
   producer (a retried batch may be written twice); ``exactly_once=True`` turns on idempotence
   (producer id + sequence numbers, duplicates dropped by the broker, order kept with up to 5
   requests in flight).
-* ``parallel_flushers`` is the seeds' ``streams.parallel.flushers.per.partition``: True (the
+* ``parallel_flushers`` is MapR's ``streams.parallel.flushers.per.partition``: True (the
   default) lets the client send the next request to a partition before the previous one is
   acknowledged (up to 5 in flight) — fast, but without idempotence a retry can reorder
   messages; False waits for each acknowledgement (one request in flight), so order is kept

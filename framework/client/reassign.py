@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping
 
 from framework.client.security import wire_client
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,

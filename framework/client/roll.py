@@ -1,4 +1,4 @@
-"""A rolling restart of a Kafka-API cluster, one broker at a time (issue 21).
+"""A rolling restart of a Kafka-API cluster, one broker at a time.
 
 Kafka's procedure (its documentation, "Rolling restart"), automated over the Kafka protocol, so
 it drives our brokers and Apache Kafka's alike:

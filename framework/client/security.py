@@ -2,8 +2,9 @@
 
 An application (the gateway, the fleet, the Spark jobs, the dashboard) makes Kafka clients in
 many places; they all take their security settings from one properties file, named by
-``$SFTRAFFIC_KAFKA_CONFIG`` (KEY=VALUE lines in librdkafka's names, ``#`` comments, as Kafka
-tools' ``--command-config`` files), plus overrides set in-process with :func:`configure`
+``$SFTRAFFIC_CLIENT_CONFIG`` (``$SFTRAFFIC_KAFKA_CONFIG`` is read when it is unset; Kafka's
+properties format, librdkafka's or the Java client's names, as Kafka tools' ``--command-config``
+files: :mod:`framework.client.connection`), plus overrides set in-process with :func:`configure`
 (``-X KEY=VALUE`` on a command line). ``sftraffic up --secure`` writes one such file per
 principal (mode 0600) and hands each part its own, so passwords never appear on a command line.
 
@@ -20,31 +21,26 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from framework.client.wire import BrokerUnavailable, WireClient, from_client_config
+from framework import properties
+from framework.client.connection import (
+    CONFIG_ENV,
+    LEGACY_CONFIG_ENV,
+    Connection,
+    is_security_key,
+    translate_java,
+)
+from framework.client.wire import WireClient, from_client_config
 from framework.errors import StoreError
 
-ENV = "SFTRAFFIC_KAFKA_CONFIG"
+ENV = CONFIG_ENV
 
 _overrides: dict[str, str] = {}
 
 
 def read_properties(path: str | Path) -> dict[str, str]:
-    """KEY=VALUE lines (blank lines and ``#`` comments skipped); one-line errors."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise StoreError(f"client properties {p}: {exc.strerror or exc}") from None
-    out: dict[str, str] = {}
-    for n, line in enumerate(text.splitlines(), 1):
-        s = line.strip()
-        if not s or s.startswith("#"):
-            continue
-        k, sep, v = s.partition("=")
-        if not sep or not k.strip():
-            raise StoreError(f"client properties {p}, line {n}: expected KEY=VALUE")
-        out[k.strip()] = v.strip()
-    return out
+    """The settings of a client properties file in librdkafka's names (Java ones translated)."""
+    conf, _warnings = translate_java(properties.read(path, "client properties"), f"client properties {path}")
+    return conf
 
 
 def write_properties(path: str | Path, conf: Mapping[str, str]) -> Path:
@@ -56,11 +52,6 @@ def write_properties(path: str | Path, conf: Mapping[str, str]) -> Path:
         f.writelines(f"{k}={v}\n" for k, v in conf.items())
     os.chmod(p, 0o600)  # an existing file keeps its mode on open: make sure
     return p
-
-
-def is_security_key(key: str) -> bool:
-    """``security.protocol``, ``sasl.*`` or ``ssl.*``: what this module passes on."""
-    return key == "security.protocol" or key.startswith(("sasl.", "ssl."))
 
 
 def configure(path: str | Path | None = None, overrides: Mapping[str, str] | None = None) -> None:
@@ -77,7 +68,7 @@ def configure(path: str | Path | None = None, overrides: Mapping[str, str] | Non
 
 def client_security() -> dict[str, str]:
     """The security settings of this process's Kafka clients (empty: PLAINTEXT)."""
-    path = os.environ.get(ENV)
+    path = os.environ.get(ENV) or os.environ.get(LEGACY_CONFIG_ENV)
     conf = {k: v for k, v in read_properties(path).items() if is_security_key(k)} if path else {}
     conf.update(_overrides)
     return conf
@@ -97,18 +88,8 @@ def wire_client(bootstrap: str, timeout: float = 10.0, client_id: str = "sftraff
 
 def check_credentials(bootstrap: str, timeout: float = 10.0) -> None:
     """Connect and authenticate once with this process's settings: a refused password (or an
-    unreachable store) raises a one-line :class:`StoreError` before any client starts."""
-    conf = client_security()
-    if not conf.get("security.protocol", "PLAINTEXT").upper().startswith(("SASL", "SSL")):
-        return
-    user = conf.get("sasl.username", "")
-    try:
-        with wire_client(bootstrap, timeout):
-            pass
-    except BrokerUnavailable:
-        raise
-    except StoreError as exc:
-        who = f" as {user!r}" if user else ""
-        raise StoreError(f"the store at {bootstrap} refused to authenticate{who}: {exc.message}") from None
-    except OSError as exc:  # TLS: a certificate the CA does not vouch for, a plaintext port ...
-        raise StoreError(f"no TLS session with the store at {bootstrap}: {exc}") from None
+    unreachable store) raises a one-line :class:`StoreError` before any client starts. Without
+    TLS or SASL nothing is contacted."""
+    conn = Connection(bootstrap, client_security())
+    if conn.secured:
+        conn.check(timeout)

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from framework.errors import StoreError
 from framework.protocol import codec
 from framework.protocol.api import API_TABLE
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.frames import decode_response, encode_request
 from framework.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from framework.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse

@@ -18,12 +18,14 @@ import logging
 from collections.abc import Callable
 
 from framework import config as cfg
-from framework.coordinator.groups import GroupConfig, GroupCoordinator, Scheduler
+from framework.clock import Clock
+from framework.coordinator.consumer_groups import ConsumerGroupConfig, ConsumerGroupCoordinator
+from framework.coordinator.groups import GroupConfig, GroupCoordinator, GroupState, Scheduler
 from framework.coordinator.offsets_topic import TOPIC, OffsetsPartitions, OffsetsTopicStore, partition_for
 from framework.errors import StoreError
 from framework.metadata.admin import MetadataAdmin
 from framework.metadata.cache import MetadataCache, Node
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 
 log = logging.getLogger("sftraffic.groups")
 
@@ -38,33 +40,56 @@ class GroupService:
         admin: MetadataAdmin,
         partitions: OffsetsPartitions,
         scheduler: Scheduler,
-        now_ms: Callable[[], int],
+        clock: Clock,
     ) -> None:
         self.config = config
         self.cache = cache
         self.admin = admin
-        self.store = OffsetsTopicStore(partitions, self._partition_count)
+        self.store = OffsetsTopicStore(partitions, lambda: self.partition_count, clock)
         self.coordinator = GroupCoordinator(
             scheduler,
             self.store,
             GroupConfig(
-                min_session_timeout_ms=config["group.min.session.timeout.ms"],
-                max_session_timeout_ms=config["group.max.session.timeout.ms"],
-                initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
-                max_size=config["group.max.size"],
-                offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
+                min_session_timeout_ms=config.int("group.min.session.timeout.ms"),
+                max_session_timeout_ms=config.int("group.max.session.timeout.ms"),
+                initial_rebalance_delay_ms=config.int("group.initial.rebalance.delay.ms"),
+                max_size=config.int("group.max.size"),
+                offsets_retention_ms=config.int("offsets.retention.minutes") * 60_000,
             ),
-            now_ms,
+            clock,
             self._partition_exists,
         )
+        # KIP-848 groups; their committed offsets are kept by the coordinator above
+        self.consumer = ConsumerGroupCoordinator(
+            scheduler,
+            ConsumerGroupConfig(
+                session_timeout_ms=config.int("group.consumer.session.timeout.ms"),
+                heartbeat_interval_ms=config.int("group.consumer.heartbeat.interval.ms"),
+                max_size=config.int("group.consumer.max.size"),
+                assignors=tuple(config.list("group.consumer.assignors")),
+            ),
+            self._partition_count,
+            self._classic_group_active,
+        )
 
-    def _partition_count(self) -> int:
+    @property
+    def partition_count(self) -> int:
+        """Partitions of ``__consumer_offsets``: the topic's, or offsets.topic.num.partitions
+        before it exists (what a group id hashes over)."""
         t = self.cache.topics.get(TOPIC)
-        return t.partitions if t is not None else int(self.config["offsets.topic.num.partitions"])
+        return t.partitions if t is not None else self.config.int("offsets.topic.num.partitions")
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         t = self.cache.topics.get(topic)
         return t is not None and 0 <= partition < t.partitions
+
+    def _partition_count(self, topic: str) -> int:
+        t = self.cache.topics.get(topic)
+        return t.partitions if t is not None else 0
+
+    def _classic_group_active(self, group_id: str) -> bool:
+        g = self.coordinator.groups.get(group_id)
+        return g is not None and not g.is_(GroupState.EMPTY, GroupState.DEAD)
 
     # -- where groups live -------------------------------------------------------------------
     def coordinator_node(self, group_id: str, listener: str | None = None) -> Node | None:
@@ -103,7 +128,7 @@ class GroupService:
             return
         self.admin.create_topic(
             TOPIC,
-            int(self.config["offsets.topic.num.partitions"]),
+            self.config.int("offsets.topic.num.partitions"),
             min(3, len(self.cache.broker_ids())),
             OFFSETS_TOPIC_CONFIGS,
             internal=True,
@@ -124,6 +149,8 @@ class GroupService:
             )
         else:
             self.store.unload_partition(self.coordinator, index)
+            n = self.partition_count
+            self.consumer.unload_groups(lambda gid: partition_for(gid, n) == index)
 
     def create_when_controller(self) -> None:
         """Cluster: the controller creates the topic once min(3, voters) brokers are live."""
@@ -141,7 +168,7 @@ class GroupService:
 
     def periodic(self) -> list[tuple[int, Callable[[], None]]]:
         """(interval ms, function) pairs the broker runs on its event loop."""
-        work = [(int(self.config["offsets.retention.check.interval.ms"]), self.expire_offsets)]
+        work = [(self.config.int("offsets.retention.check.interval.ms"), self.expire_offsets)]
         if self.cache.clustered:
             work.append((500, self.create_when_controller))
         return work

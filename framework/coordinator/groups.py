@@ -29,7 +29,8 @@ Rules kept (what clients rely on to recover on their own):
   group without members) is stored; unknown members get UNKNOWN_MEMBER_ID, stale generations
   ILLEGAL_GENERATION, then commits during CompletingRebalance REBALANCE_IN_PROGRESS.
 
-Time and timers come from a :class:`Scheduler` so unit tests drive them without sleeping.
+Timers come from a :class:`Scheduler` and wall time (member and offset timestamps, offset
+expiry) from a :class:`~framework.clock.Clock`, so unit tests drive both without sleeping.
 Persistence goes through an :class:`OffsetStore` (the ``__consumer_offsets`` topic).
 """
 
@@ -43,8 +44,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from framework.clock import Clock
 from framework.protocol.codec import DecodeError, decode_data
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.consumer_protocol_subscription import ConsumerProtocolSubscription
 
 log = logging.getLogger("sftraffic.groups")
@@ -284,13 +286,13 @@ class GroupCoordinator:
         scheduler: Scheduler,
         store: OffsetStore,
         config: GroupConfig,
-        now_ms: Callable[[], int],
+        clock: Clock,
         partition_exists: Callable[[str, int], bool],
     ) -> None:
         self.sched = scheduler
         self.store = store
         self.config = config
-        self.now_ms = now_ms
+        self.clock = clock
         self.partition_exists = partition_exists
         self.groups: dict[str, Group] = {}
         self._background: set[asyncio.Future[None]] = set()
@@ -302,7 +304,7 @@ class GroupCoordinator:
         if g.state is not state:
             log.debug("group %s: %s -> %s", g.group_id, g.state.value, state.value)
         g.state = state
-        g.state_ms = self.now_ms()
+        g.state_ms = self.clock.wall_ms()
 
     def _heartbeat(self, g: Group, m: Member, timeout_ms: int | None = None) -> None:
         """(Re)arm the member's session timer."""
@@ -524,7 +526,7 @@ class GroupCoordinator:
         if g is None:
             if member_id:
                 return JoinResult(E.UNKNOWN_MEMBER_ID)
-            g = self.groups[group_id] = Group(group_id, state_ms=self.now_ms())
+            g = self.groups[group_id] = Group(group_id, state_ms=self.clock.wall_ms())
         if g.is_(GroupState.DEAD):
             return JoinResult(E.COORDINATOR_NOT_AVAILABLE)
         if not g.supports(protocol_type, protocols):
@@ -814,7 +816,7 @@ class GroupCoordinator:
         if g is None:
             if generation >= 0:
                 return all_(no_group)
-            g = self.groups[group_id] = Group(group_id, state_ms=self.now_ms())
+            g = self.groups[group_id] = Group(group_id, state_ms=self.clock.wall_ms())
         elif g.is_(GroupState.DEAD):
             return all_(E.COORDINATOR_NOT_AVAILABLE)
         elif generation < 0 and g.is_(GroupState.EMPTY):
@@ -831,7 +833,7 @@ class GroupCoordinator:
             self._heartbeat(g, m)
         else:
             return all_(E.UNKNOWN_MEMBER_ID)  # a group with members takes commits from members only
-        now = self.now_ms()
+        now = self.clock.wall_ms()
         result: dict[tuple[str, int], int] = {}
         accepted: dict[tuple[str, int], CommittedOffset] = {}
         for tp, (off, epoch, meta) in offsets.items():
@@ -869,7 +871,7 @@ class GroupCoordinator:
                 return dict.fromkeys(offsets, code)
             if generation != g.generation:
                 return dict.fromkeys(offsets, E.ILLEGAL_GENERATION)
-        now = self.now_ms()
+        now = self.clock.wall_ms()
         result: dict[tuple[str, int], int] = {}
         accepted: dict[tuple[str, int], CommittedOffset] = {}
         for tp, (off, epoch, meta) in offsets.items():
@@ -907,7 +909,7 @@ class GroupCoordinator:
             offsets = by_group.pop(group_id)
             if commit and offsets:
                 await self.store.write_offsets(group_id, offsets)
-                g = self.groups.setdefault(group_id, Group(group_id, state_ms=self.now_ms()))
+                g = self.groups.setdefault(group_id, Group(group_id, state_ms=self.clock.wall_ms()))
                 g.offsets.update(offsets)
         if not by_group:
             self.pending_txn.pop(producer_id, None)
@@ -972,7 +974,7 @@ class GroupCoordinator:
 
     async def expire_offsets(self) -> int:
         """Drop offsets of empty groups older than offsets.retention.minutes; forget empty groups."""
-        now = self.now_ms()
+        now = self.clock.wall_ms()
         keep_ms = self.config.offsets_retention_ms
         removed = 0
         for g in list(self.groups.values()):

@@ -26,11 +26,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from framework.clock import Clock
 from framework.coordinator.groups import CommittedOffset, Group, GroupCoordinator, Member
 from framework.protocol import records as rb
 from framework.protocol.control import EndTxnMarker, InvalidControlRecord, read_marker
@@ -68,6 +68,21 @@ class OffsetsPartitions(Protocol):
     def replica(self, topic: str, index: int) -> OffsetsPartition: ...
 
     def topic_partitions(self, topic: str) -> Sequence[OffsetsPartition | None] | None: ...
+
+
+async def in_sync_replicas(fut: asyncio.Future[None], timeout_s: float = 30.0) -> None:
+    """Await a ``wait_replicated`` future, for at most ``timeout_s`` (then TimeoutError, the
+    wait given up). With ``asyncio.wait``, not ``asyncio.timeout``: a request handler awaits
+    this before it runs in a Task (framework.server.router)."""
+    try:
+        done, _ = await asyncio.wait((fut,), timeout=timeout_s)
+    except asyncio.CancelledError:
+        fut.cancel()
+        raise
+    if not done:
+        fut.cancel()
+        raise TimeoutError(f"the in-sync replicas did not have the records within {timeout_s:g} s")
+    fut.result()
 
 
 def java_string_hash(s: str) -> int:
@@ -251,9 +266,10 @@ def parse(key: bytes, value: bytes | None) -> OffsetRecord | GroupRecord | None:
 class OffsetsTopicStore:
     """The coordinator's OffsetStore: appends to the group's ``__consumer_offsets`` partition."""
 
-    def __init__(self, where: OffsetsPartitions, partition_count: Callable[[], int]) -> None:
+    def __init__(self, where: OffsetsPartitions, partition_count: Callable[[], int], clock: Clock) -> None:
         self.where = where
         self.partition_count = partition_count
+        self.clock = clock  # the records' timestamps
 
     @property
     def partitions(self) -> int:
@@ -264,15 +280,14 @@ class OffsetsTopicStore:
         if not recs:
             return
         part = self.where.replica(TOPIC, partition_for(group_id, self.partitions))
-        now = int(time.time() * 1000)
+        now = self.clock.wall_ms()
         end = -1
         for i in range(0, len(recs), 500):
             batch = bytearray(rb.build_batch(recs[i : i + 500], timestamp_ms=now))
             end = part.append_records(memoryview(batch), -1 if part.replicated else 1, now).last_offset + 1
         fut = part.wait_replicated(end) if part.replicated else None
         if fut is not None:
-            async with asyncio.timeout(30):
-                await fut
+            await in_sync_replicas(fut)
 
     async def write_offsets(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> None:
         await self._append(
@@ -295,7 +310,7 @@ class OffsetsTopicStore:
         part = self.where.replica(TOPIC, partition_for(group_id, self.partitions))
         entry = part.log.producer_state.producers.get(producer_id)
         seq = entry.last_seq + 1 if entry is not None and entry.epoch == producer_epoch else 0
-        now = int(time.time() * 1000)
+        now = self.clock.wall_ms()
         recs = [(offset_key(group_id, t, p), offset_value(o)) for (t, p), o in offsets.items()]
         batch = bytearray(
             rb.build_batch(
@@ -310,8 +325,7 @@ class OffsetsTopicStore:
         end = part.append_records(memoryview(batch), -1 if part.replicated else 1, now, True).last_offset + 1
         fut = part.wait_replicated(end) if part.replicated else None
         if fut is not None:
-            async with asyncio.timeout(30):
-                await fut
+            await in_sync_replicas(fut)
 
     async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> None:
         await self._append(group_id, [(offset_key(group_id, t, p), None) for t, p in partitions])

@@ -1,8 +1,8 @@
 """Which schema ids each subject holds, from the schema registry's ``_schemas`` records.
 
-The registry (:mod:`framework.registry`, or Confluent's, or Karapace) keeps its state in the
+The registry (:mod:`registry`, or Confluent's, or Karapace) keeps its state in the
 compacted ``_schemas`` topic, keys and values as JSON (the format is documented in
-:mod:`framework.registry.state`). Schema validation needs only part of it: for each subject
+:mod:`registry.state`). Schema validation needs only part of it: for each subject
 the ids of its live versions. Records applied in log order:
 
 ==================  ======================================================================

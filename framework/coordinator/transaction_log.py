@@ -16,13 +16,19 @@ Kafka. The topic is compacted, so only the latest state per id survives cleaning
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import struct
-import time
 from collections.abc import Callable, Iterator
 
-from framework.coordinator.offsets_topic import _R, _W, OffsetsPartition, OffsetsPartitions, partition_for
+from framework.clock import Clock
+from framework.coordinator.offsets_topic import (
+    _R,
+    _W,
+    OffsetsPartition,
+    OffsetsPartitions,
+    in_sync_replicas,
+    partition_for,
+)
 from framework.coordinator.transactions import TxnRecord, TxnState
 from framework.protocol import records as rb
 from framework.storage.log import Log
@@ -79,24 +85,24 @@ def parse(key: bytes, value: bytes | None) -> TxnRecord | str | None:
 class TxnLogStore:
     """The coordinator's TxnLog: appends to the id's ``__transaction_state`` partition."""
 
-    def __init__(self, where: OffsetsPartitions, partition_count: Callable[[], int]) -> None:
+    def __init__(self, where: OffsetsPartitions, partition_count: Callable[[], int], clock: Clock) -> None:
         self.where = where
         self.partition_count = partition_count
+        self.clock = clock  # the records' timestamps
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.partition_count())
 
     async def write(self, record: TxnRecord) -> None:
         part = self.where.replica(TOPIC, self.partition_for(record.transactional_id))
-        now = int(time.time() * 1000)
+        now = self.clock.wall_ms()
         batch = bytearray(
             rb.build_batch([(txn_key(record.transactional_id), txn_value(record))], timestamp_ms=now)
         )
         end = part.append_records(memoryview(batch), -1 if part.replicated else 1, now).last_offset + 1
         fut = part.wait_replicated(end) if part.replicated else None
         if fut is not None:
-            async with asyncio.timeout(30):
-                await fut
+            await in_sync_replicas(fut)
 
     def read_partition(self, index: int) -> tuple[OffsetsPartition, list[TxnRecord | str]]:
         """Every record of partition ``index`` up to its log end, in order."""

@@ -17,10 +17,10 @@ the live brokers).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 
 from framework import config as cfg
+from framework.clock import Clock
 from framework.coordinator.groups import Scheduler
 from framework.coordinator.offsets_topic import OffsetsPartitions
 from framework.coordinator.transaction_log import TOPIC, TxnLogStore
@@ -28,7 +28,7 @@ from framework.coordinator.transactions import MarkerWriter, TransactionCoordina
 from framework.errors import StoreError
 from framework.metadata.admin import MetadataAdmin
 from framework.metadata.cache import MetadataCache, Node
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 
 log = logging.getLogger("sftraffic.transactions")
 CREATE_RETRY_S = 5.0  # a creation not applied by then (no quorum, too few brokers) is asked again
@@ -44,13 +44,14 @@ class TransactionService:
         scheduler: Scheduler,
         markers: MarkerWriter,
         next_producer_id: Callable[[], int],
-        now_ms: Callable[[], int],
+        clock: Clock,
     ) -> None:
         self.config = config
         self.cache = cache
         self.admin = admin
         self.partitions = partitions
-        self.store = TxnLogStore(partitions, self._partition_count)
+        self.clock = clock
+        self.store = TxnLogStore(partitions, self._partition_count, clock)
         self._asked_until = 0.0
         self.coordinator = TransactionCoordinator(
             scheduler,
@@ -58,15 +59,15 @@ class TransactionService:
             markers,
             next_producer_id,
             TxnConfig(
-                max_timeout_ms=int(config["transaction.max.timeout.ms"]),
-                id_expiration_ms=int(config["transactional.id.expiration.ms"]),
+                max_timeout_ms=config.int("transaction.max.timeout.ms"),
+                id_expiration_ms=config.int("transactional.id.expiration.ms"),
             ),
-            now_ms,
+            clock,
         )
 
     def _partition_count(self) -> int:
         t = self.cache.topics.get(TOPIC)
-        return t.partitions if t is not None else int(self.config["transaction.state.log.num.partitions"])
+        return t.partitions if t is not None else self.config.int("transaction.state.log.num.partitions")
 
     # -- where transactional ids live ----------------------------------------------------------
     def coordinator_node(self, transactional_id: str, listener: str | None = None) -> Node | None:
@@ -103,19 +104,19 @@ class TransactionService:
     # -- the state topic -----------------------------------------------------------------------
     def ensure_topic(self) -> None:
         """Create __transaction_state when missing (the change is not awaited)."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if TOPIC in self.cache.topics or now < self._asked_until:
             return
         self._asked_until = now + CREATE_RETRY_S  # cluster: the quorum applies it meanwhile
-        rf = min(int(self.config["transaction.state.log.replication.factor"]), len(self.cache.broker_ids()))
+        rf = min(self.config.int("transaction.state.log.replication.factor"), len(self.cache.broker_ids()))
         self.admin.create_topic(
             TOPIC,
-            int(self.config["transaction.state.log.num.partitions"]),
+            self.config.int("transaction.state.log.num.partitions"),
             rf,
             {
                 "cleanup.policy": "compact",
-                "segment.bytes": int(self.config["transaction.state.log.segment.bytes"]),
-                "min.insync.replicas": min(int(self.config["transaction.state.log.min.isr"]), rf),
+                "segment.bytes": self.config.int("transaction.state.log.segment.bytes"),
+                "min.insync.replicas": min(self.config.int("transaction.state.log.min.isr"), rf),
             },
             internal=True,
         ).detach()
@@ -145,11 +146,11 @@ class TransactionService:
         c = self.config
         work: list[tuple[int, Callable[[], None]]] = [
             (
-                int(c["transaction.abort.timed.out.transaction.cleanup.interval.ms"]),
+                c.int("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
                 self.abort_timed_out,
             ),
             (
-                int(c["transaction.remove.expired.transaction.cleanup.interval.ms"]),
+                c.int("transaction.remove.expired.transaction.cleanup.interval.ms"),
                 self.expire_ids,
             ),
         ]

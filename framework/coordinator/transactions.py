@@ -30,8 +30,8 @@ Rules kept, as Kafka's ``TransactionCoordinator`` (transaction version 1):
 * a coordinator that loads a partition of ``__transaction_state`` (failover, restart) resumes
   the markers of every transaction found in PrepareCommit/PrepareAbort.
 
-Time, timers and background work come from the group coordinator's :class:`Scheduler` and a
-``now_ms`` callable; persistence and markers through the two Protocols below, so unit tests
+Timers and background work come from the group coordinator's :class:`Scheduler`, wall time
+from a :class:`~framework.clock.Clock`; persistence and markers through the two Protocols below, so unit tests
 drive it with fakes (tests/unit/coordinator/test_transactions.py). Not thread-safe: the
 broker's event loop.
 """
@@ -45,9 +45,10 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from framework.clock import Clock
 from framework.coordinator.groups import Scheduler
 from framework.errors import StoreError
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 
 log = logging.getLogger("sftraffic.transactions")
 
@@ -213,14 +214,14 @@ class TransactionCoordinator:
         markers: MarkerWriter,
         next_producer_id: Callable[[], int],
         config: TxnConfig,
-        now_ms: Callable[[], int],
+        clock: Clock,
     ) -> None:
         self.scheduler = scheduler
         self.txn_log = txn_log
         self.markers = markers
         self.next_producer_id = next_producer_id
         self.config = config
-        self.now_ms = now_ms
+        self.clock = clock
         self.txns: dict[str, TxnMetadata] = {}
         self.loaded: dict[int, int] = {}  # __transaction_state partition -> coordinator epoch
         self.loading: set[int] = set()
@@ -281,7 +282,7 @@ class TransactionCoordinator:
             coordinator_epoch = self._check_owned(transactional_id)
         except _NotCoordinator as exc:
             return InitResult(exc.code)
-        now = self.now_ms()
+        now = self.clock.wall_ms()
         m = self._get(transactional_id)
         if m is None:
             rec = TxnRecord(
@@ -365,7 +366,7 @@ class TransactionCoordinator:
         wanted = frozenset(partitions)
         if r.state is S.ONGOING and wanted <= r.partitions:
             return E.NONE
-        now = self.now_ms()
+        now = self.clock.wall_ms()
         target = replace(
             r,
             state=S.ONGOING,
@@ -416,7 +417,7 @@ class TransactionCoordinator:
         target = replace(
             r,
             state=S.PREPARE_COMMIT if commit else S.PREPARE_ABORT,
-            update_ms=self.now_ms(),
+            update_ms=self.clock.wall_ms(),
         )
         pending = None
         if bump:  # fence the current producer: the abort (and everything after) at epoch + 1
@@ -482,7 +483,7 @@ class TransactionCoordinator:
                 m.record,
                 state=S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT,
                 partitions=frozenset(),
-                update_ms=self.now_ms(),
+                update_ms=self.clock.wall_ms(),
             )
             code = await self._write(m, target)
             if code in (E.NONE, E.NOT_COORDINATOR):
@@ -514,7 +515,7 @@ class TransactionCoordinator:
     # -- housekeeping ------------------------------------------------------------------------
     def abort_timed_out(self) -> list[str]:
         """Abort (with a bumped epoch) every transaction open longer than its timeout."""
-        now = self.now_ms()
+        now = self.clock.wall_ms()
         out = []
         for m in list(self.txns.values()):
             r = m.record
@@ -525,7 +526,7 @@ class TransactionCoordinator:
 
     def expire_transactional_ids(self) -> list[str]:
         """Remove ids idle for ``transactional.id.expiration.ms`` with no transaction open."""
-        now = self.now_ms()
+        now = self.clock.wall_ms()
         out = []
         for m in list(self.txns.values()):
             r = m.record
@@ -539,7 +540,7 @@ class TransactionCoordinator:
         return out
 
     async def _expire(self, m: TxnMetadata) -> None:
-        await self._write(m, replace(m.record, state=S.DEAD, update_ms=self.now_ms()))
+        await self._write(m, replace(m.record, state=S.DEAD, update_ms=self.clock.wall_ms()))
 
     # -- loading (leadership of __transaction_state partitions) -------------------------------
     def begin_load(self, partition: int) -> None:
@@ -591,7 +592,7 @@ class TransactionCoordinator:
         producer_ids: set[int] | None = None,
         min_duration_ms: int = -1,
     ) -> list[TxnMetadata]:
-        now = self.now_ms()
+        now = self.clock.wall_ms()
         out = []
         for m in self.txns.values():
             if self.txn_log.partition_for(m.record.transactional_id) not in self.loaded:

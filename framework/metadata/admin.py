@@ -18,7 +18,7 @@ from framework import config as cfg
 from framework.errors import StoreError
 from framework.metadata.cache import MetadataCache
 from framework.metadata.store import Change, MetadataStore, StreamInfo, TopicInfo
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.security import quotas as client_quotas
 from framework.security.authorizer import AclBinding, AclBindingFilter
 from framework.security.scram import ScramCredential
@@ -85,7 +85,7 @@ class MetadataAdmin:
         )
 
     def delete_topic(self, name: str) -> Proposal[TopicInfo]:
-        if not self.config["delete.topic.enable"]:
+        if not self.config.bool("delete.topic.enable"):
             raise TopicDeletionDisabled("topic deletion is disabled (delete.topic.enable=false)")
         return self._commit(self.store.plan_delete_topic(name))
 
@@ -148,6 +148,12 @@ class MetadataAdmin:
         self, resource: str, set_: Mapping[str, Any], delete: list[str], validate_only: bool = False
     ) -> Proposal[str]:
         return self._commit(self.store.plan_broker_configs(resource, set_, delete, validate_only))
+
+    # -- client-metrics subscriptions (IncrementalAlterConfigs on a CLIENT_METRICS resource) ------
+    def alter_client_metrics(
+        self, name: str, set_: Mapping[str, Any], delete: list[str], validate_only: bool = False
+    ) -> Proposal[str]:
+        return self._commit(self.store.plan_client_metrics(name, set_, delete, validate_only))
 
     # -- partition reassignments (AlterPartitionReassignments) ---------------------------------
     def unregister_broker(self, broker_id: int) -> tuple[ErrorCode, str | None] | asyncio.Future[Any]:

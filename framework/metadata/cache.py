@@ -142,6 +142,10 @@ class MetadataCache:
         """Every client quota entity and its keys (DescribeClientQuotas)."""
         return self.store.quotas
 
+    def client_metrics(self) -> dict[str, dict[str, Any]]:
+        """Every client-metrics subscription: name → its configs (DescribeConfigs)."""
+        return self.store.client_metrics
+
     def scram_users(self) -> dict[str, dict[str, int]]:
         """Every SCRAM user: mechanism → iterations (DescribeUserScramCredentials; no keys)."""
         return {u: {m: int(c["iterations"]) for m, c in ms.items()} for u, ms in self.store.scram.items()}

@@ -62,17 +62,15 @@ registration once no partition lists it as a replica (shrinking the cluster).
 
 from __future__ import annotations
 
-import _socket
 import asyncio
 import logging
 import os
 import pickle
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import astuple, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pysyncobj import (  # type: ignore[import-untyped]
     FAIL_REASON,
@@ -82,15 +80,12 @@ from pysyncobj import (  # type: ignore[import-untyped]
     replicated,
 )
 
+from framework import config as cfg
+from framework.clock import SYSTEM, Clock
 from framework.errors import StoreError
+from framework.metadata.pysyncobj_adapter import SyncObjInternals
 from framework.metadata.store import MetadataStore, new_cluster_id
-from framework.protocol.errors import ErrorCode
-
-# pysyncobj's win_inet_pton module replaces socket.inet_ntop with a Windows-only function on
-# every OS (its assignment is not under its `os.name == "nt"` test), so after importing it any
-# code of the process calling socket.inet_ntop (psutil's connection listing, for one) raised
-# TypeError. The C implementation is still in _socket: put it back.
-socket.inet_ntop = _socket.inet_ntop
+from framework.protocol.error_codes import ErrorCode
 
 log = logging.getLogger("sftraffic.cluster")
 
@@ -164,9 +159,9 @@ REPLICATED_METHODS = (
     "fence_broker",
     "init_cluster",
     "register_broker",
-    # partition reassignment (issue 21)
+    # partition reassignment
     "alter_reassignment",
-    # non-voting brokers (issue 21)
+    # non-voting brokers (observers): their heartbeats, and shrinking the cluster
     "broker_heartbeat",
     "unregister_broker",
 )
@@ -176,6 +171,14 @@ SNAPSHOT_MAX_AGE_S = 3600  # and at least this often when anything changed
 SNAPSHOT_FORMAT = 1
 HEARTBEAT_MAX_S = 2.0  # Kafka's broker.heartbeat.interval.ms default; at most a quarter of the session
 STALL_S = 1.0  # a gap between two duty rounds (every 0.2 s) longer than this: the process was paused
+
+
+class Advertised(Protocol):
+    """Where this broker is reached (the metadata cache's): its inter-broker listener's
+    address, and each named listener's."""
+
+    endpoint: tuple[str, int]
+    endpoints: dict[str, tuple[str, int]]
 
 
 class QuorumError(StoreError):
@@ -194,6 +197,8 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         endpoint: tuple[str, int, str | None],
         listeners: dict[str, tuple[str, int]] | None = None,
         password: str = "",
+        stays_fenced: Callable[[], bool] = lambda: False,
+        clock: Clock = SYSTEM,
     ) -> None:
         if not voters:
             raise StoreError("a cluster broker needs controller.quorum.voters")
@@ -201,11 +206,41 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         self.node_id = node_id
         self.md = md
         self.on_change = on_change
+        # wall time of DescribeQuorum's fetch and catch-up timestamps; durations (heartbeats,
+        # sessions) are measured on time.monotonic(), the clock pysyncobj's own timers use
+        self.clock = clock
         self.voters = voters
         self.session_timeout = session_timeout_ms / 1000
         # a broker that is not a voter follows the metadata log read-only (an observer, Kafka's
         # broker role): no Raft port, never votes or leads, its proposals go to the leader
         self.is_voter = node_id in voters
+        self.addr_to_id = {a: i for i, a in voters.items()}
+        self._init_controller_state()
+        # the broker is shutting down (its lifecycle says): fenced on purpose, it neither
+        # registers again nor sends heartbeats
+        self.stays_fenced = stays_fenced
+        # what the broker's lifecycle awaits (Kafka's initial catch-up and unfence futures),
+        # set by the tick that sees them become true: ``replayed`` and ``registered`` (the
+        # latter cleared again while the quorum has this broker fenced)
+        self.replayed_event = asyncio.Event()
+        self.registered_event = asyncio.Event()
+        self.endpoint = endpoint  # (host, port, rack) this broker registers
+        self.listeners = dict(listeners or {})  # and its advertised address per listener name
+        self._raft = SyncObjInternals(self)  # pysyncobj's private state: only through it
+        # replicated state (written to snapshots by _write_snapshot, not by pysyncobj's pickling
+        # of attributes: it is set before SyncObj.__init__ for that reason)
+        self.cluster_id = ""
+        self.brokers: dict[int, dict[str, Any]] = {}
+        self.pstates: dict[str, list[PartitionState]] = {}
+        self.version = 0
+        self._start_commit = 1 << 62  # set once the journal is open
+        self._join_raft(self._raft_conf(directory, password))
+        self._pin_method_ids()  # before the first tick applies anything
+        self._start_commit = self.raftCommitIndex
+
+    def _init_controller_state(self) -> None:
+        """What this broker tracks as (would-be) controller or heartbeating broker: local to
+        this process, never replicated."""
         self.heartbeat_interval = min(HEARTBEAT_MAX_S, self.session_timeout / 4)
         self._next_heartbeat = 0.0
         self._heartbeating = False
@@ -213,7 +248,6 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         # time of the apply, the Raft index the broker had applied when it sent it). Not
         # replicated state: only the controller reads it, from its own clock
         self._heartbeats: dict[int, tuple[float, int]] = {}
-        self.addr_to_id = {a: i for i, a in voters.items()}
         self._controller_since: float | None = None
         self._fencing: set[int] = set()
         self._registering = False
@@ -223,10 +257,11 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         self._next_rebalance = 0.0
         self._electing: set[tuple[str, int]] = set()
         self._caught_up: dict[int, int] = {}  # voter -> wall ms it last held the leader's whole log
-        self.shutting_down = False  # controlled shutdown: fenced on purpose, does not re-register
-        self.endpoint = endpoint  # (host, port, rack) this broker registers
-        self.listeners = dict(listeners or {})  # and its advertised address per listener name
-        conf = SyncObjConf(
+
+    def _raft_conf(self, directory: Path, password: str) -> SyncObjConf:
+        """pysyncobj's settings: journal and snapshots in ``directory``, timeouts, the shared
+        password, and the bind address of a voter."""
+        return SyncObjConf(
             autoTick=False,
             journalFile=str(directory / "raft.journal"),
             fullDumpFile=str(directory / "raft.snapshot"),
@@ -249,15 +284,12 @@ class ClusterState(SyncObj):  # type: ignore[misc]
             # links with it (pysyncobj's password option, Fernet from `cryptography`)
             password=password or None,
             # bind the Raft port to this node's voter address: pysyncobj binds 0.0.0.0 otherwise
-            bindAddress=voters[node_id] if self.is_voter else None,
+            bindAddress=self.voters[self.node_id] if self.is_voter else None,
         )
-        # replicated state (written to snapshots by _write_snapshot, not by pysyncobj's pickling
-        # of attributes: it is set before SyncObj.__init__ for that reason)
-        self.cluster_id = ""
-        self.brokers: dict[int, dict[str, Any]] = {}
-        self.pstates: dict[str, list[PartitionState]] = {}
-        self.version = 0
-        self._start_commit = 1 << 62  # set once the journal is open
+
+    def _join_raft(self, conf: SyncObjConf) -> None:
+        """Start pysyncobj: a voter binds its controller endpoint; an observer binds nothing."""
+        node_id, voters = self.node_id, self.voters
         try:
             if self.is_voter:
                 super().__init__(voters[node_id], [a for i, a in voters.items() if i != node_id], conf)
@@ -273,19 +305,47 @@ class ClusterState(SyncObj):  # type: ignore[misc]
                 f"cannot bind the controller endpoint {voters[node_id]} of node {node_id}: {exc}; "
                 "is another broker using it?"
             ) from None
-        self._pin_method_ids()  # before the first tick applies anything
-        self._start_commit = self.raftCommitIndex
+
+    @classmethod
+    def for_broker(
+        cls,
+        config: cfg.BrokerConfig,
+        md: MetadataStore,
+        advertised: Advertised,
+        on_change: Callable[[], None],
+        stays_fenced: Callable[[], bool],
+        clock: Clock,
+    ) -> ClusterState:
+        """The quorum member of a cluster broker (node.id, controller.quorum.voters and
+        .password, broker.session.timeout.ms): it registers the broker's advertised listeners,
+        which must have fixed ports, and holds ``md``'s state (nothing goes to metadata.json)."""
+        if any(port == 0 for _, port in advertised.endpoints.values()):
+            raise StoreError("a cluster broker needs fixed ports: --listen HOST:PORT (not port 0)")
+        md.persist = False
+        md.dir.mkdir(parents=True, exist_ok=True)
+        return cls(
+            config.node_id,
+            parse_voters(config.list("controller.quorum.voters")),
+            config.data_dir / "__cluster",
+            md,
+            config.int("broker.session.timeout.ms"),
+            on_change,
+            (*advertised.endpoint, None),
+            dict(advertised.endpoints),
+            config.password("controller.quorum.password"),
+            stays_fenced=stays_fenced,
+            clock=clock,
+        )
 
     def _pin_method_ids(self) -> None:
         """Number the replicated methods as REPLICATED_METHODS lists them (see there)."""
         pinned = {f"{name}_v0": i for i, name in enumerate(REPLICATED_METHODS)}
-        found: dict[str, int] = vars(self)["_methodToID"]  # pysyncobj's numbering
+        found = self._raft.method_ids()  # pysyncobj's numbering
         if set(pinned) != set(found):
             raise StoreError(
                 f"replicated methods and REPLICATED_METHODS differ: {sorted(set(pinned) ^ set(found))}"
             )
-        self._methodToID = pinned
-        self._idToMethod = {i: getattr(self, name) for name, i in pinned.items()}
+        self._raft.set_method_ids(pinned)
 
     # -- snapshots (Raft log compaction; called by pysyncobj on the event loop) ----------------
     def _write_snapshot(self, path: str, raft: tuple[Any, ...]) -> None:
@@ -329,7 +389,7 @@ class ClusterState(SyncObj):  # type: ignore[misc]
     @property
     def is_controller(self) -> bool:
         """This broker is the Raft leader."""
-        return bool(self._isLeader())
+        return self._raft.is_leader()
 
     def unfenced(self, node_id: int) -> bool:
         b = self.brokers.get(node_id)
@@ -348,24 +408,24 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         """Leader, term, commit index and each voter's progress as far as pysyncobj exposes it:
         the leader knows every voter's match index and when it last answered; a follower knows
         only its own log end."""
-        now_ms, mono = int(time.time() * 1000), time.monotonic()
-        leader = self._getLeader()
-        leader_id = -1 if leader is None else self.addr_to_id.get(getattr(leader, "id", str(leader)), -1)
-        own_end = int(self._SyncObj__getCurrentLogIndex())
+        now_ms, mono = self.clock.wall_ms(), time.monotonic()
+        leader = self._raft.leader_address()
+        leader_id = -1 if leader is None else self.addr_to_id.get(leader, -1)
+        own_end = self._raft.log_end_index()
         is_leader = self.is_controller
-        match: dict[Any, int] = getattr(self, "_SyncObj__raftMatchIndex", {}) if is_leader else {}
-        heard: dict[Any, float] = getattr(self, "_SyncObj__lastResponseTime", {}) if is_leader else {}
+        match = self._raft.match_index()
+        silent = self._raft.silence()
         voters = [VoterState(self.node_id, own_end, now_ms if is_leader else -1, now_ms if is_leader else -1)]
         for node in self.otherNodes:
             nid = self.addr_to_id.get(node.id)
             if nid is None:
                 continue
-            seen = heard.get(node)
+            age = silent.get(node)
             voters.append(
                 VoterState(
                     nid,
                     int(match[node]) if node in match else -1,
-                    now_ms - int((mono - seen) * 1000) if seen is not None else -1,
+                    now_ms - int(age * 1000) if age is not None else -1,
                     self._caught_up.get(nid, -1) if is_leader else -1,
                 )
             )
@@ -395,9 +455,9 @@ class ClusterState(SyncObj):  # type: ignore[misc]
 
     def _note_caught_up(self) -> None:
         """The leader: voters whose match index has reached its log end are caught up now."""
-        end = int(self._SyncObj__getCurrentLogIndex())
-        now_ms = int(time.time() * 1000)
-        match: dict[Any, int] = getattr(self, "_SyncObj__raftMatchIndex", {})
+        end = self._raft.log_end_index()
+        now_ms = self.clock.wall_ms()
+        match = self._raft.match_index()
         for node in self.otherNodes:
             nid = self.addr_to_id.get(node.id)
             if nid is not None and match.get(node, -1) >= end:
@@ -447,6 +507,7 @@ class ClusterState(SyncObj):  # type: ignore[misc]
         while True:
             try:
                 self.doTick(0.0)
+                self._note_progress()
                 now = time.monotonic()
                 if now >= self._next_control:
                     self._next_control = now + 0.2
@@ -454,6 +515,15 @@ class ClusterState(SyncObj):  # type: ignore[misc]
             except Exception:
                 log.exception("metadata quorum tick failed")
             await asyncio.sleep(interval)
+
+    def _note_progress(self) -> None:
+        """Set (or clear) the events of what this tick's applies changed (see ``__init__``)."""
+        if not self.replayed_event.is_set() and self.replayed:
+            self.replayed_event.set()
+        if self.registered:
+            self.registered_event.set()
+        else:
+            self.registered_event.clear()
 
     def _duties(self, now: float) -> None:
         if not self.replayed:
@@ -467,14 +537,14 @@ class ClusterState(SyncObj):  # type: ignore[misc]
             self._controller_since = now
         me = self.brokers.get(self.node_id)
         if (
-            not self.shutting_down
+            not self.stays_fenced()
             and not self._registering
             and (not self._registered_once or me is None or me["fenced"])
         ):
             self._register()
         elif (
             not self.is_voter
-            and not self.shutting_down
+            and not self.stays_fenced()
             # a proposal whose answer was lost (a dropped link to an unchanged leader) does not
             # stop the heartbeats: after a session without an answer the next one goes anyway
             and (not self._heartbeating or now >= self._next_heartbeat + self.session_timeout)
@@ -492,18 +562,19 @@ class ClusterState(SyncObj):  # type: ignore[misc]
             log.info("node %d is the controller", self.node_id)
         self._note_caught_up()
         if not self.cluster_id:
-            self.init_cluster(self.md.broker["cluster.id"] or new_cluster_id())
-        heard: dict[Any, float] = getattr(self, "_SyncObj__lastResponseTime", {})
+            self.init_cluster(self.md.broker.str("cluster.id") or new_cluster_id())
+        quiet = self._raft.silence()  # seconds since each voter's last append-entries response
         for node in self.otherNodes:
             nid = self.addr_to_id.get(node.id)
             if nid is None or not self.unfenced(nid) or nid in self._fencing:
                 continue
-            last = max(heard.get(node, 0.0), self._controller_since)
-            if now - last > self.session_timeout:
+            # counted from when this broker became the controller at the earliest
+            silent_s = min(quiet.get(node, float("inf")), now - self._controller_since)
+            if silent_s > self.session_timeout:
                 log.warning(
                     "fencing broker %d: not heard from for %.1f s (broker.session.timeout.ms)",
                     nid,
-                    now - last,
+                    silent_s,
                 )
                 self._fencing.add(nid)
                 self.fence_broker(nid, callback=lambda _r, _e, n=nid: self._fencing.discard(n))
@@ -512,8 +583,8 @@ class ClusterState(SyncObj):  # type: ignore[misc]
             self._fencing.add(nid)
             self.fence_broker(nid, callback=lambda _r, _e, n=nid: self._fencing.discard(n))
         self._elect_unclean()
-        if self.md.broker["auto.leader.rebalance.enable"] and now >= self._next_rebalance:
-            self._next_rebalance = now + int(self.md.broker["leader.imbalance.check.interval.seconds"])
+        if self.md.broker.bool("auto.leader.rebalance.enable") and now >= self._next_rebalance:
+            self._next_rebalance = now + self.md.broker.int("leader.imbalance.check.interval.seconds")
             self._rebalance_leaders()
 
     def silent_observers(self, now: float, since: float) -> list[tuple[int, float]]:
@@ -559,7 +630,7 @@ class ClusterState(SyncObj):  # type: ignore[misc]
                     preferred[replicas[0]] = preferred.get(replicas[0], 0) + 1
                     if ps.leader != replicas[0]:
                         not_led[replicas[0]] = not_led.get(replicas[0], 0) + 1
-        limit = int(self.md.broker["leader.imbalance.per.broker.percentage"]) / 100
+        limit = self.md.broker.int("leader.imbalance.per.broker.percentage") / 100
         brokers = {b for b, n in not_led.items() if n / preferred[b] > limit}
         for topic, i, candidate in self.preferred_candidates():
             if candidate in brokers:

@@ -12,7 +12,7 @@ Stream names use ``[A-Za-z0-9_-]`` (no dot), so the first dot of a topic name se
 
 SCRAM credentials (``scram``: user → mechanism → salt, stored key, server key, iterations; never
 a password) are metadata too: changed by ``plan_scram_credentials`` then ``apply``, so they
-replicate through the quorum like topics (issue 18).
+replicate through the quorum like topics.
 
 ACLs (``acls``: Kafka's ACL bindings, in creation order) likewise: ``plan_create_acls`` /
 ``plan_delete_acls`` then ``apply``; every broker's authorizer reloads them when one applies.
@@ -25,7 +25,11 @@ Dynamic broker configs (``broker_configs``: ``""`` for the cluster-wide default 
 throttles) likewise: ``plan_broker_configs`` then ``apply`` (IncrementalAlterConfigs on a
 BROKER resource, as Kafka keeps them in its metadata log as ConfigRecords).
 
-A partition's replica list changes during a reassignment (issue 21): the quorum applies each
+Client-metrics subscriptions (``client_metrics``: subscription name → ``metrics`` /
+``interval.ms`` / ``match``, KIP-714's CLIENT_METRICS config resources) likewise:
+``plan_client_metrics`` then ``apply``; every broker's client-metrics manager reloads them.
+
+A partition's replica list changes during a reassignment: the quorum applies each
 step (:meth:`set_replicas`), from the partition states it keeps beside this store.
 """
 
@@ -35,7 +39,6 @@ import base64
 import json
 import re
 import threading
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -43,6 +46,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from framework import config as cfg
+from framework.clock import SYSTEM, Clock
 from framework.errors import (
     ConfigError,
     DuplicateResource,
@@ -58,7 +62,7 @@ from framework.errors import (
     UnacceptableCredential,
     UnknownTopicOrPartition,
 )
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.security import quotas as client_quotas
 from framework.security.authorizer import AclBinding, AclBindingFilter, check_new
 from framework.security.scram import ScramCredential, hash_of
@@ -141,10 +145,11 @@ class Change(Generic[T]):
 class MetadataStore:
     """Streams and topics of one broker (single-node) — the state machine a cluster replicates."""
 
-    def __init__(self, data_dir: Path, broker: cfg.BrokerConfig) -> None:
+    def __init__(self, data_dir: Path, broker: cfg.BrokerConfig, clock: Clock = SYSTEM) -> None:
         self.dir = data_dir / "__metadata"
         self.path = self.dir / "metadata.json"
         self.broker = broker
+        self.clock = clock  # creation times of topics and streams (set by the plan)
         self.cluster_id = ""
         self.topics: dict[str, TopicInfo] = {}
         self.topics_by_id: dict[bytes, TopicInfo] = {}
@@ -157,6 +162,8 @@ class MetadataStore:
         self.quotas: dict[client_quotas.Entity, dict[str, float]] = {}
         # dynamic broker configs: "" (cluster default) or a broker id -> key -> value
         self.broker_configs: dict[str, dict[str, Any]] = {}
+        # client-metrics subscriptions: name -> key -> value (lists as lists)
+        self.client_metrics: dict[str, dict[str, Any]] = {}
         self.listeners: list[Listener] = []
         self._lock = threading.Lock()
         # cluster mode: changes are applied by the Raft quorum, on every node, in log order,
@@ -178,6 +185,7 @@ class MetadataStore:
                 acls = _acls_from(doc)
                 quotas = _quotas_from(doc)
                 broker_configs = _broker_configs_from(doc)
+                client_metrics = _client_metrics_from(doc)
             except (OSError, ValueError, TypeError, AttributeError, KeyError) as exc:
                 raise StoreError(
                     f"cannot read {self.path}: {exc}; restore it from a backup or move the data "
@@ -191,8 +199,9 @@ class MetadataStore:
             self.acls = acls
             self.quotas = quotas
             self.broker_configs = broker_configs
+            self.client_metrics = client_metrics
         if not self.cluster_id:
-            self.cluster_id = self.broker["cluster.id"] or new_cluster_id()
+            self.cluster_id = self.broker.str("cluster.id") or new_cluster_id()
             self._persist()
 
     def snapshot(self) -> dict[str, Any]:
@@ -209,6 +218,7 @@ class MetadataStore:
                 for e, v in sorted(self.quotas.items(), key=str)
             ],
             "broker_configs": {r: dict(c) for r, c in sorted(self.broker_configs.items())},
+            "client_metrics": {n: dict(c) for n, c in sorted(self.client_metrics.items())},
         }
 
     def restore(self, doc: dict[str, Any]) -> None:
@@ -219,6 +229,7 @@ class MetadataStore:
         acls = _acls_from(doc)
         quotas = _quotas_from(doc)
         broker_configs = _broker_configs_from(doc)
+        client_metrics = _client_metrics_from(doc)
         with self._lock:
             self.cluster_id = str(doc.get("cluster_id", ""))
             self.streams = {st.name: st for st in streams}
@@ -228,6 +239,7 @@ class MetadataStore:
             self.acls = acls
             self.quotas = quotas
             self.broker_configs = broker_configs
+            self.client_metrics = client_metrics
             self._persist()
         self._notify("restored", "")
 
@@ -279,10 +291,13 @@ class MetadataStore:
         doc = self.scram.get(user, {}).get(mechanism)
         return None if doc is None else ScramCredential.from_json(mechanism, doc)
 
-    def stream_default(self, stream: StreamInfo | None, name: str) -> Any:
+    def stream_default(self, stream: StreamInfo | None, name: str) -> int:
+        """An int key for a new topic (num.partitions, default.replication.factor): the
+        stream's value (validated when the stream was created), else the broker's."""
         if stream is not None and name in stream.configs:
-            return stream.configs[name]
-        return self.broker[name]
+            value: int = stream.configs[name]
+            return value
+        return self.broker.int(name)
 
     # -- plans: check a command against the current state, without side effects -------------
     def plan_create_topic(
@@ -311,7 +326,7 @@ class MetadataStore:
         stream = self.stream_of(name)
         overrides = cfg.validate(dict(configs or {}), cfg.TOPIC, f"topic {name}")
         brokers = brokers or [self.broker.node_id]
-        max_parts = int(self.broker["max.partitions.per.topic"])
+        max_parts = self.broker.int("max.partitions.per.topic")
         if assignments:
             if num_partitions not in (-1, len(assignments)) or replication_factor != -1:
                 raise InvalidRequest("give either assignments or partitions/replication factor")
@@ -322,11 +337,11 @@ class MetadataStore:
                 raise InvalidReplicationFactor("all partitions need the same replica count")
             assign = [list(a) for a in assignments]
         else:
-            n = num_partitions if num_partitions != -1 else int(self.stream_default(stream, "num.partitions"))
+            n = num_partitions if num_partitions != -1 else self.stream_default(stream, "num.partitions")
             rf = (
                 replication_factor
                 if replication_factor != -1
-                else int(self.stream_default(stream, "default.replication.factor"))
+                else self.stream_default(stream, "default.replication.factor")
             )
             if n < 1 or n > max_parts:
                 raise InvalidPartitions(f"number of partitions must be between 1 and {max_parts}, got {n}")
@@ -345,7 +360,7 @@ class MetadataStore:
             assignments=assign,
             configs=overrides,
             stream=stream.name if stream else None,
-            created_ms=_now_ms(),
+            created_ms=self.clock.wall_ms(),
             internal=internal,
         )
         if validate_only:
@@ -365,7 +380,7 @@ class MetadataStore:
         validate_only: bool = False,
     ) -> Change[TopicInfo]:
         t = self.topic(name)
-        max_parts = int(self.broker["max.partitions.per.topic"])
+        max_parts = self.broker.int("max.partitions.per.topic")
         if count <= t.partitions:
             raise InvalidPartitions(f"topic {name} already has {t.partitions} partitions; it can only grow")
         if count > max_parts:
@@ -426,7 +441,7 @@ class MetadataStore:
         if name in self.streams:
             raise StreamAlreadyExists(f"stream {name!r} already exists")
         parsed = cfg.validate(dict(configs), cfg.STREAM, f"stream {name}")
-        s = StreamInfo(name, parsed, _now_ms())
+        s = StreamInfo(name, parsed, self.clock.wall_ms())
         if validate_only:
             return Change(None, {}, s)
         return Change("create_stream", asdict(s), s)
@@ -568,6 +583,29 @@ class MetadataStore:
             return Change(None, {}, resource)
         return Change("broker_configs", {"name": resource, "configs": new}, resource)
 
+    def plan_client_metrics(
+        self, name: str, set_: Mapping[str, Any], delete: list[str], validate_only: bool = False
+    ) -> Change[str]:
+        """Set and delete configs of the client-metrics subscription ``name`` (IncrementalAlterConfigs
+        on a CLIENT_METRICS resource), validated as Kafka's ClientMetricsConfigs; a subscription
+        left without configs is gone."""
+        if not name:
+            raise InvalidRequest("a client-metrics subscription needs a name")
+        known = {k.name for k in cfg.keys(cfg.CLIENT_METRICS)}
+        for key in [*set_, *delete]:
+            if key not in known:  # Kafka: INVALID_REQUEST (a bad value: INVALID_CONFIG)
+                raise InvalidRequest(
+                    f"unknown client metrics config {key!r}: known are {', '.join(sorted(known))}"
+                )
+        parsed = cfg.validate(set_, cfg.CLIENT_METRICS, f"client metrics {name}")
+        have = self.client_metrics.get(name, {})
+        new = {**have, **parsed}
+        for key in delete:
+            new.pop(key, None)
+        if validate_only or new == have:
+            return Change(None, {}, name)
+        return Change("client_metrics", {"name": name, "configs": new}, name)
+
     def dynamic_broker_value(self, node_id: int, name: str) -> tuple[Any, str]:
         """A broker key's value on broker ``node_id`` and where it comes from: its own dynamic
         config ("dynamic_broker"), the cluster default ("dynamic_default"), its file ("broker"),
@@ -578,7 +616,7 @@ class MetadataStore:
         default = self.broker_configs.get("", {})
         if name in default:
             return default[name], "dynamic_default"
-        return self.broker[name], "broker" if name in self.broker.values else "default"
+        return self.broker.value(name), "broker" if name in self.broker.values else "default"
 
     # -- apply: the same on every node ---------------------------------------------------------
     def commit_here(self, change: Change[T]) -> T:
@@ -683,7 +721,7 @@ class MetadataStore:
                 else:
                     s.configs = dict(arg["configs"])
                 event = "stream_changed"
-            elif op in ("scram_credentials", "create_acls", "delete_acls", "client_quotas", "broker_configs"):
+            elif op in _SECURITY_AND_CONFIG_OPS:
                 event = self._apply_security(op, arg)
             else:
                 return InvalidRequest(f"unknown metadata change {op!r}")
@@ -692,7 +730,14 @@ class MetadataStore:
         return None
 
     def _apply_security(self, op: str, arg: dict[str, Any]) -> str:
-        """SCRAM credentials, ACLs, client quotas and dynamic broker configs; the event to notify."""
+        """SCRAM credentials, ACLs, client quotas, dynamic broker configs and client-metrics
+        subscriptions; the event to notify."""
+        if op == "client_metrics":
+            if arg["configs"]:
+                self.client_metrics[str(arg["name"])] = dict(arg["configs"])
+            else:
+                self.client_metrics.pop(str(arg["name"]), None)
+            return "client_metrics_changed"
         if op == "broker_configs":
             if arg["configs"]:
                 self.broker_configs[str(arg["name"])] = dict(arg["configs"])
@@ -753,8 +798,9 @@ class MetadataStore:
         return sorted(t.name for t in self.topics.values() if t.stream == name)
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+_SECURITY_AND_CONFIG_OPS = frozenset(
+    ("scram_credentials", "create_acls", "delete_acls", "client_quotas", "broker_configs", "client_metrics")
+)
 
 
 def _scram_from(doc: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -784,6 +830,13 @@ def _broker_configs_from(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     if not isinstance(configs, dict):
         raise ValueError("broker_configs is not an object")
     return {str(r): dict(c) for r, c in configs.items()}
+
+
+def _client_metrics_from(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    subs = doc.get("client_metrics", {})
+    if not isinstance(subs, dict):
+        raise ValueError("client_metrics is not an object")
+    return {str(n): dict(c) for n, c in subs.items()}
 
 
 def new_cluster_id() -> str:

@@ -18,6 +18,8 @@ from framework.protocol.messages import (
     alter_partition_reassignments,
     alter_user_scram_credentials,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_acls,
     create_partitions,
     create_topics,
@@ -40,11 +42,13 @@ from framework.protocol.messages import (
     end_txn,
     fetch,
     find_coordinator,
+    get_telemetry_subscriptions,
     heartbeat,
     incremental_alter_configs,
     init_producer_id,
     join_group,
     leave_group,
+    list_config_resources,
     list_groups,
     list_offsets,
     list_partition_reassignments,
@@ -55,6 +59,7 @@ from framework.protocol.messages import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    push_telemetry,
     sasl_authenticate,
     sasl_handshake,
     stream_admin,
@@ -346,7 +351,7 @@ _ENTRIES = [
         0,
         1,
     ),
-    # transactions (issue 19): capped below transaction version 2 (KIP-890 part 2: EndTxn v5,
+    # transactions: capped below transaction version 2 (KIP-890 part 2: EndTxn v5,
     # Produce v12), which needs an epoch bump per transaction
     _e(
         "AddPartitionsToTxn",
@@ -397,7 +402,7 @@ _ENTRIES = [
         0,
         1,
     ),
-    # admin APIs clients ask for (issue 21)
+    # admin APIs Kafka's tools ask for: kafka-metadata-quorum describe, kafka-topics --describe
     _e(
         "DescribeQuorum",
         "describe_quorum",
@@ -414,7 +419,7 @@ _ENTRIES = [
         0,
         0,
     ),
-    # partition reassignment (issue 21): kafka-reassign-partitions
+    # partition reassignment: kafka-reassign-partitions
     _e(
         "AlterPartitionReassignments",
         "alter_partition_reassignments",
@@ -431,7 +436,7 @@ _ENTRIES = [
         0,
         0,
     ),
-    # growing and shrinking the cluster (issue 21): kafka-cluster unregister
+    # growing and shrinking the cluster: kafka-cluster unregister
     _e(
         "UnregisterBroker",
         "unregister_broker",
@@ -439,6 +444,49 @@ _ENTRIES = [
         unregister_broker.UnregisterBrokerResponse,
         0,
         0,
+    ),
+    # client metrics (KIP-714): clients push their metrics to the broker
+    _e(
+        "GetTelemetrySubscriptions",
+        "get_telemetry_subscriptions",
+        get_telemetry_subscriptions.GetTelemetrySubscriptionsRequest,
+        get_telemetry_subscriptions.GetTelemetrySubscriptionsResponse,
+        0,
+        0,
+    ),
+    _e(
+        "PushTelemetry",
+        "push_telemetry",
+        push_telemetry.PushTelemetryRequest,
+        push_telemetry.PushTelemetryResponse,
+        0,
+        0,
+    ),
+    # kafka-client-metrics --list / --describe (ListClientMetricsResources before Kafka 4.1)
+    _e(
+        "ListConfigResources",
+        "list_config_resources",
+        list_config_resources.ListConfigResourcesRequest,
+        list_config_resources.ListConfigResourcesResponse,
+        0,
+        1,
+    ),
+    # the consumer group protocol (KIP-848): group.protocol=consumer
+    _e(
+        "ConsumerGroupHeartbeat",
+        "consumer_group_heartbeat",
+        consumer_group_heartbeat.ConsumerGroupHeartbeatRequest,
+        consumer_group_heartbeat.ConsumerGroupHeartbeatResponse,
+        0,
+        1,
+    ),
+    _e(
+        "ConsumerGroupDescribe",
+        "consumer_group_describe",
+        consumer_group_describe.ConsumerGroupDescribeRequest,
+        consumer_group_describe.ConsumerGroupDescribeResponse,
+        0,
+        1,
     ),
     # sftraffic extension (not a Kafka API): stream policies
     _e("StreamAdmin", None, stream_admin.StreamAdminRequest, stream_admin.StreamAdminResponse, 0, 0),

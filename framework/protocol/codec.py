@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from framework.protocol.schema import FieldSpec
+from framework.protocol.fields import FieldSpec
 
 T = TypeVar("T")
 

@@ -17,7 +17,7 @@ import struct
 from dataclasses import dataclass
 
 from framework.protocol import records as rb
-from framework.protocol.schema import Buffer
+from framework.protocol.fields import Buffer
 
 ABORT = 0
 COMMIT = 1

@@ -63,8 +63,8 @@ import cramjam
 import crc32c as _crc32c
 
 from framework.protocol import record_walk
-from framework.protocol.errors import ErrorCode
-from framework.protocol.schema import Buffer
+from framework.protocol.error_codes import ErrorCode
+from framework.protocol.fields import Buffer
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # base_offset + batch_length

@@ -32,15 +32,15 @@ import asyncio
 import logging
 import ssl
 import struct
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from framework import config as cfg
+from framework.clock import Clock
 from framework.errors import StoreError
 from framework.protocol.codec import DecodeError
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.frames import decode_response, encode_request
 from framework.protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
 from framework.protocol.messages.offset_for_leader_epoch import (
@@ -107,10 +107,10 @@ class FetcherSettings:
     ) -> FetcherSettings:
         return cls(
             node_id,
-            int(c["replica.fetch.wait.max.ms"]),
-            int(c["replica.fetch.max.bytes"]),
-            int(c["replica.fetch.response.max.bytes"]),
-            int(c["replica.fetch.backoff.ms"]) / 1000,
+            c.int("replica.fetch.wait.max.ms"),
+            c.int("replica.fetch.max.bytes"),
+            c.int("replica.fetch.response.max.bytes"),
+            c.int("replica.fetch.backoff.ms") / 1000,
             tls,
             sasl,
         )
@@ -127,8 +127,11 @@ class ReplicaFetcher:
         leader_id: int,
         endpoints: Endpoints,
         quota: ReplicationQuota | None = None,
+        *,
+        clock: Clock,
     ) -> None:
         self.settings = settings
+        self.clock = clock
         self.quota = quota or ReplicationQuota("follower")
         self.node_id = settings.node_id
         self.endpoints = endpoints
@@ -181,7 +184,7 @@ class ReplicaFetcher:
                     if self.settings.sasl is not None:
                         await self._authenticate(self.settings.sasl)
                 while self.parts:
-                    if self.reauth_at is not None and time.monotonic() >= self.reauth_at:
+                    if self.reauth_at is not None and self.clock.monotonic() >= self.reauth_at:
                         assert self.settings.sasl is not None
                         await self._authenticate(self.settings.sasl)
                     if self.truncate:
@@ -235,7 +238,8 @@ class ReplicaFetcher:
                 )
             lifetime_ms = resp.session_lifetime_ms
             token = client.step(resp.auth_bytes)
-        self.reauth_at = time.monotonic() + lifetime_ms * REAUTH_SHARE / 1000 if lifetime_ms > 0 else None
+        share_s = lifetime_ms * REAUTH_SHARE / 1000
+        self.reauth_at = self.clock.monotonic() + share_s if lifetime_ms > 0 else None
 
     async def _call(self, req: Any, version: int, response_cls: type[T], timeout: float) -> T:
         assert self.writer is not None and self.reader is not None
@@ -309,7 +313,7 @@ class ReplicaFetcher:
         """The partitions to fetch this round: not waiting for truncation, and not held back by
         the follower's replication throttle (those throttled but fetched go into ``throttled``)."""
         quota = self.quota
-        mono = time.monotonic()
+        mono = self.clock.monotonic()
         out = []
         for key, p in self.parts.items():
             if key in self.truncate:
@@ -356,7 +360,7 @@ class ReplicaFetcher:
         if resp.error_code:
             raise StoreError(f"leader answered fetch with error {resp.error_code}")
         progressed = False
-        now = int(time.time() * 1000)
+        now = self.clock.wall_ms()
         for tr in resp.responses:
             for pd in tr.partitions:
                 key = (tr.topic, pd.partition_index)
@@ -384,7 +388,7 @@ class ReplicaFetcher:
                     continue
                 progressed = True
                 if key in throttled and pd.records:
-                    quota.record(len(pd.records), time.monotonic())
+                    quota.record(len(pd.records), self.clock.monotonic())
                 if pd.records and lg.log_end_offset == offset:
                     try:
                         lg.append_as_follower(memoryview(pd.records), now)

@@ -27,13 +27,12 @@ With one replica the high watermark follows the log end at once.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from framework.errors import NotEnoughReplicas, NotLeader, OffsetOutOfRange, StoreError
 from framework.protocol.control import EndTxnMarker
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.records import SchemaCheck
 from framework.storage.log import AppendInfo, Log
 
@@ -185,10 +184,9 @@ class Partition:
         self._acks.append((end_offset, self.log.leader_epoch, outlive_leadership, fut))
         return fut
 
-    @property
-    def pending_acks(self) -> int:
-        """acks=all waiters not answered yet."""
-        return sum(1 for *_, fut in self._acks if not fut.done())
+    def unanswered_acks(self) -> list[asyncio.Future[None]]:
+        """The futures of the acks=all waiters not answered yet (each is done once answered)."""
+        return [fut for *_, fut in self._acks if not fut.done()]
 
     def advance_high_watermark(self, offset: int) -> None:
         if offset > self.log.high_watermark:
@@ -346,11 +344,11 @@ class Partition:
         isr: list[int],
         partition_epoch: int,
         replicas: list[int],
-        now_ms: int | None = None,
+        now_ms: int,
     ) -> str:
         """Take the quorum's view; returns "leader", "follower" when the role or epoch changed, else "".
 
-        ``now_ms`` (default: the clock) is the time of an election: this broker's followers in
+        ``now_ms`` is the time of an election: this broker's followers in
         the ISR count as caught up then.
         """
         self.replicas = replicas
@@ -371,9 +369,8 @@ class Partition:
         if leader == self.node_id:
             # as Kafka: in-sync followers count as caught up at the election, so none is
             # dropped from the ISR before it could fetch once
-            elected = int(time.time() * 1000) if now_ms is None else now_ms
             self.followers = {
-                r: FollowerState(last_caught_up_ms=elected if r in isr else 0)
+                r: FollowerState(last_caught_up_ms=now_ms if r in isr else 0)
                 for r in replicas
                 if r != self.node_id
             }

@@ -30,12 +30,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from framework import config as cfg
+from framework.clock import Clock
 from framework.errors import NotLeader, UnknownTopicOrPartition
 from framework.metadata.cache import MetadataCache
 from framework.metadata.quorum import PartitionState
@@ -63,38 +63,13 @@ def _log_failure(what: str) -> Callable[[asyncio.Task[Any]], None]:
     return done
 
 
-class ReplicaManager:
-    def __init__(
-        self,
-        node_id: int,
-        config: cfg.BrokerConfig,
-        logs: LogManager,
-        cache: MetadataCache,
-        retention_freed: Callable[[int], None] = lambda n: None,
-        fetcher_tls: ssl.SSLContext | None = None,
-        fetcher_sasl: SaslLogin | None = None,
-    ) -> None:
-        self.node_id = node_id
-        self.retention_freed = retention_freed
-        self.config = config
-        self.logs = logs
-        self.cache = cache
-        self.cleaner = LogCleaner(logs.dir)
-        # topic -> partitions; None for a partition of which this broker holds no replica
-        self.partitions: dict[str, list[Partition | None]] = {}
-        self._topic_ids: dict[str, str] = {}
-        self._fetchers: dict[int, ReplicaFetcher] = {}
-        self._listeners: dict[str, list[LeadershipListener]] = {}
-        self._reconcile_due = False
-        self._cleaning: asyncio.Task[Any] | None = None
-        self._isr_backoff: dict[tuple[str, int], float] = {}  # partition -> no proposal before
-        # replica fetchers reach leaders on inter.broker.listener.name (TLS and SASL as it needs)
-        self.fetcher_settings = FetcherSettings.from_config(node_id, config, fetcher_tls, fetcher_sasl)
-        self.leader_quota = ReplicationQuota("leader")
-        self.follower_quota = ReplicationQuota("follower")
-        self.removed_replicas = 0  # replicas stopped and deleted because a reassignment moved them away
+class PartitionLookups:
+    """The look-ups handlers make over ``partitions`` (topic → its partitions, None where this
+    broker holds no replica): the replica manager's, and those of the handler tests' fakes."""
 
-    # -- look-ups for handlers ---------------------------------------------------------------
+    partitions: dict[str, list[Partition | None]]
+    node_id: int
+
     def topic_partitions(self, topic: str) -> list[Partition | None] | None:
         return self.partitions.get(topic)
 
@@ -119,6 +94,40 @@ class ReplicaManager:
 
     def all_partitions(self) -> list[Partition]:
         return [p for parts in self.partitions.values() for p in parts if p is not None]
+
+
+class ReplicaManager(PartitionLookups):
+    def __init__(
+        self,
+        node_id: int,
+        config: cfg.BrokerConfig,
+        logs: LogManager,
+        cache: MetadataCache,
+        clock: Clock,
+        retention_freed: Callable[[int], None] = lambda n: None,
+        fetcher_tls: ssl.SSLContext | None = None,
+        fetcher_sasl: SaslLogin | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.retention_freed = retention_freed
+        self.config = config
+        self.logs = logs
+        self.cache = cache
+        self.clock = clock  # the broker's: elections, retention, expiry, ISR lag, back-offs
+        self.cleaner = LogCleaner(logs.dir)
+        # topic -> partitions; None for a partition of which this broker holds no replica
+        self.partitions: dict[str, list[Partition | None]] = {}
+        self._topic_ids: dict[str, str] = {}
+        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._listeners: dict[str, list[LeadershipListener]] = {}
+        self._reconcile_due = False
+        self._cleaning: asyncio.Task[Any] | None = None
+        self._isr_backoff: dict[tuple[str, int], float] = {}  # partition -> no proposal before
+        # replica fetchers reach leaders on inter.broker.listener.name (TLS and SASL as it needs)
+        self.fetcher_settings = FetcherSettings.from_config(node_id, config, fetcher_tls, fetcher_sasl)
+        self.leader_quota = ReplicationQuota("leader")
+        self.follower_quota = ReplicationQuota("follower")
+        self.removed_replicas = 0  # replicas stopped and deleted because a reassignment moved them away
 
     @property
     def log_dir(self) -> Path:
@@ -290,7 +299,7 @@ class ReplicaManager:
                 ps.isr,
                 ps.partition_epoch,
                 list(replicas),
-                now_ms=int(time.time() * 1000),
+                now_ms=self.clock.wall_ms(),
             )
             if role:
                 self._unfollow(p)
@@ -335,8 +344,9 @@ class ReplicaManager:
     def _follow(self, p: Partition, leader: int) -> None:
         f = self._fetchers.get(leader)
         if f is None:
+            endpoint, quota = self.cache.registered_endpoint, self.follower_quota
             f = self._fetchers[leader] = ReplicaFetcher(
-                self.fetcher_settings, leader, self.cache.registered_endpoint, self.follower_quota
+                self.fetcher_settings, leader, endpoint, quota, clock=self.clock
             )
         f.add(p)
 
@@ -346,7 +356,7 @@ class ReplicaManager:
 
     def _alter_isr(self, p: Partition, isr: list[int]) -> None:
         joining = [r for r in isr if r not in p.isr]
-        if time.monotonic() < self._isr_backoff.get((p.topic, p.index), 0.0) or not all(
+        if self.clock.monotonic() < self._isr_backoff.get((p.topic, p.index), 0.0) or not all(
             self.cache.is_live(r) for r in joining
         ):
             # a fenced broker still fetching (stopping, or paused and resumed) cannot rejoin, and a
@@ -367,7 +377,7 @@ class ReplicaManager:
             code: int | None = f.result() if err is None and not f.cancelled() else None
             if code == 0:
                 return
-            self._isr_backoff[key] = time.monotonic() + ISR_RETRY_BACKOFF_S
+            self._isr_backoff[key] = self.clock.monotonic() + ISR_RETRY_BACKOFF_S
             if code is not None:
                 log.info("%s-%d: ISR change to %s not applied (error %d)", p.topic, p.index, isr, code)
             if p.isr_change_answered(isr, epoch, code):
@@ -394,14 +404,14 @@ class ReplicaManager:
         """(interval ms, function) pairs the broker runs on its event loop."""
         c = self.config
         tasks: list[Periodic] = [
-            (c["log.retention.check.interval.ms"], self.enforce_retention),
-            (c["log.flush.scheduler.interval.ms"], self.flush),
+            (c.int("log.retention.check.interval.ms"), self.enforce_retention),
+            (c.int("log.flush.scheduler.interval.ms"), self.flush),
             (60_000, self.checkpoint),
-            (c["producer.id.expiration.check.interval.ms"], self.expire_producers),
-            (c["log.cleaner.backoff.ms"], self.clean),
+            (c.int("producer.id.expiration.check.interval.ms"), self.expire_producers),
+            (c.int("log.cleaner.backoff.ms"), self.clean),
         ]
         if self.cache.clustered:
-            tasks.append((max(int(c["replica.lag.time.max.ms"]) // 2, 50), self.shrink_isrs))
+            tasks.append((max(c.int("replica.lag.time.max.ms") // 2, 50), self.shrink_isrs))
         return tasks
 
     def clean(self) -> None:
@@ -414,7 +424,7 @@ class ReplicaManager:
     def enforce_retention(self) -> None:
         if self.cleaner.running:
             return  # the cleaner reads segment files in a thread: retention waits a round
-        freed = self.logs.enforce_retention(int(time.time() * 1000))
+        freed = self.logs.enforce_retention(self.clock.wall_ms())
         if freed:
             self.retention_freed(freed)
 
@@ -425,7 +435,7 @@ class ReplicaManager:
                 lg.producer_state.take_snapshot(lg.log_end_offset)
 
     def expire_producers(self) -> None:
-        now = int(time.time() * 1000)
+        now = self.clock.wall_ms()
         for lg in self.logs.logs.values():
             gone = lg.producer_state.remove_expired(now, lg.config.producer_id_expiration_ms)
             if gone:
@@ -437,11 +447,11 @@ class ReplicaManager:
                 )
 
     def flush(self) -> None:
-        self.logs.flush_due(int(time.time() * 1000))
+        self.logs.flush_due(self.clock.wall_ms())
 
     def shrink_isrs(self) -> None:
-        now = int(time.time() * 1000)
-        lag = int(self.config["replica.lag.time.max.ms"])
+        now = self.clock.wall_ms()
+        lag = self.config.int("replica.lag.time.max.ms")
         for p in self.all_partitions():
             if p.replicated:
                 p.shrink_isr(now, lag)

@@ -361,12 +361,14 @@ class StandardAuthorizer:
     @classmethod
     def from_config(cls, config: cfg.BrokerConfig) -> StandardAuthorizer | None:
         """The authorizer ``authorizer.class.name`` asks for; None when it is empty (no ACLs)."""
-        name = config["authorizer.class.name"]
+        name = config.str("authorizer.class.name")
         if not name:
             return None
         if name != KAFKA_AUTHORIZER:  # the config's validator refuses it first
             raise ConfigError(f"authorizer.class.name={name}: {cfg.AUTHORIZER_CHOICES}")
-        return cls((), parse_super_users(config["super.users"]), config["allow.everyone.if.no.acl.found"])
+        return cls(
+            (), parse_super_users(config.str("super.users")), config.bool("allow.everyone.if.no.acl.found")
+        )
 
     # -- the ACLs ----------------------------------------------------------------------------
     @property

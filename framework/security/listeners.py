@@ -18,8 +18,8 @@ Pure parsing and checks; :class:`framework.errors.ConfigError` names the key at 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
+from framework import config as cfg
 from framework.errors import ConfigError
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -110,13 +110,13 @@ class ListenerConfig:
     inter_broker: str
 
     @classmethod
-    def from_config(cls, config: Any) -> ListenerConfig:
-        pmap = parse_protocol_map(str(config["listener.security.protocol.map"]))
-        listeners = parse_listeners(str(config["listeners"]), pmap)
+    def from_config(cls, config: cfg.BrokerConfig) -> ListenerConfig:
+        pmap = parse_protocol_map(config.str("listener.security.protocol.map"))
+        listeners = parse_listeners(config.str("listeners"), pmap)
         ports = [e.port for e in listeners if e.port != 0]
         if len(ports) != len(set(ports)):
             raise ConfigError("listeners: two listeners on the same port")
-        adv_text = str(config["advertised.listeners"]).strip()
+        adv_text = config.str("advertised.listeners").strip()
         advertised = {e.name: _advertisable(e) for e in listeners}
         if adv_text:
             for entry in adv_text.split(","):
@@ -131,7 +131,7 @@ class ListenerConfig:
                         f"{', '.join(e.name for e in listeners)})"
                     )
                 advertised[name] = replace(own, host=host or own.host, port=port)
-        inter = str(config["inter.broker.listener.name"]).strip().upper() or listeners[0].name
+        inter = config.str("inter.broker.listener.name").strip().upper() or listeners[0].name
         if not any(e.name == inter for e in listeners):
             raise ConfigError(
                 f"inter.broker.listener.name: {inter} is not a listener (listeners: "

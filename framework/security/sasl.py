@@ -28,12 +28,12 @@ Thread-safety: none needed (one connection, one event loop).
 from __future__ import annotations
 
 import enum
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import scramp  # type: ignore[import-untyped]
 
+from framework.clock import SYSTEM, Clock
 from framework.errors import IllegalSaslState, SaslAuthenticationFailed, UnsupportedSaslMechanism
 from framework.security import scram
 from framework.security.principal import KafkaPrincipal
@@ -152,13 +152,13 @@ class SaslServerSession:
         credentials: CredentialLookup,
         secret: bytes,
         reauth_ms: int = 0,
-        now_ms: Callable[[], int] | None = None,
+        clock: Clock = SYSTEM,
     ) -> None:
         self.mechanisms = list(mechanisms)
         self.credentials = credentials
         self.secret = secret
         self.reauth_ms = reauth_ms
-        self.now_ms = now_ms or _now_ms
+        self.clock = clock  # the session's expiry (connections.max.reauth.ms)
         self.state = State.HANDSHAKE
         self.mechanism: str | None = None
         self.principal: KafkaPrincipal | None = None
@@ -176,7 +176,7 @@ class SaslServerSession:
         """The session's lifetime (``connections.max.reauth.ms``) is over."""
         if self.expires_at_ms is None:
             return False
-        return (self.now_ms() if now_ms is None else now_ms) >= self.expires_at_ms
+        return (self.clock.wall_ms() if now_ms is None else now_ms) >= self.expires_at_ms
 
     def handshake(self, mechanism: str) -> None:
         """SaslHandshake: choose the mechanism (again, to re-authenticate)."""
@@ -221,7 +221,7 @@ class SaslServerSession:
         lifetime = 0
         if self.reauth_ms > 0:
             lifetime = self.reauth_ms
-            self.expires_at_ms = self.now_ms() + lifetime
+            self.expires_at_ms = self.clock.wall_ms() + lifetime
         return Step(answer, principal, lifetime)
 
     def _fail(self, why: str) -> Step:
@@ -229,10 +229,6 @@ class SaslServerSession:
         self.state = State.HANDSHAKE if not self.reauthenticating else State.COMPLETE
         self._exchange = None
         raise SaslAuthenticationFailed(FAILED)
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True, slots=True)

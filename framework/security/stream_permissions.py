@@ -1,4 +1,4 @@
-"""The seeds' stream permissions (MapR's produceperm, consumeperm, topicperm, adminperm) as ACLs.
+"""Stream permissions (MapR's produceperm, consumeperm, topicperm, adminperm) as Kafka ACLs.
 
 A stream's permissions are ordinary Kafka ACLs on the stream's name space, so every Kafka tool
 (``kafka-acls``, ``AdminClient.describe_acls``) sees and edits the same rules:

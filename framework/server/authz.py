@@ -138,7 +138,7 @@ def operations(ctx: RequestContext, rtype: ResourceType, name: str) -> int:
 
 
 def stream_admin(ctx: RequestContext, stream: str) -> bool:
-    """Whether the principal administers the stream's permissions (the seeds' ``adminperm``):
+    """Whether the principal administers the stream's permissions (MapR's ``adminperm``):
     Alter on the cluster (Kafka's right to change any ACL), or an ALLOW of Alter on the LITERAL
     topic pattern ``<stream>.`` (what ``sftraffic streams grant --admin`` creates)."""
     authz = ctx.services.authz

@@ -18,17 +18,23 @@ tests/unit/server/handlers/) and the parts can change behind it:
   ``confluent.key/value.schema.validation`` (None: not wired; such topics then refuse);
 * ``authz``: the authorizer and its per-connection decision caches (None when off), asked
   through :mod:`framework.server.authz`.
+
+A handler answers with its API's response, or :data:`NO_RESPONSE` where Kafka sends none
+(Produce with acks=0); the signature is in :mod:`framework.server.router`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from framework import config as cfg
+from framework.clock import SYSTEM, Clock
+from framework.coordinator.consumer_groups import ConsumerGroupCoordinator
 from framework.coordinator.groups import GroupCoordinator
 from framework.coordinator.transactions import TP, TransactionCoordinator
 from framework.errors import StoreError
@@ -36,7 +42,7 @@ from framework.metadata.admin import Proposal
 from framework.metadata.cache import Node
 from framework.metadata.quorum import PartitionState, QuorumStatus
 from framework.metadata.store import StreamInfo, TopicInfo
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.frames import RequestHeader
 from framework.protocol.records import SchemaCheck
 from framework.replication.partition import Partition
@@ -48,12 +54,24 @@ from framework.security.quotas import ClientQuotas
 from framework.security.sasl import SaslServerSession
 from framework.security.scram import ScramCredential
 from framework.server.authz import Authz
+from framework.server.client_metrics import ClientMetrics
 
 T = TypeVar("T")
 
 
+class NoResponse(enum.Enum):
+    """The answer of a request Kafka does not answer (Produce with acks=0): nothing is sent."""
+
+    NO_RESPONSE = "no response"
+
+
+NO_RESPONSE: Final = NoResponse.NO_RESPONSE
+
+
 class PartitionLookup(Protocol):
-    leader_quota: ReplicationQuota  # the leader side's replication throttle (Fetch)
+    @property
+    def leader_quota(self) -> ReplicationQuota:
+        """The leader side's replication throttle (Fetch)."""
 
     def topic_partitions(self, topic: str) -> list[Partition | None] | None: ...
 
@@ -68,7 +86,8 @@ class PartitionLookup(Protocol):
 
 
 class NodeDirectory(Protocol):
-    node_id: int
+    @property
+    def node_id(self) -> int: ...
 
     @property
     def cluster_id(self) -> str: ...
@@ -101,6 +120,8 @@ class NodeDirectory(Protocol):
     def scram_users(self) -> dict[str, dict[str, int]]: ...
 
     def client_quotas(self) -> dict[client_quotas.Entity, dict[str, float]]: ...
+
+    def client_metrics(self) -> dict[str, dict[str, Any]]: ...
 
 
 class TopicAdmin(Protocol):
@@ -158,6 +179,10 @@ class TopicAdmin(Protocol):
         self, user: str, upsert: list[ScramCredential], delete: list[str]
     ) -> Proposal[str]: ...
 
+    def alter_client_metrics(
+        self, name: str, set_: Mapping[str, Any], delete: list[str], validate_only: bool = False
+    ) -> Proposal[str]: ...
+
     def create_acls(self, bindings: list[AclBinding]) -> Proposal[list[StoreError | None]]: ...
 
     def alter_client_quotas(
@@ -170,7 +195,11 @@ class TopicAdmin(Protocol):
 
 
 class GroupDirectory(Protocol):
-    coordinator: GroupCoordinator
+    @property
+    def coordinator(self) -> GroupCoordinator: ...
+
+    @property
+    def consumer(self) -> ConsumerGroupCoordinator: ...
 
     def coordinator_node(self, group_id: str, listener: str | None = None) -> Node | None: ...
 
@@ -184,7 +213,8 @@ class ProducerIdSource(Protocol):
 
 
 class TransactionDirectory(Protocol):
-    coordinator: TransactionCoordinator
+    @property
+    def coordinator(self) -> TransactionCoordinator: ...
 
     def coordinator_node(self, transactional_id: str, listener: str | None = None) -> Node | None: ...
 
@@ -222,10 +252,21 @@ class BrokerServices:
     stopping: asyncio.Event
     authz: Authz | None = None  # the authorizer (authorizer.class.name), None: everything allowed
     quotas: ClientQuotas | None = None  # client quotas (the listener records and throttles)
-    transactions: TransactionDirectory | None = None  # the transaction coordinator (issue 19)
+    transactions: TransactionDirectory | None = None  # the transaction coordinator
     txn_channel: TxnChannel | None = None  # requests to other brokers' coordinators / leaders
     forwarder: Forwarder | None = None  # requests only another broker can answer (DescribeQuorum)
-    schemas: SchemaSource | None = None  # schema ids of the registry's _schemas topic (issue 20)
+    schemas: SchemaSource | None = None  # schema ids of the registry's _schemas topic
+    clock: Clock = SYSTEM  # the broker's: what handlers stamp (LogAppendTime, markers)
+    client_metrics: ClientMetrics | None = None  # KIP-714 subscriptions and pushed metrics
+
+
+@dataclass(slots=True)
+class ClientSoftware:
+    """The client software name and version a connection's ApiVersions (v3+, KIP-511) named;
+    "unknown" until then, as Kafka's ClientInformation. One per connection, shared by its requests."""
+
+    name: str = "unknown"
+    version: str = "unknown"
 
 
 @dataclass(slots=True)
@@ -233,11 +274,13 @@ class RequestContext:
     services: BrokerServices
     header: RequestHeader
     peer: str
-    # who the connection authenticated as, and on which named listener (issue 18)
+    # who the connection authenticated as, and on which named listener
     principal: KafkaPrincipal = ANONYMOUS
     listener: str = "PLAINTEXT"
     # the connection's SASL state on a SASL listener (SaslHandshake/SaslAuthenticate), else None
     sasl: SaslServerSession | None = None
+    # what the connection's ApiVersions said the client is (client-metrics subscriptions match it)
+    software: ClientSoftware = field(default_factory=ClientSoftware)
 
     @property
     def version(self) -> int:

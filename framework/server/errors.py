@@ -20,13 +20,12 @@ handler or the group coordinator sets directly are counted the same way.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
 from types import TracebackType
 from typing import Any, TypeVar
 
 from framework.errors import StoreError
 from framework.metadata.admin import Committed
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.replication.partition import Partition
 from framework.server.context import PartitionLookup
 
@@ -87,33 +86,30 @@ class answer_errors:
         return True
 
 
-def when_committed(resp: R, pending: list[tuple[Any, Committed]]) -> R | Awaitable[R]:
-    """``resp`` at once, or once the quorum applied each result's change (cluster).
+async def when_committed(resp: R, pending: list[tuple[Any, Committed]]) -> R:
+    """``resp`` once the quorum applied each result's change (cluster); at once without any.
 
     ``pending`` pairs a response element with the future of its change; an element whose
     change did not apply gets that error, or REQUEST_TIMED_OUT after 15 s without a quorum.
+    Waits with ``asyncio.wait``, not ``asyncio.timeout``: a handler awaits this before it runs
+    in a Task (:mod:`framework.server.router`).
     """
     if not pending:
         return resp
-    return _await_committed(resp, pending)
-
-
-async def _await_committed(resp: R, pending: list[tuple[Any, Committed]]) -> R:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + QUORUM_TIMEOUT_S
+    await asyncio.wait([fut for _, fut in pending], timeout=QUORUM_TIMEOUT_S)
     for result, fut in pending:
         problem: StoreError | None
-        try:
-            async with asyncio.timeout(max(deadline - loop.time(), 0.01)):
-                problem = await asyncio.shield(fut)
-        except TimeoutError:
+        if not fut.done():
             problem = StoreError(
                 "the metadata quorum did not commit the change within 15 s; is a majority of "
                 "controller.quorum.voters running?",
                 ErrorCode.REQUEST_TIMED_OUT,
             )
-        except StoreError as exc:
-            problem = exc
+        else:
+            exc = fut.exception()
+            if exc is not None and not isinstance(exc, StoreError):
+                raise exc
+            problem = exc if exc is not None else fut.result()
         if problem is not None:
             named = kafka_error(problem)
             assert named is not None

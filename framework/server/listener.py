@@ -13,7 +13,7 @@ Metrics: every request answered (or not, as acks=0 produce) is observed in the l
 histogram by API, and every error code of every response sent is counted
 (``metrics.count_errors``); frames that close the connection count as bad frames.
 
-Listeners and security (issue 18): one server socket per named listener (``listeners``), each
+Listeners and security: one server socket per named listener (``listeners``), each
 with its security protocol. SSL and SASL_SSL connections are TLS (Python's ``ssl``; the
 handshake is bounded by ``connections.authentication.timeout.ms``); on SSL a client
 certificate names the principal (``ssl.principal.mapping.rules``). On SASL_PLAINTEXT and
@@ -32,36 +32,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import socket
-import ssl
 import struct
 import time
+import types
 from collections import deque
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Awaitable, Coroutine, Generator, Sequence
+from typing import Any, TypeVar
 
 from framework.errors import StoreError
 from framework.protocol import codec
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.frames import encode_response, parse_request_header, peek_header
 from framework.protocol.messages.fetch import FetchResponse
 from framework.security import quotas as client_quotas
+from framework.security.listener_security import ListenerSecurity
 from framework.security.listeners import Endpoint
 from framework.security.principal import ANONYMOUS, KafkaPrincipal
-from framework.security.sasl import CredentialLookup, SaslServerSession
-from framework.security.ssl_principal import PrincipalMapper, subject_dn
+from framework.security.sasl import SaslServerSession
+from framework.security.ssl_principal import subject_dn
 from framework.server import metrics
-from framework.server.context import BrokerServices, RequestContext
+from framework.server.context import NO_RESPONSE, BrokerServices, ClientSoftware, RequestContext
 from framework.server.errors import kafka_error
 from framework.server.handlers import api_versions
-from framework.server.handlers.produce import RateLimitedLog
 from framework.server.memory_pool import RequestMemoryPool
+from framework.server.rate_limited_log import RateLimitedLog
 from framework.server.router import Route, routes
 
 log = logging.getLogger("sftraffic.server")
+R = TypeVar("R")
 
 RING = 256 * 1024
 FIRST_RING = 16 * 1024  # a connection's ring until a frame needs more (1,000 idle ones: 16 MB)
@@ -75,32 +75,8 @@ FETCH = 1
 # requests no client quota applies to: the handshake, and a throttled client's way back in
 QUOTA_EXEMPT = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
-INT_MAX = 2147483647
 
 security_log = RateLimitedLog(logging.getLogger("sftraffic.security"))
-
-
-def _no_credentials(user: str, mechanism: str) -> None:
-    return None
-
-
-@dataclass(frozen=True, slots=True)
-class ListenerSecurity:
-    """What the listener needs to authenticate connections and protect itself (the broker
-    builds it from the configuration; the defaults are a PLAINTEXT-only broker's)."""
-
-    ssl_context: ssl.SSLContext | None = None  # SSL listeners (ssl.client.auth)
-    sasl_ssl_context: ssl.SSLContext | None = None  # SASL_SSL listeners (no client certificate asked)
-    mapper: PrincipalMapper = field(default_factory=PrincipalMapper)
-    credentials: CredentialLookup = _no_credentials
-    mechanisms: tuple[str, ...] = ("SCRAM-SHA-256", "SCRAM-SHA-512")
-    secret: bytes = b""
-    reauth_ms: int = 0
-    auth_timeout_s: float = 10.0
-    max_connections: int = INT_MAX
-    max_connections_per_ip: int = INT_MAX
-    idle_s: float = 600.0
-    inter_broker: str = "PLAINTEXT"  # exempt from max.connections
 
 
 class KafkaListener:
@@ -109,9 +85,9 @@ class KafkaListener:
     def __init__(self, services: BrokerServices, security: ListenerSecurity | None = None) -> None:
         self.services = services
         self.security = security or ListenerSecurity()
-        self.max_frame: int = services.config["socket.request.max.bytes"]
-        self.max_unauthenticated: int = services.config["sasl.server.max.receive.size"]
-        self.memory = RequestMemoryPool(services.config["queued.max.request.bytes"])
+        self.max_frame: int = services.config.int("socket.request.max.bytes")
+        self.max_unauthenticated: int = services.config.int("sasl.server.max.receive.size")
+        self.memory = RequestMemoryPool(services.config.int("queued.max.request.bytes"))
         self.connections: set[KafkaConnection] = set()
         self.servers: list[asyncio.base_events.Server] = []
         self.clients = 0  # connections counted against max.connections
@@ -223,6 +199,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.routes = routes()
         self.principal: KafkaPrincipal = ANONYMOUS
         self.sasl: SaslServerSession | None = None
+        self.software = ClientSoftware()  # set by ApiVersions v3+
         self.deadline: asyncio.TimerHandle | None = None
         self.last_active = time.monotonic()
         # client quotas: who sent the request being served (user, client id, its size, its
@@ -266,7 +243,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         sec = self.listener.security
         ep = self.endpoint
         if ep.uses_sasl:
-            self.sasl = SaslServerSession(sec.mechanisms, sec.credentials, sec.secret, sec.reauth_ms)
+            self.sasl = sec.sasl_session()
             self.deadline = asyncio.get_running_loop().call_later(sec.auth_timeout_s, self._auth_deadline)
         elif ep.uses_ssl:
             cert = transport.get_extra_info("peercert")
@@ -469,32 +446,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # -- requests --------------------------------------------------------------------------
     def _handle(self, frame: bytearray) -> None:
+        """Decode one request and run its handler (see :meth:`_run`)."""
         t0 = time.perf_counter()
         try:
             api_key, version, corr = peek_header(frame)
         except codec.DecodeError as exc:
             self._bad(str(exc))
             return
-        route = self.routes.get(api_key)
+        route = self._admit(api_key, version, corr, t0)
         if route is None:
-            self._bad(f"unknown or unsupported API key {api_key}")
-            return
-        if self.sasl is not None and api_key not in BEFORE_AUTHENTICATION:
-            if not self.sasl.authenticated:
-                self._refuse(f"{route.entry.name} before authenticating on listener {self.endpoint.name}")
-                return
-            if self.sasl.expired():
-                self._refuse(f"SASL session expired (connections.max.reauth.ms) on {self.endpoint.name}")
-                return
-        if not route.min_version <= version <= route.max_version:
-            if api_key == API_VERSIONS:
-                self._unsupported_api_versions(version, corr)
-                self._observe(route, t0)
-                return
-            self._bad(
-                f"{route.entry.name} v{version} is not supported "
-                f"(this broker serves v{route.min_version}-v{route.max_version})"
-            )
             return
         mv = memoryview(frame)
         try:
@@ -508,69 +468,108 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.sasl is not None and self.sasl.principal is not None:
             principal = self.sasl.principal
         ctx = RequestContext(
-            self.services, header, self.peer, principal=principal, listener=self.endpoint.name, sasl=self.sasl
+            self.services,
+            header,
+            self.peer,
+            principal=principal,
+            listener=self.endpoint.name,
+            sasl=self.sasl,
+            software=self.software,
         )
-        try:
-            resp = route.handle(ctx, req)
-        except Exception as exc:
-            resp = self._failed(route, req, version, exc)
-        quotas = self.services.quotas
-        if quotas is not None and quotas.active and api_key not in QUOTA_EXEMPT:
-            follower = api_key == FETCH and max(req.replica_id, req.replica_state.replica_id) >= 0
-            self.quota_who = (
-                principal.name,
-                header.client_id or "",
-                len(frame),
-                time.perf_counter() - t0,
-                follower,
+        self._run(route, ctx, req, len(frame), t0)
+
+    def _admit(self, api_key: int, version: int, corr: int, t0: float) -> Route[Any, Any] | None:
+        """The route of a request this connection may send, at a version served; None when it
+        may not (the connection is closed) or it was answered here (ApiVersions, unknown version)."""
+        route = self.routes.get(api_key)
+        if route is None:
+            self._bad(f"unknown or unsupported API key {api_key}")
+            return None
+        if self.sasl is not None and api_key not in BEFORE_AUTHENTICATION:
+            if not self.sasl.authenticated:
+                self._refuse(f"{route.entry.name} before authenticating on listener {self.endpoint.name}")
+                return None
+            if self.sasl.expired():
+                self._refuse(f"SASL session expired (connections.max.reauth.ms) on {self.endpoint.name}")
+                return None
+        if not route.min_version <= version <= route.max_version:
+            if api_key == API_VERSIONS:
+                self._unsupported_api_versions(version, corr)
+                self._observe(route, t0)
+                return None
+            self._bad(
+                f"{route.entry.name} v{version} is not supported "
+                f"(this broker serves v{route.min_version}-v{route.max_version})"
             )
+            return None
+        return route
+
+    def _run(self, route: Route[Any, Any], ctx: RequestContext, req: Any, size: int, t0: float) -> None:
+        """Run the handler eagerly: a coroutine that returns without suspending is answered at
+        once; one that suspends goes on in a Task, and the connection is busy until it answers
+        (:mod:`framework.server.router`)."""
+        corr = ctx.header.correlation_id
+        coro = route.handle(ctx, req)
+        try:
+            waiting = coro.send(None)
+        except StopIteration as done:
+            resp = done.value
+        except Exception as exc:
+            resp = self._failed(route, req, ctx.version, exc)
         else:
+            self._charge(route, ctx, req, size, t0)
+            self.busy = True
+            rest = _resumed(coro, waiting)
+            self.task = asyncio.get_running_loop().create_task(self._finish(route, req, ctx, rest, t0))
+            return
+        self._charge(route, ctx, req, size, t0)
+        self._answer(route, ctx.version, corr, resp, t0)
+
+    def _charge(self, route: Route[Any, Any], ctx: RequestContext, req: Any, size: int, t0: float) -> None:
+        """Note whose quotas the request is charged to once answered (:meth:`_throttle`): its
+        user and client id, its size and its handler's time so far."""
+        quotas = self.services.quotas
+        key = route.entry.key
+        if quotas is None or not quotas.active or key in QUOTA_EXEMPT:
             self.quota_who = None
-        if resp is None:
+            return
+        follower = key == FETCH and max(req.replica_id, req.replica_state.replica_id) >= 0
+        client_id = ctx.header.client_id or ""
+        self.quota_who = (ctx.principal.name, client_id, size, time.perf_counter() - t0, follower)
+
+    def _answer(self, route: Route[Any, Any], version: int, corr: int, resp: Any, t0: float) -> None:
+        if resp is NO_RESPONSE:
             throttle = self._throttle(route, 0)  # acks=0: recorded and muted, no answer to carry it
             if throttle:
                 self._mute(throttle)
-            self._observe(route, t0)
-            return
-        if inspect.isawaitable(resp):
-            self.busy = True
-            self.task = asyncio.get_running_loop().create_task(
-                self._finish(route, req, header.api_version, corr, resp, t0)
-            )
-            return
-        self._send(route, version, corr, resp)
+        else:
+            self._send(route, version, corr, resp)
         self._observe(route, t0)
 
-    def _failed(self, route: Route, req: Any, version: int, exc: Exception) -> Any:
+    def _failed(self, route: Route[Any, Any], req: Any, version: int, exc: Exception) -> Any:
         """The answer to a request whose handler raised: its Kafka error, or a logged bug."""
         named = kafka_error(exc)
         if named is None:
             log.error("%s v%d from %s failed", route.entry.name, version, self.peer, exc_info=exc)
             named = ErrorCode.UNKNOWN_SERVER_ERROR, "internal error"
-        return self._error(route, req, *named)
+        return route.error_response(req, *named)
 
-    def _error(self, route: Route, req: Any, code: int, message: str) -> Any:
-        if route.error_response is None:
-            self._bad(f"{route.entry.name} failed: {message}")
-            return None
-        return route.error_response(req, code, message)
-
-    async def _finish(self, route: Route, req: Any, version: int, corr: int, aw: Any, t0: float) -> None:
+    async def _finish(
+        self, route: Route[Any, Any], req: Any, ctx: RequestContext, rest: Awaitable[Any], t0: float
+    ) -> None:
         try:
             try:
-                resp = await aw
+                resp = await rest
             except Exception as exc:
-                resp = self._failed(route, req, version, exc)
-            if resp is not None:
-                self._send(route, version, corr, resp)
-            self._observe(route, t0)
+                resp = self._failed(route, req, ctx.version, exc)
+            self._answer(route, ctx.version, ctx.header.correlation_id, resp, t0)
         finally:
             self.busy = False
             self.task = None
             self._answered()
         self._process()
 
-    def _send(self, route: Route, version: int, corr: int, resp: Any) -> None:
+    def _send(self, route: Route[Any, Any], version: int, corr: int, resp: Any) -> None:
         metrics.count_errors(route.entry, resp)
         t = self.transport
         if t is None or t.is_closing():
@@ -585,7 +584,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     # fetches the same offsets again once the throttle time has passed
                     resp = FetchResponse(throttle_time_ms=throttle, session_id=0)
                     parts = encode_response(route.entry.key, version, corr, resp)
-                elif throttle > getattr(resp, "throttle_time_ms", throttle):
+                elif route.throttle_field and throttle > resp.throttle_time_ms:
                     resp.throttle_time_ms = throttle
                     parts = encode_response(route.entry.key, version, corr, resp)
         except codec.EncodeError:
@@ -599,8 +598,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if route.entry.key in (SASL_HANDSHAKE, SASL_AUTHENTICATE) and resp.error_code:
             t.close()  # a failed or out-of-order SASL step ends the connection (once written)
 
-    # -- client quotas (issue 18) -------------------------------------------------------------
-    def _throttle(self, route: Route, response_bytes: int) -> int:
+    # -- client quotas ------------------------------------------------------------------------
+    def _throttle(self, route: Route[Any, Any], response_bytes: int) -> int:
         """Record what the request cost against the client's quotas (Kafka: Produce by its
         size, Fetch by its answer's, every request by its handler's time); the throttle time
         in ms it earned, the longest of them. The request is served all the same."""
@@ -646,7 +645,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not self.busy:
             self._process()
 
-    def _observe(self, route: Route, t0: float) -> None:
+    def _observe(self, route: Route[Any, Any], t0: float) -> None:
         name = route.entry.name
         metrics.child(metrics.REQUEST_LATENCY, name).observe(time.perf_counter() - t0)
 
@@ -654,3 +653,26 @@ class KafkaConnection(asyncio.BufferedProtocol):
         resp = api_versions.unsupported_version_response()
         route = self.routes[API_VERSIONS]
         self._send(route, 0, corr, resp)
+
+
+@types.coroutine
+def _resumed(coro: Coroutine[Any, Any, R], waiting: Any) -> Generator[Any, Any, R]:
+    """The rest of a handler's coroutine, run eagerly until it suspended on ``waiting``, for a
+    Task to drive: what the coroutine yields goes to the Task, what the Task sends or throws in
+    (a result, a cancellation) goes to the coroutine."""
+    while True:
+        try:
+            sent = yield waiting
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:
+            try:
+                waiting = coro.throw(exc)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+        else:
+            try:
+                waiting = coro.send(sent)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]

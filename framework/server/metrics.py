@@ -1,4 +1,4 @@
-"""Prometheus metrics of a broker (``/metrics`` on ``metrics.listen``; README "Metrics").
+"""Prometheus metrics of a broker (``/metrics`` on ``metrics.listen``; docs/reference/metrics.md).
 
 Three kinds, each paid for where it is cheapest:
 
@@ -15,9 +15,12 @@ Three kinds, each paid for where it is cheapest:
   were before the change, so every cause (a leader's AlterPartition, the controller fencing a
   broker, a re-registration) is counted the same way, and nothing runs on the produce or fetch
   path.
+* **Client metrics** (KIP-714): what clients push with PushTelemetry, served as
+  ``kafka_client_*`` gauges by the collector the broker passes in (``extra``;
+  :class:`framework.server.client_metrics.TelemetryCollector`).
 * **Gauges** (log offsets and sizes, under-replicated and offline partitions, the controller,
-  consumer-group lag, connections) are computed by :class:`BrokerCollector` when Prometheus
-  scrapes.
+  consumer-group lag, connections, the broker's state) are computed by :class:`BrokerCollector`
+  when Prometheus scrapes.
 
 The endpoint is served on the broker's event loop (:class:`MetricsServer`), so a scrape reads
 partitions, groups and quorum state from the thread that owns them.
@@ -31,12 +34,13 @@ import asyncio
 import contextlib
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector
 
 from framework.coordinator.group_service import GroupService
 from framework.coordinator.groups import GroupState
@@ -44,8 +48,9 @@ from framework.errors import StoreError
 from framework.metadata.cache import MetadataCache
 from framework.metadata.quorum import ClusterState
 from framework.protocol.api import ApiEntry
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.replication.replica_manager import ReplicaManager
+from framework.server.lifecycle import BrokerLifecycle, BrokerState
 
 if TYPE_CHECKING:
     from framework.server.listener import KafkaListener
@@ -303,7 +308,7 @@ class BrokerParts(Protocol):
     groups: GroupService
     cache: MetadataCache
     listener: KafkaListener
-    stopping: asyncio.Event
+    lifecycle: BrokerLifecycle  # its state, and ``stopping``
 
 
 def _gauge(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricFamily:
@@ -323,6 +328,14 @@ class BrokerCollector:
         conns = _gauge("sftraffic_connections", "Open client connections.")
         conns.add_metric([], len(self.broker.listener.connections))
         yield conns
+        state = _gauge(
+            "sftraffic_broker_state",
+            "The broker's state, by Kafka's BrokerState codes: "
+            + ", ".join(f"{s.value} {s.name}" for s in BrokerState)
+            + ".",
+        )
+        state.add_metric([], int(self.broker.lifecycle.state))
+        yield state
 
     def _partitions(self) -> Iterator[GaugeMetricFamily]:
         tp = ["topic", "partition"]
@@ -353,8 +366,6 @@ class BrokerCollector:
 
     def _throttles(self) -> Iterator[GaugeMetricFamily]:
         rm = self.broker.replicas
-        if not hasattr(rm, "leader_quota"):  # tests hand in small fakes
-            return
         moved = _gauge(
             "sftraffic_replication_throttled_bytes",
             "Record bytes of throttled replicas (leader.replication.throttled.replicas / "
@@ -442,11 +453,14 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class MetricsServer:
-    """``GET /metrics`` (Prometheus text format 0.0.4) on the broker's event loop."""
+    """``GET /metrics`` (Prometheus text format 0.0.4) on the broker's event loop; ``extra``:
+    more collectors (the clients' pushed metrics)."""
 
-    def __init__(self, broker: BrokerParts) -> None:
+    def __init__(self, broker: BrokerParts, extra: Iterable[Collector] = ()) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(BrokerCollector(broker))
+        for collector in extra:
+            self.registry.register(collector)
         self.server: asyncio.base_events.Server | None = None
         self.port = 0
         self._closer: asyncio.Task[None] | None = None
@@ -505,12 +519,23 @@ class MetricsServer:
         return 200, self.render()
 
 
-async def serve(broker: BrokerParts, host: str, port: int) -> MetricsServer:
-    """Serve ``broker``'s metrics on host:port until it starts stopping (``broker.stopping``)."""
-    server = MetricsServer(broker)
+def host_port(text: str, what: str = "metrics.listen") -> tuple[str, int]:
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise StoreError(f"{what} {text!r} must look like HOST:PORT, e.g. 127.0.0.1:9092")
+    p = int(port)
+    if not 0 <= p <= 65535:
+        raise StoreError(f"{what} port {p} is out of range")
+    return host.strip("[]"), p
+
+
+async def serve(broker: BrokerParts, host: str, port: int, extra: Iterable[Collector] = ()) -> MetricsServer:
+    """Serve ``broker``'s metrics (and ``extra``'s) on host:port until it starts stopping
+    (``lifecycle.stopping``)."""
+    server = MetricsServer(broker, extra)
     bound = await server.start(host, port)
     server.port = bound
-    server._closer = asyncio.get_running_loop().create_task(_close_when(broker.stopping, server))
+    server._closer = asyncio.get_running_loop().create_task(_close_when(broker.lifecycle.stopping, server))
     log.info("broker %d serving metrics on http://%s:%d/metrics", broker.node_id, host, bound)
     return server
 

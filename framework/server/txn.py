@@ -4,7 +4,7 @@ the error older clients know for a fenced producer."""
 from __future__ import annotations
 
 from framework.errors import StoreError
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.server.context import RequestContext, TransactionDirectory
 
 __all__ = ["TransactionDirectory", "check_coordinator", "for_version", "service"]

@@ -20,10 +20,10 @@ import asyncio
 import logging
 import ssl
 import struct
-import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
+from framework.clock import Clock
 from framework.coordinator.groups import GroupCoordinator
 from framework.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from framework.coordinator.offsets_topic import partition_for
@@ -31,7 +31,7 @@ from framework.coordinator.transactions import TP, TxnMarker
 from framework.errors import StoreError
 from framework.metadata.cache import MetadataCache
 from framework.protocol.control import EndTxnMarker
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.frames import decode_response, encode_request
 from framework.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
@@ -77,17 +77,18 @@ async def write_local(
     offsets_partitions: Callable[[], int],
     marker: TxnMarker,
     tps: list[TP],
+    now_ms: int,
 ) -> dict[TP, int]:
-    """Write ``marker`` to the partitions of ``tps`` led here; error code per partition."""
+    """Write ``marker`` to the partitions of ``tps`` led here (stamped ``now_ms``); error code
+    per partition."""
     out: dict[TP, int] = {}
     end = EndTxnMarker(marker.producer_id, marker.producer_epoch, marker.commit, marker.coordinator_epoch)
     waits: list[tuple[TP, asyncio.Future[None]]] = []
-    now = int(time.time() * 1000)
     for tp in tps:
         topic, index = tp
         try:
             part = partitions.leader(topic, index)
-            info = part.append_txn_marker(end, now)
+            info = part.append_txn_marker(end, now_ms)
             out[tp] = ErrorCode.NONE
             if topic == OFFSETS_TOPIC:  # the group coordinator applies it (commit: stores them)
                 n = offsets_partitions()
@@ -134,7 +135,18 @@ class _Connection:
         self.corr = 0
         self.lock = asyncio.Lock()
 
-    async def call(self, req: Any, version: int, response_cls: type[T], timeout: float, client_id: str) -> T:
+    def call(
+        self, req: Any, version: int, response_cls: type[T], timeout: float, client_id: str
+    ) -> asyncio.Task[T]:
+        """The broker's answer to ``req``, one exchange at a time, in a Task of its own: its
+        timeouts need one, and a handler awaiting it may not run in a Task yet
+        (:mod:`framework.server.router`)."""
+        loop = asyncio.get_running_loop()
+        return loop.create_task(self._exchange(req, version, response_cls, timeout, client_id))
+
+    async def _exchange(
+        self, req: Any, version: int, response_cls: type[T], timeout: float, client_id: str
+    ) -> T:
         async with self.lock:
             try:
                 if self.writer is None:
@@ -206,10 +218,12 @@ class MarkerChannel:
         partitions: PartitionLookup,
         groups: Callable[[], GroupCoordinator],
         offsets_partitions: Callable[[], int],
+        clock: Clock,
         tls: ssl.SSLContext | None = None,
         sasl: SaslLogin | None = None,
     ) -> None:
         self.leaders = leaders
+        self.clock = clock  # the markers' timestamps
         self.partitions = partitions
         self.groups = groups
         self.offsets_partitions = offsets_partitions
@@ -235,7 +249,14 @@ class MarkerChannel:
         jobs = [self._send(node, tps, marker) for node, tps in remote.items()]
         if local:
             out.update(
-                await write_local(self.partitions, self.groups(), self.offsets_partitions, marker, local)
+                await write_local(
+                    self.partitions,
+                    self.groups(),
+                    self.offsets_partitions,
+                    marker,
+                    local,
+                    self.clock.wall_ms(),
+                )
             )
         for result in await asyncio.gather(*jobs):
             out.update(result)

@@ -39,7 +39,6 @@ import asyncio
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -316,8 +315,9 @@ def changed_under(lg: Log, p: CleanPlan, truncations: int) -> str | None:
 def clean_log(
     lg: Log, first_dirty: int, now_ms: int | None = None, force: bool = False
 ) -> tuple[int, CleanStats] | None:
-    """One synchronous cleaning pass (tests, tools); returns (new checkpoint, stats)."""
-    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    """One synchronous cleaning pass (tests, tools) at ``now_ms`` (default: the log's clock);
+    returns (new checkpoint, stats)."""
+    now = now_ms if now_ms is not None else lg.clock.wall_ms()
     p = plan(lg, first_dirty, now, force)
     if p is None:
         return None
@@ -385,7 +385,7 @@ class LogCleaner:
     async def _clean(self, lg: Log) -> CleanStats | None:
         """Clean one log if it needs it; None if it did not or the pass was abandoned."""
         key = (lg.topic, lg.partition)
-        now = int(time.time() * 1000)
+        now = lg.clock.wall_ms()
         checkpoint = self.checkpoints.get(key, 0)
         if checkpoint > lg.log_end_offset:
             # ahead of the log (truncated since): clean it all (Kafka's cleanableOffsets)

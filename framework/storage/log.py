@@ -40,12 +40,12 @@ import logging
 import os
 import random
 import shutil
-import time
 from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from framework.clock import SYSTEM, Clock
 from framework.errors import (
     CorruptRecord,
     InvalidRecord,
@@ -58,7 +58,7 @@ from framework.errors import (
 )
 from framework.protocol import records as rb
 from framework.protocol.control import EndTxnMarker, InvalidControlRecord, build_marker_batch, read_marker
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.storage.leader_epoch import LeaderEpochCache
 from framework.storage.log_config import LogConfig
 from framework.storage.producer_state import CompletedTxn, Duplicate, ProducerStateManager
@@ -109,8 +109,11 @@ def partition_dir_name(topic: str, partition: int) -> str:
 
 
 class Log:
-    def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig) -> None:
+    def __init__(
+        self, directory: Path, topic: str, partition: int, config: LogConfig, clock: Clock = SYSTEM
+    ) -> None:
         self.dir = directory
+        self.clock = clock  # segment ages, flush times, producer state replays
         self.topic = topic
         self.partition = partition
         self.config = config
@@ -120,7 +123,7 @@ class Log:
         self.high_watermark = 0
         self.recovery_point = 0
         self.unflushed_messages = 0
-        self.last_flush_ms = int(time.time() * 1000)
+        self.last_flush_ms = self.clock.wall_ms()
         self.leader_epoch = 0  # stamped into batches appended as leader (see become_leader)
         # bumped by every truncation: the cleaner abandons a pass that saw one (it filtered
         # segment files that are no longer the log's; Kafka's abortAndPauseCleaning)
@@ -141,6 +144,7 @@ class Log:
         recovery_point: int = 0,
         log_start_offset: int = 0,
         clean_shutdown: bool = False,
+        clock: Clock = SYSTEM,
     ) -> tuple[Log, LoadReport]:
         """Load (or create) the log in ``directory``, recovering what a crash may have torn.
 
@@ -148,24 +152,47 @@ class Log:
         unclean shutdown; indexes that fail their sanity check are rebuilt from the data.
         """
         directory.mkdir(parents=True, exist_ok=True)
-        self = cls(directory, topic, partition, config)
+        self = cls(directory, topic, partition, config, clock)
         report = LoadReport(0, 0, 0, 0)
-        for stray in directory.glob("*.cleaned"):
+        for stray in (*directory.glob("*.cleaned"), *directory.glob("*.swap")):
             stray.unlink()  # a compaction that did not finish
-        for stray in directory.glob("*.swap"):
-            stray.unlink()
         bases = sorted(int(p.name[:20]) for p in directory.glob("*.log") if p.name[:20].isdigit())
-        interval = config.index_interval_bytes
         recover_from = None
         if not clean_shutdown and bases:
-            i = max(bisect_right(bases, recovery_point) - 1, 0)
-            recover_from = bases[i]
-        truncated_at: int | None = None
+            recover_from = bases[max(bisect_right(bases, recovery_point) - 1, 0)]
+        txn_rebuild = self._load_segments(bases, recover_from, report)
+        # an empty non-first segment is fine; no segments at all: create one
+        if not self.segments:
+            self.segments.append(self._new_segment(max(log_start_offset, 0)))
+        self._bases = [s.base_offset for s in self.segments]
+        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.high_watermark = self.log_end_offset
+        self.recovery_point = self.log_end_offset
+        report.segments = len(self.segments)
+        now = clock.wall_ms()
+        for seg in self.segments:
+            seg.created_ms = seg.rolling_base_ms(now)
+        self._load_leader_epochs(recover_from if report.recovered_segments else None)
+        rebuild_from = self._prepare_txn_rebuild([s for s in txn_rebuild if s in self.segments])
+        report.rebuilt_txn_indexes = len(txn_rebuild)
+        self._load_producer_state(rebuild_from)
+        return self, report
+
+    def _load_segments(
+        self, bases: list[int], recover_from: int | None, report: LoadReport
+    ) -> list[LogSegment]:
+        """Open the segment files at ``bases`` into :attr:`segments`, counting into ``report``.
+
+        Segments from ``recover_from`` on, and those whose indexes fail their check, are
+        recovered; everything after a segment recovery truncated is deleted (unreliable, as in
+        Kafka). Returns the segments whose transaction index must be rebuilt.
+        """
+        truncated = False
         txn_rebuild: list[LogSegment] = []
         for base in bases:
-            seg = LogSegment.open(directory, base, interval)
-            if truncated_at is not None:
-                # everything after a truncated segment is unreliable (Kafka deletes it)
+            seg = LogSegment.open(self.dir, base, self.config.index_interval_bytes)
+            if truncated:
                 log.warning("%s: deleting segment %s after a truncated one", self.name, base)
                 seg.delete()
                 continue
@@ -175,37 +202,26 @@ class Log:
                 report.rebuilt_indexes += 1
                 needs_recovery = True
             if needs_recovery:
-                cut = seg.recover()
-                report.recovered_segments += 1
-                if cut:
-                    log.warning(
-                        "%s: truncated %d bytes of torn or corrupt data at the end of segment %d",
-                        self.name,
-                        cut,
-                        base,
-                    )
-                    report.truncated_bytes += cut
-                    truncated_at = base
+                truncated = self._recover_segment(seg, report)
             if not seg.load_txn_index() or needs_recovery:
                 txn_rebuild.append(seg)
             self.segments.append(seg)
-        # an empty non-first segment is fine; no segments at all: create one
-        if not self.segments:
-            start = max(log_start_offset, 0)
-            self.segments.append(LogSegment.create(directory, start, interval))
-        self._bases = [s.base_offset for s in self.segments]
-        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
-        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
-        self.high_watermark = self.log_end_offset
-        self.recovery_point = self.log_end_offset
-        report.segments = len(self.segments)
-        for seg in self.segments:
-            seg.created_ms = seg.rolling_base_ms()
-        self._load_leader_epochs(recover_from if report.recovered_segments else None)
-        rebuild_from = self._prepare_txn_rebuild([s for s in txn_rebuild if s in self.segments])
-        report.rebuilt_txn_indexes = len(txn_rebuild)
-        self._load_producer_state(rebuild_from)
-        return self, report
+        return txn_rebuild
+
+    def _recover_segment(self, seg: LogSegment, report: LoadReport) -> bool:
+        """Rebuild ``seg``'s indexes from its data (Kafka's ``LogSegment.recover``); True when
+        torn or corrupt data at its end was cut off."""
+        cut = seg.recover()
+        report.recovered_segments += 1
+        if cut:
+            log.warning(
+                "%s: truncated %d bytes of torn or corrupt data at the end of segment %d",
+                self.name,
+                cut,
+                seg.base_offset,
+            )
+            report.truncated_bytes += cut
+        return cut > 0
 
     def _prepare_txn_rebuild(self, segments: list[LogSegment]) -> int | None:
         """Empty the transaction indexes to rebuild; the base of the first segment whose
@@ -283,7 +299,7 @@ class Log:
         if start < leo:
             n = ps.replay(
                 self.iter_headers(start),
-                int(time.time() * 1000),
+                self.clock.wall_ms(),
                 self._stored_marker,
                 self._index_completed,
             )
@@ -591,6 +607,32 @@ class Log:
         offset -1.
         """
         leo = self.log_end_offset
+        start, end = self._span_to_append(payload, leo)
+        if start == end:
+            return AppendInfo(-1, -1, -1, 0, 0, [])
+        view = payload[start:end]
+        batches = self._check_replicated(view)
+        first = batches[0].base_offset
+        start_inside = self._check_follows(batches, leo)
+        if start_inside:
+            # An empty log starting inside the leader's first batch (DeleteRecords moved the
+            # leader's log start there): restart the files at the batch, keep the log start
+            # (Kafka's Partition does the same on UnexpectedAppendOffsetException).
+            log.info("%s: log start %d is inside the leader's batch at %d", self.name, leo, first)
+            self.truncate_fully_and_start_at(first)
+        info = self.append(view, batches, now_ms, assign_offsets=False)
+        if start_inside:
+            self.log_start_offset = self.high_watermark = leo
+            self.epochs.truncate_from_start(leo)
+        markers = self._replicated_markers(view) if any(h.is_control for h in info.batches) else {}
+        self.producer_state.replay(
+            info.batches, now_ms, lambda h: markers.get(h.base_offset), self._index_completed
+        )
+        return info
+
+    def _span_to_append(self, payload: memoryview, leo: int) -> tuple[int, int]:
+        """The byte range of ``payload`` to append as follower: past the leading batches wholly
+        below ``leo`` (already ours), up to the last whole batch (a partial one is dropped)."""
         n = len(payload)
         pos = 0
         start = 0
@@ -604,10 +646,11 @@ class Log:
             if start == pos and rb.read_header(payload, pos).next_offset <= leo:
                 start = pos + size  # already in our log
             pos += size
-        if start == pos:
-            return AppendInfo(-1, -1, -1, 0, 0, [])
-        view = payload[start:pos]
-        batches = self._check_replicated(view)
+        return start, pos
+
+    def _check_follows(self, batches: list[rb.BatchHeader], leo: int) -> bool:
+        """Check replicated ``batches`` go forward from the log end ``leo``; True when they
+        start inside the first batch of an empty log (the one straddling allowed)."""
         first = batches[0].base_offset
         nxt = first
         for h in batches:
@@ -620,29 +663,19 @@ class Log:
                 f"{self.name}: replicated batch {first}..{batches[0].last_offset} straddles log end {leo}",
                 first,
             )
-        if start_inside:
-            # An empty log starting inside the leader's first batch (DeleteRecords moved the
-            # leader's log start there): restart the files at the batch, keep the log start
-            # (Kafka's Partition does the same on UnexpectedAppendOffsetException).
-            log.info("%s: log start %d is inside the leader's batch at %d", self.name, leo, first)
-            self.truncate_fully_and_start_at(first)
-        info = self.append(view, batches, now_ms, assign_offsets=False)
-        if start_inside:
-            self.log_start_offset = self.high_watermark = leo
-            self.epochs.truncate_from_start(leo)
+        return start_inside
+
+    def _replicated_markers(self, view: memoryview) -> dict[int, EndTxnMarker | None]:
+        """Base offset -> transaction marker of each control batch in ``view`` (None: unreadable)."""
         markers: dict[int, EndTxnMarker | None] = {}
-        if any(h.is_control for h in info.batches):
-            for bpos, h in rb.iter_batches(view):
-                if h.is_control:
-                    try:
-                        markers[h.base_offset] = read_marker(view[bpos : bpos + h.size])
-                    except (InvalidControlRecord, rb.InvalidBatch) as exc:
-                        log.error("%s: replicated control batch at %d: %s", self.name, h.base_offset, exc)
-                        markers[h.base_offset] = None
-        self.producer_state.replay(
-            info.batches, now_ms, lambda h: markers.get(h.base_offset), self._index_completed
-        )
-        return info
+        for bpos, h in rb.iter_batches(view):
+            if h.is_control:
+                try:
+                    markers[h.base_offset] = read_marker(view[bpos : bpos + h.size])
+                except (InvalidControlRecord, rb.InvalidBatch) as exc:
+                    log.error("%s: replicated control batch at %d: %s", self.name, h.base_offset, exc)
+                    markers[h.base_offset] = None
+        return markers
 
     def append_txn_marker(self, marker: EndTxnMarker, now_ms: int) -> tuple[AppendInfo, CompletedTxn]:
         """Write a COMMIT/ABORT marker ending ``marker.producer_id``'s transaction (leader).
@@ -708,7 +741,7 @@ class Log:
         if old.size == 0 and old.base_offset == base:
             return old
         old.roll_close()
-        seg = LogSegment.create(self.dir, base, self.config.index_interval_bytes)
+        seg = self._new_segment(base)
         self.roll_jitter_ms = self._draw_jitter()
         self.segments.append(seg)
         self._bases.append(base)
@@ -726,6 +759,11 @@ class Log:
             old.fsync_in_background(flushed)
         return seg
 
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment.create(
+            self.dir, base_offset, self.config.index_interval_bytes, self.clock.wall_ms()
+        )
+
     def _draw_jitter(self) -> int:
         """The active segment's roll jitter: random in [0, min(segment.jitter.ms, segment.ms))
         (Kafka's randomSegmentJitter), drawn when the segment becomes the active one."""
@@ -742,7 +780,7 @@ class Log:
             raise KafkaStorageError(f"{self.name}: fsync failed: {exc.strerror}") from exc
         self.recovery_point = self.log_end_offset
         self.unflushed_messages = 0
-        self.last_flush_ms = int(time.time() * 1000)
+        self.last_flush_ms = self.clock.wall_ms()
 
     def truncate_to(self, offset: int) -> None:
         """Remove every offset >= ``offset`` (a follower diverging from its leader).
@@ -761,7 +799,7 @@ class Log:
         seg = self.active
         if seg.base_offset >= offset:
             seg.delete()
-            self.segments[-1] = LogSegment.create(self.dir, offset, self.config.index_interval_bytes)
+            self.segments[-1] = self._new_segment(offset)
             self._bases[-1] = offset
         else:
             seg.truncate_to(offset)
@@ -779,7 +817,7 @@ class Log:
         self.truncations += 1
         for s in self.segments:
             s.delete()
-        self.segments = [LogSegment.create(self.dir, offset, self.config.index_interval_bytes)]
+        self.segments = [self._new_segment(offset)]
         self._bases = [offset]
         self.log_start_offset = self.high_watermark = self.recovery_point = offset
         self.producer_state.reset()  # its batches are gone: no retry may match them

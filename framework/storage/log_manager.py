@@ -24,6 +24,7 @@ import time
 import uuid
 from pathlib import Path
 
+from framework.clock import SYSTEM, Clock
 from framework.errors import StoreError
 from framework.storage.files import write_durably
 from framework.storage.log import LoadReport, Log, partition_dir_name
@@ -62,8 +63,9 @@ def write_checkpoint(path: Path, entries: dict[tuple[str, int], int]) -> None:
 
 
 class LogManager:
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, clock: Clock = SYSTEM) -> None:
         self.dir = data_dir
+        self.clock = clock  # given to every log it opens
         self.logs: dict[tuple[str, int], Log] = {}
         self.clean_shutdown = False
         self._lock_fd = -1
@@ -126,6 +128,7 @@ class LogManager:
             recovery_point=self._recovery.get(key, 0),
             log_start_offset=self._starts.get(key, 0),
             clean_shutdown=self.clean_shutdown,
+            clock=self.clock,
         )
         self.load_reports[key] = report
         if report.recovered_segments or report.truncated_bytes or report.rebuilt_indexes:
@@ -192,7 +195,7 @@ class LogManager:
             lg.close()
         self.checkpoint()
         if clean:
-            (self.dir / CLEAN_SHUTDOWN).write_text(str(int(time.time())))
+            (self.dir / CLEAN_SHUTDOWN).write_text(str(self.clock.wall_ms() // 1000))
         self.logs.clear()
         if self._lock_fd >= 0:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)

@@ -61,7 +61,7 @@ import crc32c
 from framework.errors import StoreError
 from framework.protocol import records as rb
 from framework.protocol.control import EndTxnMarker
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 
 log = logging.getLogger("sftraffic.storage")
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -85,7 +84,9 @@ class LogSegment:
         "txn_index",
     )
 
-    def __init__(self, directory: Path, base_offset: int, index_interval: int = 4096) -> None:
+    def __init__(
+        self, directory: Path, base_offset: int, index_interval: int = 4096, created_ms: int = 0
+    ) -> None:
         self.dir = directory
         self.base_offset = base_offset
         self.path = directory / segment_name(base_offset, ".log")
@@ -97,15 +98,17 @@ class LogSegment:
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
-        self.created_ms = int(time.time() * 1000)
+        self.created_ms = created_ms  # the log's clock when it was created (see rolling_base_ms)
         self._bytes_since_index = 0
         self._fd = -1
         self._torn = False  # a failed write left bytes past ``size`` that could not be cut off
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
-    def create(cls, directory: Path, base_offset: int, index_interval: int = 4096) -> LogSegment:
-        seg = cls(directory, base_offset, index_interval)
+    def create(
+        cls, directory: Path, base_offset: int, index_interval: int = 4096, created_ms: int = 0
+    ) -> LogSegment:
+        seg = cls(directory, base_offset, index_interval, created_ms)
         seg._fd = os.open(seg.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             seg.index.flush()
@@ -302,19 +305,20 @@ class LogSegment:
         self.time_index.flush(fsync=True)
         self.txn_index.flush()
 
-    def rolling_base_ms(self) -> int:
+    def rolling_base_ms(self, now_ms: int) -> int:
         """When this segment's age for ``segment.ms`` starts: its first batch's max timestamp
-        (Kafka's rule, so the age survives restarts), else the file's modification time."""
+        (Kafka's rule, so the age survives restarts), else the file's modification time; never
+        past ``now_ms`` (the log's clock)."""
         if self.size >= rb.HEADER_SIZE:
             hdr = os.pread(self._fd, rb.HEADER_SIZE, 0)
             if len(hdr) == rb.HEADER_SIZE:
                 ts = rb.read_header(hdr).max_timestamp
                 if ts >= 0:
-                    return min(int(ts), int(time.time() * 1000))
+                    return min(int(ts), now_ms)
         try:
-            return int(os.fstat(self._fd).st_mtime * 1000)
+            return min(int(os.fstat(self._fd).st_mtime * 1000), now_ms)
         except OSError:
-            return int(time.time() * 1000)
+            return now_ms
 
     def fsync_in_background(self, done: Callable[[], None]) -> None:
         """fsync this (no longer active) segment in a worker thread, then call ``done`` there.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from framework.protocol.schema import ZERO_UUID, Buffer, FieldSpec, spec
+from framework.protocol.fields import ZERO_UUID, Buffer, FieldSpec, spec
 
 __all__ = ['AlterPartitionReassignmentsRequest', 'AlterPartitionReassignmentsResponse', 'ReassignablePartition', 'ReassignablePartitionResponse', 'ReassignableTopic', 'ReassignableTopicResponse']
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from framework.protocol.schema import FieldSpec, spec
+from framework.protocol.fields import FieldSpec, spec
 
 __all__ = [
     "StreamAdminRequest",

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 from framework.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from framework.coordinator.offsets_topic import partition_for
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz, txn
 from framework.server.context import RequestContext
-
-API_KEY = 25
 
 
 async def _add(
@@ -32,13 +30,13 @@ async def _add(
     return AddOffsetsToTxnResponse(error_code=txn.for_version(code, ctx.version, 2))
 
 
-def handle(ctx: RequestContext, req: AddOffsetsToTxnRequest) -> object:
+async def handle(ctx: RequestContext, req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     authz.check(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
     authz.check(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id)
     if not req.group_id:
         return AddOffsetsToTxnResponse(error_code=ErrorCode.INVALID_GROUP_ID)
     svc = txn.check_coordinator(ctx, req.transactional_id)
-    return _add(ctx, req, svc)
+    return await _add(ctx, req, svc)
 
 
 def error_response(req: AddOffsetsToTxnRequest, code: int, message: str) -> AddOffsetsToTxnResponse:

@@ -14,7 +14,7 @@ INVALID_TXN_STATE when it is not.
 
 from __future__ import annotations
 
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnPartitionResult,
     AddPartitionsToTxnRequest,
@@ -28,7 +28,6 @@ from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz, txn
 from framework.server.context import RequestContext
 
-API_KEY = 24
 TP = tuple[str, int]
 
 
@@ -103,8 +102,8 @@ async def _handle(ctx: RequestContext, req: AddPartitionsToTxnRequest) -> AddPar
     return AddPartitionsToTxnResponse(results_by_transaction=results)
 
 
-def handle(ctx: RequestContext, req: AddPartitionsToTxnRequest) -> object:
-    return _handle(ctx, req)
+async def handle(ctx: RequestContext, req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
+    return await _handle(ctx, req)
 
 
 def error_response(req: AddPartitionsToTxnRequest, code: int, message: str) -> AddPartitionsToTxnResponse:

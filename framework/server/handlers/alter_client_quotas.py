@@ -13,7 +13,7 @@ import logging
 
 from framework.errors import InvalidRequest
 from framework.metadata.admin import Committed
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.alter_client_quotas import (
     AlterClientQuotasRequest,
     AlterClientQuotasRequestEntryData,
@@ -27,7 +27,6 @@ from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors, when_committed
 
-API_KEY = 49
 log = logging.getLogger("sftraffic.security")
 
 
@@ -56,7 +55,7 @@ def _changes(entry: AlterClientQuotasRequestEntryData) -> dict[str, float | None
     return changes
 
 
-def handle(ctx: RequestContext, req: AlterClientQuotasRequest) -> object:
+async def handle(ctx: RequestContext, req: AlterClientQuotasRequest) -> AlterClientQuotasResponse:
     authz.check_cluster(ctx, AclOperation.ALTER_CONFIGS)
     out = []
     valid: list[tuple[AlterClientQuotasResponseEntryData, quotas.Entity, dict[str, float | None]]] = []
@@ -78,7 +77,7 @@ def handle(ctx: RequestContext, req: AlterClientQuotasRequest) -> object:
     pending: list[tuple[AlterClientQuotasResponseEntryData, Committed]] = []
     if prop.committed is not None:
         pending = [(r, prop.committed) for r, _, _ in valid]
-    return when_committed(AlterClientQuotasResponse(entries=out), pending)
+    return await when_committed(AlterClientQuotasResponse(entries=out), pending)
 
 
 def error_response(req: AlterClientQuotasRequest, code: int, message: str) -> AlterClientQuotasResponse:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from framework.errors import StoreError
 from framework.metadata.admin import Committed
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.alter_configs import (
     AlterConfigsRequest,
     AlterConfigsResourceResponse,
@@ -15,7 +15,6 @@ from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors, when_committed
 
-API_KEY = 33
 TOPIC, BROKER = 2, 4
 
 BROKER_STATIC = (
@@ -40,7 +39,7 @@ def check_alterable(
         raise StoreError(f"resource type {resource_type} is not supported", ErrorCode.INVALID_REQUEST)
 
 
-def handle(ctx: RequestContext, req: AlterConfigsRequest) -> object:
+async def handle(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
     out = []
     pending: list[tuple[AlterConfigsResourceResponse, Committed]] = []
     for res in req.resources:
@@ -56,7 +55,7 @@ def handle(ctx: RequestContext, req: AlterConfigsRequest) -> object:
             )
             if prop.committed is not None:
                 pending.append((r, prop.committed))
-    return when_committed(AlterConfigsResponse(responses=out), pending)
+    return await when_committed(AlterConfigsResponse(responses=out), pending)
 
 
 def error_response(req: AlterConfigsRequest, code: int, message: str) -> AlterConfigsResponse:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -28,8 +28,6 @@ from framework.security.authorizer import AclOperation
 from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import kafka_error
-
-API_KEY = 45
 
 
 def _set(r: ReassignablePartitionResponse, code: int, message: str | None) -> None:
@@ -72,9 +70,11 @@ async def _alter(
     )
 
 
-def handle(ctx: RequestContext, req: AlterPartitionReassignmentsRequest) -> object:
+async def handle(
+    ctx: RequestContext, req: AlterPartitionReassignmentsRequest
+) -> AlterPartitionReassignmentsResponse:
     authz.check_cluster(ctx, AclOperation.ALTER)
-    return _alter(ctx, req)
+    return await _alter(ctx, req)
 
 
 def error_response(

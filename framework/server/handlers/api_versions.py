@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.api_versions import (
     ApiVersion,
     ApiVersionsRequest,
     ApiVersionsResponse,
 )
+from framework.server import router  # which imports this module: read at call time
 from framework.server.context import RequestContext
-from framework.server.router import supported_versions
-
-API_KEY = 18
 
 
 def _keys() -> list[ApiVersion]:
-    return [ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in supported_versions()]
+    return [
+        ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in router.supported_versions()
+    ]
 
 
-def handle(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
+async def handle(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
+    if ctx.version >= 3:  # KIP-511: who the client is, for client-metrics subscriptions
+        ctx.software.name = req.client_software_name or "unknown"
+        ctx.software.version = req.client_software_version or "unknown"
     return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=_keys())
 
 

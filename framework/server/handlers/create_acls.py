@@ -25,7 +25,6 @@ from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import set_error, when_committed
 
-API_KEY = 30
 log = logging.getLogger("sftraffic.server")
 
 
@@ -38,7 +37,7 @@ def may_change(ctx: RequestContext, b: AclBinding) -> bool:
     return stream is not None and authz.stream_admin(ctx, stream)
 
 
-def handle(ctx: RequestContext, req: CreateAclsRequest) -> object:
+async def handle(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
     if ctx.services.authz is None:
         raise SecurityDisabled("No Authorizer is configured.")
     results = [AclCreationResult() for _ in req.creations]
@@ -69,7 +68,7 @@ def handle(ctx: RequestContext, req: CreateAclsRequest) -> object:
     pending: list[tuple[AclCreationResult, Committed]] = []
     if prop.committed is not None:
         pending = [(r, prop.committed) for r, _ in wanted if not r.error_code]
-    return when_committed(CreateAclsResponse(results=results), pending)
+    return await when_committed(CreateAclsResponse(results=results), pending)
 
 
 def error_response(req: CreateAclsRequest, code: int, message: str) -> CreateAclsResponse:

@@ -4,7 +4,7 @@ authorizer it needs Alter on the topic (else TOPIC_AUTHORIZATION_FAILED)."""
 from __future__ import annotations
 
 from framework.metadata.admin import Committed
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.create_partitions import (
     CreatePartitionsRequest,
     CreatePartitionsResponse,
@@ -15,10 +15,8 @@ from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors, when_committed
 
-API_KEY = 37
 
-
-def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> object:
+async def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
     out = []
     pending: list[tuple[CreatePartitionsTopicResult, Committed]] = []
     for t in req.topics:
@@ -30,7 +28,7 @@ def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> object:
             prop = ctx.admin.create_partitions(t.name, t.count, assignments, req.validate_only)
             if prop.committed is not None:
                 pending.append((r, prop.committed))
-    return when_committed(CreatePartitionsResponse(results=out), pending)
+    return await when_committed(CreatePartitionsResponse(results=out), pending)
 
 
 def error_response(req: CreatePartitionsRequest, code: int, message: str) -> CreatePartitionsResponse:

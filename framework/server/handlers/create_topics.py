@@ -13,7 +13,7 @@ from framework import config as cfg
 from framework.errors import InvalidRequest, StoreError, TopicAuthorizationFailed
 from framework.metadata.admin import Committed
 from framework.metadata.store import TopicInfo
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.create_topics import (
     CreatableTopic,
     CreatableTopicConfigs,
@@ -27,7 +27,6 @@ from framework.server.context import RequestContext
 from framework.server.errors import answer_errors, when_committed
 from framework.server.handlers.describe_configs import SOURCE_CODES
 
-API_KEY = 19
 log = logging.getLogger("sftraffic.server")
 
 
@@ -56,7 +55,7 @@ def _describe(ctx: RequestContext, r: CreatableTopicResult, t: TopicInfo) -> Non
     ]
 
 
-def handle(ctx: RequestContext, req: CreateTopicsRequest) -> object:
+async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
     results = []
     pending: list[tuple[CreatableTopicResult, Committed]] = []
     seen: set[str] = set()
@@ -96,7 +95,7 @@ def handle(ctx: RequestContext, req: CreateTopicsRequest) -> object:
                 _describe(ctx, r, prop.result)
             else:  # created, but its configs are not shown
                 r.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    return when_committed(CreateTopicsResponse(topics=results), pending)
+    return await when_committed(CreateTopicsResponse(topics=results), pending)
 
 
 def error_response(req: CreateTopicsRequest, code: int, message: str) -> CreateTopicsResponse:

@@ -23,7 +23,6 @@ from framework.server.context import RequestContext
 from framework.server.errors import set_error, when_committed
 from framework.server.handlers.create_acls import may_change
 
-API_KEY = 31
 log = logging.getLogger("sftraffic.server")
 
 
@@ -39,7 +38,7 @@ def _matching(b: AclBinding) -> DeleteAclsMatchingAcl:
     )
 
 
-def handle(ctx: RequestContext, req: DeleteAclsRequest) -> object:
+async def handle(ctx: RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse:
     if ctx.services.authz is None:
         raise SecurityDisabled("No Authorizer is configured.")
     everything = authz.cluster_allowed(ctx, AclOperation.ALTER)
@@ -71,7 +70,7 @@ def handle(ctx: RequestContext, req: DeleteAclsRequest) -> object:
     pending: list[tuple[DeleteAclsFilterResult, Committed]] = []
     if prop.committed is not None:
         pending = [(r, prop.committed) for r in results if not r.error_code]
-    return when_committed(DeleteAclsResponse(filter_results=results), pending)
+    return await when_committed(DeleteAclsResponse(filter_results=results), pending)
 
 
 def error_response(req: DeleteAclsRequest, code: int, message: str) -> DeleteAclsResponse:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.delete_groups import (
     DeletableGroupResult,
     DeleteGroupsRequest,
@@ -11,8 +11,6 @@ from framework.protocol.messages.delete_groups import (
 from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz
 from framework.server.context import RequestContext
-
-API_KEY = 42
 
 
 async def _delete(ctx: RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
@@ -26,8 +24,8 @@ async def _delete(ctx: RequestContext, req: DeleteGroupsRequest) -> DeleteGroups
     return DeleteGroupsResponse(results=out)
 
 
-def handle(ctx: RequestContext, req: DeleteGroupsRequest) -> object:
-    return _delete(ctx, req)
+async def handle(ctx: RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
+    return await _delete(ctx, req)
 
 
 def error_response(req: DeleteGroupsRequest, code: int, message: str) -> DeleteGroupsResponse:

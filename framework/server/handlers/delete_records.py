@@ -3,7 +3,7 @@ an authorizer it needs Delete on the topic (else TOPIC_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.delete_records import (
     DeleteRecordsPartitionResult,
     DeleteRecordsRequest,
@@ -15,10 +15,8 @@ from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors
 
-API_KEY = 21
 
-
-def handle(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
+async def handle(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
     topics = []
     for t in req.topics:
         out = []

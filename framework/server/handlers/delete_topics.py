@@ -10,23 +10,22 @@ import logging
 
 from framework.errors import StoreError, TopicAuthorizationFailed
 from framework.metadata.admin import Committed
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
+from framework.protocol.fields import ZERO_UUID
 from framework.protocol.messages.delete_topics import (
     DeletableTopicResult,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
-from framework.protocol.schema import ZERO_UUID
 from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors, when_committed
 
-API_KEY = 20
 log = logging.getLogger("sftraffic.server")
 
 
-def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> object:
+async def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
     if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
@@ -50,7 +49,7 @@ def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> object:
                 pending.append((r, prop.committed))
             r.topic_id = prop.result.id_bytes
             log.info("deleted topic %s for %s", name, ctx.peer)
-    return when_committed(DeleteTopicsResponse(responses=out), pending)
+    return await when_committed(DeleteTopicsResponse(responses=out), pending)
 
 
 def error_response(req: DeleteTopicsRequest, code: int, message: str) -> DeleteTopicsResponse:

@@ -19,7 +19,6 @@ from framework.security.stream_permissions import stream_of
 from framework.server import authz
 from framework.server.context import RequestContext
 
-API_KEY = 29
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
 
 
@@ -54,7 +53,7 @@ def group(acls: list[AclBinding]) -> list[DescribeAclsResource]:
     return list(out.values())
 
 
-def handle(ctx: RequestContext, req: DescribeAclsRequest) -> DescribeAclsResponse:
+async def handle(ctx: RequestContext, req: DescribeAclsRequest) -> DescribeAclsResponse:
     f = AclBindingFilter.of(
         req.resource_type_filter,
         req.resource_name_filter,

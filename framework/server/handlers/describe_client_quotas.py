@@ -21,10 +21,8 @@ from framework.security.authorizer import AclOperation
 from framework.server import authz
 from framework.server.context import RequestContext
 
-API_KEY = 48
 
-
-def handle(ctx: RequestContext, req: DescribeClientQuotasRequest) -> DescribeClientQuotasResponse:
+async def handle(ctx: RequestContext, req: DescribeClientQuotasRequest) -> DescribeClientQuotasResponse:
     authz.check_cluster(ctx, AclOperation.DESCRIBE_CONFIGS)
     components = [(c.entity_type, c.match_type, c.match) for c in req.components]
     quotas.check_filter(components)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.describe_cluster import (
     DescribeClusterBroker,
     DescribeClusterRequest,
@@ -11,10 +11,8 @@ from framework.protocol.messages.describe_cluster import (
 from framework.server.context import RequestContext
 from framework.server.handlers.metadata import NOT_REQUESTED, cluster_operations
 
-API_KEY = 60
 
-
-def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
+async def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
     cluster = ctx.cluster
     if ctx.version >= 1 and req.endpoint_type not in (1,):
         return DescribeClusterResponse(

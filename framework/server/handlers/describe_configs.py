@@ -5,7 +5,10 @@ DYNAMIC_DEFAULT_BROKER_CONFIG (3), with a synonym named ``stream:<stream>:<key>`
 stream level, so this is the closest code a Kafka tool understands.
 
 With an authorizer: DescribeConfigs on the topic (else TOPIC_AUTHORIZATION_FAILED), on the
-cluster for broker configs (else CLUSTER_AUTHORIZATION_FAILED).
+cluster for broker configs and client-metrics subscriptions (else CLUSTER_AUTHORIZATION_FAILED).
+
+A CLIENT_METRICS resource (16, KIP-714) is a client-metrics subscription: the ``metrics``,
+``interval.ms`` and ``match`` set on it; an unknown name has none (as Kafka answers).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 
 from framework import config as cfg
 from framework.errors import StoreError, UnknownTopicOrPartition
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.describe_configs import (
     DescribeConfigsRequest,
     DescribeConfigsResourceResult,
@@ -27,9 +30,8 @@ from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors
 
-API_KEY = 32
-
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS = 2, 4, 8, 16
+CLIENT_METRICS_CONFIG = 7  # ConfigSource of a client-metrics subscription's configs
 SOURCE_CODES = {"topic": 1, "dynamic_broker": 2, "stream": 3, "dynamic_default": 3, "broker": 4, "default": 5}
 
 
@@ -102,7 +104,7 @@ def describe_broker(
             out.append(_entry(k.name, value, src, False, None, synonyms, docs, bc))
             continue
         src = "broker" if k.name in bc.values else "default"
-        out.append(_entry(k.name, bc[k.name], src, True, None, synonyms, docs, bc))
+        out.append(_entry(k.name, bc.value(k.name), src, True, None, synonyms, docs, bc))
     for k in cfg.keys(cfg.TOPIC):
         if not k.broker_name or (keys is not None and k.broker_name not in keys):
             continue
@@ -113,7 +115,31 @@ def describe_broker(
     return out
 
 
-def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
+def describe_client_metrics(
+    ctx: RequestContext, name: str, keys: list[str] | None, docs: bool
+) -> list[DescribeConfigsResourceResult]:
+    """The configs set on a client-metrics subscription, each from CLIENT_METRICS_CONFIG (7), as
+    Kafka answers (no defaults, no synonyms)."""
+    if not name:
+        raise StoreError("client metrics subscription name must not be empty", ErrorCode.INVALID_REQUEST)
+    configs = ctx.cluster.client_metrics().get(name, {})
+    return [
+        DescribeConfigsResourceResult(
+            name=k.name,
+            value=k.render(configs[k.name]),
+            read_only=False,
+            config_source=CLIENT_METRICS_CONFIG,
+            is_sensitive=False,
+            synonyms=[],
+            config_type=cfg.TYPE_CODES.get(k.type, 2),
+            documentation=k.doc if docs else None,
+        )
+        for k in cfg.keys(cfg.CLIENT_METRICS)
+        if k.name in configs and (keys is None or k.name in keys)
+    ]
+
+
+async def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
     results = []
     docs = req.include_documentation
     for res in req.resources:
@@ -133,6 +159,9 @@ def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsR
                         f"broker {res.resource_name} is not this broker", ErrorCode.INVALID_REQUEST
                     )
                 r.configs = describe_broker(ctx, keys, req.include_synonyms, docs)
+            elif res.resource_type == CLIENT_METRICS:
+                authz.check_cluster(ctx, AclOperation.DESCRIBE_CONFIGS)
+                r.configs = describe_client_metrics(ctx, res.resource_name, keys, docs)
             elif res.resource_type == BROKER_LOGGER:
                 authz.check_cluster(ctx, AclOperation.DESCRIBE_CONFIGS)
                 r.configs = []

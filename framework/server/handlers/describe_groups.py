@@ -6,7 +6,7 @@ operations (v3+, when asked) are the principal's on the group.
 
 from __future__ import annotations
 
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.describe_groups import (
     DescribedGroup,
     DescribedGroupMember,
@@ -17,11 +17,10 @@ from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz
 from framework.server.context import RequestContext
 
-API_KEY = 15
 NOT_REQUESTED = -2147483648
 
 
-def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
+async def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
     coord = ctx.groups.coordinator
     out = []
     for gid in req.groups:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import shutil
 
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.describe_log_dirs import (
     DescribeLogDirsPartition,
     DescribeLogDirsRequest,
@@ -32,8 +32,6 @@ from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import kafka_error
 
-API_KEY = 35
-
 
 def offset_lag(p: Partition) -> int:
     """How far a replica is behind what its leader has committed (0 on the leader)."""
@@ -42,7 +40,7 @@ def offset_lag(p: Partition) -> int:
     return max(0, p.leader_high_watermark - p.log_end_offset)
 
 
-def handle(ctx: RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+async def handle(ctx: RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
     if not authz.cluster_allowed(ctx, AclOperation.DESCRIBE):
         return DescribeLogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     wanted: set[tuple[str, int]] | None = None

@@ -5,7 +5,7 @@ With an authorizer: Read on the topic (else TOPIC_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.describe_producers import (
     DescribeProducersRequest,
     DescribeProducersResponse,
@@ -17,8 +17,6 @@ from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors
-
-API_KEY = 61
 
 
 def _partition(ctx: RequestContext, topic: str, index: int) -> PartitionResponse:
@@ -43,7 +41,7 @@ def _partition(ctx: RequestContext, topic: str, index: int) -> PartitionResponse
     return r
 
 
-def handle(ctx: RequestContext, req: DescribeProducersRequest) -> DescribeProducersResponse:
+async def handle(ctx: RequestContext, req: DescribeProducersRequest) -> DescribeProducersResponse:
     return DescribeProducersResponse(
         topics=[
             TopicResponse(name=t.name, partitions=[_partition(ctx, t.name, p) for p in t.partition_indexes])

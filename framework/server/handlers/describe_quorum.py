@@ -4,9 +4,12 @@ partition 0; any other topic or partition is UNKNOWN_TOPIC_OR_PARTITION, as KRaf
 
 The store's quorum is Raft by pysyncobj, not KRaft; the answer maps it: the leader is the Raft
 leader (the controller), the leader epoch the Raft term, the high watermark the commit index,
-each voter's log end offset its last Raft log index; observers are none (every broker votes).
-The Raft leader knows every voter's progress (match index, when it last answered: the last
-fetch time; when its match index last reached the leader's log end: the last caught-up time).
+each voter's log end offset its last Raft log index. The Raft leader knows every voter's
+progress (match index, when it last answered: the last fetch time; when its match index last
+reached the leader's log end: the last caught-up time). The observers are the registered
+brokers that are not voters (they follow the log read-only): on the leader each with the log
+index its last heartbeat reported applied and that heartbeat's time as the last fetch time
+(last caught-up time -1); an observer knows its own log end, and -1 for the rest.
 Another broker forwards the request to the Raft leader over the inter-broker listener and
 answers with its answer (as a KRaft broker forwards it to the active controller); when that
 fails (no leader known, the leader unreachable within 5 s) it answers its own view, as far as
@@ -21,11 +24,9 @@ nothing in the log. With an authorizer: Describe on the cluster (else CLUSTER_AU
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Awaitable
 
 from framework.metadata.quorum import QuorumStatus, VoterState
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.describe_quorum import (
     DescribeQuorumRequest,
     DescribeQuorumResponse,
@@ -41,14 +42,13 @@ from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.forward import FORWARDED_CLIENT_ID
 
-API_KEY = 55
 METADATA_TOPIC = "__cluster_metadata"
 FORWARD_TIMEOUT_S = 5.0
 log = logging.getLogger("sftraffic.server")
 
 
 def _single_node(ctx: RequestContext) -> QuorumStatus:
-    now = int(time.time() * 1000)
+    now = ctx.services.clock.wall_ms()
     return QuorumStatus(ctx.node_id, 0, 0, True, [VoterState(ctx.node_id, 0, now, now)])
 
 
@@ -61,9 +61,7 @@ def _replica(v: VoterState) -> ReplicaState:
     )
 
 
-def handle(
-    ctx: RequestContext, req: DescribeQuorumRequest
-) -> DescribeQuorumResponse | Awaitable[DescribeQuorumResponse]:
+async def handle(ctx: RequestContext, req: DescribeQuorumRequest) -> DescribeQuorumResponse:
     authz.check_cluster(ctx, AclOperation.DESCRIBE)
     if (
         len(req.topics) != 1
@@ -80,7 +78,7 @@ def handle(
     if not status.is_leader and status.leader_id >= 0 and ctx.header.client_id != FORWARDED_CLIENT_ID:
         forwarder = ctx.services.forwarder
         if forwarder is not None:
-            return _forwarded(ctx, req, status)
+            return await _forwarded(ctx, req, status)
     return _answer(status)
 
 

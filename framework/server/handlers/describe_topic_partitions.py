@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from framework.errors import InvalidRequest, StoreError
 from framework.metadata.store import TopicInfo, validate_topic_name
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
+from framework.protocol.fields import ZERO_UUID
 from framework.protocol.messages.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
@@ -27,12 +28,10 @@ from framework.protocol.messages.describe_topic_partitions import (
     DescribeTopicPartitionsResponsePartition,
     DescribeTopicPartitionsResponseTopic,
 )
-from framework.protocol.schema import ZERO_UUID
 from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz
 from framework.server.context import RequestContext
 
-API_KEY = 75
 MAX_PARTITIONS = 2000  # Kafka's max.request.partition.size.limit default
 
 _DESCRIBE, _TOPIC = AclOperation.DESCRIBE, ResourceType.TOPIC
@@ -75,7 +74,7 @@ def _missing(name: str) -> DescribeTopicPartitionsResponseTopic:
     return _error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
-def handle(ctx: RequestContext, req: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
+async def handle(ctx: RequestContext, req: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
     cursor = req.cursor
     after = cursor.topic_name if cursor is not None else ""
     every = not req.topics

@@ -6,7 +6,7 @@ are left out, as in Kafka."""
 
 from __future__ import annotations
 
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.describe_transactions import (
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
@@ -16,8 +16,6 @@ from framework.protocol.messages.describe_transactions import (
 from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz, txn
 from framework.server.context import RequestContext
-
-API_KEY = 65
 
 
 def _one(ctx: RequestContext, tid: str) -> TransactionState:
@@ -48,7 +46,7 @@ def _one(ctx: RequestContext, tid: str) -> TransactionState:
     return out
 
 
-def handle(ctx: RequestContext, req: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
+async def handle(ctx: RequestContext, req: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
     return DescribeTransactionsResponse(transaction_states=[_one(ctx, t) for t in req.transactional_ids])
 
 

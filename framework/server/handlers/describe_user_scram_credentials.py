@@ -8,7 +8,7 @@ Describe on the cluster.
 from __future__ import annotations
 
 from framework.errors import DuplicateResource, ResourceNotFound
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.describe_user_scram_credentials import (
     CredentialInfo,
     DescribeUserScramCredentialsRequest,
@@ -21,14 +21,12 @@ from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors
 
-API_KEY = 50
-
 
 def _infos(mechs: dict[str, int]) -> list[CredentialInfo]:
     return [CredentialInfo(mechanism=MECHANISM_CODES[m], iterations=i) for m, i in sorted(mechs.items())]
 
 
-def handle(
+async def handle(
     ctx: RequestContext, req: DescribeUserScramCredentialsRequest
 ) -> DescribeUserScramCredentialsResponse:
     authz.check_cluster(ctx, AclOperation.DESCRIBE)

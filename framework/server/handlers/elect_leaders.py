@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.elect_leaders import (
     ElectLeadersRequest,
     ElectLeadersResponse,
@@ -23,8 +23,6 @@ from framework.security.authorizer import AclOperation
 from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import kafka_error, set_error
-
-API_KEY = 43
 
 
 def _wanted(ctx: RequestContext, req: ElectLeadersRequest) -> list[tuple[str, list[int]]]:
@@ -64,9 +62,9 @@ async def _elect(ctx: RequestContext, req: ElectLeadersRequest) -> ElectLeadersR
     return ElectLeadersResponse(error_code=ErrorCode.NONE, replica_election_results=results)
 
 
-def handle(ctx: RequestContext, req: ElectLeadersRequest) -> object:
+async def handle(ctx: RequestContext, req: ElectLeadersRequest) -> ElectLeadersResponse:
     authz.check_cluster(ctx, AclOperation.ALTER)
-    return _elect(ctx, req)
+    return await _elect(ctx, req)
 
 
 def error_response(req: ElectLeadersRequest, code: int, message: str) -> ElectLeadersResponse:

@@ -13,8 +13,6 @@ from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz, txn
 from framework.server.context import RequestContext
 
-API_KEY = 26
-
 
 async def _end(ctx: RequestContext, req: EndTxnRequest, svc: txn.TransactionDirectory) -> EndTxnResponse:
     code = await svc.coordinator.end_txn(
@@ -23,10 +21,10 @@ async def _end(ctx: RequestContext, req: EndTxnRequest, svc: txn.TransactionDire
     return EndTxnResponse(error_code=txn.for_version(code, ctx.version, 2), producer_id=-1, producer_epoch=-1)
 
 
-def handle(ctx: RequestContext, req: EndTxnRequest) -> object:
+async def handle(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
     authz.check(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
     svc = txn.check_coordinator(ctx, req.transactional_id)
-    return _end(ctx, req, svc)
+    return await _end(ctx, req, svc)
 
 
 def error_response(req: EndTxnRequest, code: int, message: str) -> EndTxnResponse:

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine
 from typing import Any
 
+from framework.clock import SYSTEM, Clock
 from framework.errors import OffsetOutOfRange
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.fetch import (
     AbortedTransaction,
     FetchableTopicResponse,
@@ -38,8 +38,6 @@ from framework.security.quotas import CONSUMER_BYTE_RATE
 from framework.server import authz, metrics
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors, resolve_replica
-
-API_KEY = 1
 
 _Target = tuple[int, Any, Partition | None, int]  # (topic slot, FetchPartition, partition, error)
 
@@ -80,13 +78,14 @@ def _read(
     topics: list[FetchableTopicResponse],
     targets: list[_Target],
     quota: ReplicationQuota | None = None,
+    clock: Clock = SYSTEM,
 ) -> tuple[FetchResponse, int, bool]:
     budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
     total = 0
     error = False
     committed = req.isolation_level == 1
     replica = _replica_id(req, v)
-    now = int(time.time() * 1000) if replica >= 0 else 0
+    now = clock.wall_ms() if replica >= 0 else 0
     for t in topics:
         t.partitions = []
     for slot, fp, part, code in targets:
@@ -156,7 +155,7 @@ def _cap_to_quota(ctx: RequestContext, req: FetchRequest, v: int) -> None:
     """A consumer with a consumer_byte_rate gets at most what its quota allows in one window
     (Kafka's getMaxValueInQuotaWindow), so one answer cannot overshoot it many times over; the
     listener records the answer's size and throttles."""
-    quotas = getattr(ctx.services, "quotas", None)  # handler tests hand in small fakes
+    quotas = ctx.services.quotas
     if quotas is None or not quotas.active or _replica_id(req, v) >= 0:
         return
     cap = quotas.max_in_window(CONSUMER_BYTE_RATE, ctx.principal.name, ctx.header.client_id or "")
@@ -184,16 +183,16 @@ def _record(quota: ReplicationQuota | None, n: int) -> None:
         quota.record(n, time.monotonic())
 
 
-def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse | Coroutine[Any, Any, FetchResponse]:
+async def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
     v = ctx.version
     if v >= 7 and req.session_id != 0:
         return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
     topics, targets = _resolve(ctx, req)
     _cap_to_quota(ctx, req, v)
-    resp, total, error = _read(req, v, topics, targets, ctx.partitions.leader_quota)
+    resp, total, error = _read(req, v, topics, targets, ctx.partitions.leader_quota, ctx.services.clock)
     if error or total >= req.min_bytes or req.max_wait_ms <= 0 or not targets:
         return resp
-    return _delayed(ctx, req, topics, targets)
+    return await _delayed(ctx, req, topics, targets)
 
 
 async def _delayed(
@@ -217,10 +216,11 @@ async def _delayed(
             await fut
         finally:
             timer.cancel()
-        resp, total, error = _read(req, ctx.version, topics, targets, ctx.partitions.leader_quota)
+        quota, clock = ctx.partitions.leader_quota, ctx.services.clock
+        resp, total, error = _read(req, ctx.version, topics, targets, quota, clock)
         if error or total >= req.min_bytes:
             return resp
-    return _read(req, ctx.version, topics, targets, ctx.partitions.leader_quota)[0]
+    return _read(req, ctx.version, topics, targets, ctx.partitions.leader_quota, ctx.services.clock)[0]
 
 
 def _wake(fut: asyncio.Future[None]) -> None:

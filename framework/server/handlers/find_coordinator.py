@@ -3,7 +3,7 @@ partition) or a transactional id (key type 1: the leader of its __transaction_st
 
 from __future__ import annotations
 
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.find_coordinator import (
     Coordinator,
     FindCoordinatorRequest,
@@ -13,7 +13,6 @@ from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz
 from framework.server.context import RequestContext
 
-API_KEY = 10
 GROUP, TRANSACTION = 0, 1
 
 
@@ -53,7 +52,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
     )
 
 
-def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
+async def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
     if ctx.version >= 4:
         return FindCoordinatorResponse(
             coordinators=[_lookup(ctx, k, req.key_type) for k in req.coordinator_keys]

@@ -7,10 +7,8 @@ from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz
 from framework.server.context import RequestContext
 
-API_KEY = 12
 
-
-def handle(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
+async def handle(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
     authz.check(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id)
     ctx.groups.check_coordinator(req.group_id)
     code = ctx.groups.coordinator.heartbeat(

@@ -1,27 +1,32 @@
 """IncrementalAlterConfigs (44): SET / DELETE / APPEND / SUBTRACT on topic configs, and SET /
 DELETE of the dynamic broker configs (the replication throttles) of one broker (resource name
-its id) or of every broker (resource name "")."""
+its id) or of every broker (resource name ""), and client-metrics subscriptions (KIP-714:
+CLIENT_METRICS resources, as ``kafka-client-metrics.sh --alter`` sends; ALTER_CONFIGS on the
+cluster when an authorizer is on)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from framework import config as cfg
-from framework.errors import ConfigError, StoreError, UnknownTopicOrPartition
+from framework.errors import ConfigError, InvalidRequest, StoreError, UnknownTopicOrPartition
 from framework.metadata.admin import Committed
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.incremental_alter_configs import (
     AlterableConfig,
     AlterConfigsResourceResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from framework.security.authorizer import AclOperation
+from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors, when_committed
 from framework.server.handlers.alter_configs import BROKER, check_alterable
 
-API_KEY = 44
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+CLIENT_METRICS = 16  # ConfigResource.Type.CLIENT_METRICS
+_CLIENT_METRICS_KEYS = frozenset(k.name for k in cfg.keys(cfg.CLIENT_METRICS))
 
 
 def _changes(
@@ -53,7 +58,7 @@ def _changes(
     return set_, delete
 
 
-def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> object:
+async def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     out = []
     pending: list[tuple[AlterConfigsResourceResponse, Committed]] = []
     for res in req.resources:
@@ -62,6 +67,19 @@ def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> object:
         )
         out.append(r)
         with answer_errors(r):
+            if res.resource_type == CLIENT_METRICS:
+                authz.check_cluster(ctx, AclOperation.ALTER_CONFIGS)
+                unknown = [c.name for c in res.configs if c.name not in _CLIENT_METRICS_KEYS]
+                if unknown:  # Kafka: INVALID_REQUEST (a bad value is INVALID_CONFIG)
+                    raise InvalidRequest(f"unknown client metrics configs {unknown}")
+                current = ctx.cluster.client_metrics().get(res.resource_name, {})
+                mset, mdelete = _changes(current, res.configs, cfg.CLIENT_METRICS)
+                mprop = ctx.admin.alter_client_metrics(
+                    res.resource_name, mset, mdelete, validate_only=req.validate_only
+                )
+                if mprop.committed is not None:
+                    pending.append((r, mprop.committed))
+                continue
             check_alterable(ctx, res.resource_type, res.resource_name, dynamic_brokers=True)
             if res.resource_type == BROKER:
                 bset, bdelete = _changes({}, res.configs, cfg.BROKER)
@@ -79,7 +97,7 @@ def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> object:
             prop = ctx.admin.alter_topic(res.resource_name, set_, delete, validate_only=req.validate_only)
             if prop.committed is not None:
                 pending.append((r, prop.committed))
-    return when_committed(IncrementalAlterConfigsResponse(responses=out), pending)
+    return await when_committed(IncrementalAlterConfigsResponse(responses=out), pending)
 
 
 def error_response(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.init_producer_id import (
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -26,18 +26,17 @@ from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz, txn
 from framework.server.context import RequestContext
 
-API_KEY = 22
 log = logging.getLogger("sftraffic.server")
 
 
-def handle(ctx: RequestContext, req: InitProducerIdRequest) -> object:
+async def handle(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
     tid = req.transactional_id
     if tid is not None:
         authz.check(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid)
         if not tid:
             return error_response(req, ErrorCode.INVALID_REQUEST, "empty transactional id")
         svc = txn.check_coordinator(ctx, tid)
-        return _transactional(ctx, req, svc)
+        return await _transactional(ctx, req, svc)
     if not authz.cluster_allowed(ctx, AclOperation.IDEMPOTENT_WRITE) and not authz.by_resource_type(
         ctx, AclOperation.WRITE, ResourceType.TOPIC
     ):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.join_group import (
     JoinGroupRequest,
     JoinGroupResponse,
@@ -10,8 +11,6 @@ from framework.protocol.messages.join_group import (
 from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz
 from framework.server.context import RequestContext
-
-API_KEY = 11
 
 
 async def _join(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
@@ -45,10 +44,13 @@ async def _join(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse
     )
 
 
-def handle(ctx: RequestContext, req: JoinGroupRequest) -> object:
+async def handle(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
     authz.check(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id)
     ctx.groups.check_coordinator(req.group_id)
-    return _join(ctx, req)
+    if ctx.groups.consumer.is_consumer_group(req.group_id):
+        # a KIP-848 consumer group of that id has members (as Kafka: no mixed membership)
+        return error_response(req, ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "")
+    return await _join(ctx, req)
 
 
 def error_response(req: JoinGroupRequest, code: int, message: str) -> JoinGroupResponse:

@@ -11,10 +11,8 @@ from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz
 from framework.server.context import RequestContext
 
-API_KEY = 13
 
-
-def handle(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
+async def handle(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
     authz.check(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id)
     ctx.groups.check_coordinator(req.group_id)
     if ctx.version >= 3:

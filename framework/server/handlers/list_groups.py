@@ -1,4 +1,5 @@
-"""ListGroups (16): groups known to this coordinator, filterable by state and type.
+"""ListGroups (16): groups known to this coordinator, filterable by state and type (classic
+groups, and KIP-848 consumer groups as type "consumer").
 
 With an authorizer: every group to a principal with Describe on the cluster, otherwise only the
 groups it may Describe (the others are not disclosed), as Kafka does.
@@ -6,7 +7,7 @@ groups it may Describe (the others are not disclosed), as Kafka does.
 
 from __future__ import annotations
 
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.list_groups import (
     ListedGroup,
     ListGroupsRequest,
@@ -16,15 +17,16 @@ from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz
 from framework.server.context import RequestContext
 
-API_KEY = 16
 
-
-def handle(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
+async def handle(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
     states = {s.lower() for s in req.states_filter}
     types = {t.lower() for t in req.types_filter}
     every = authz.cluster_allowed(ctx, AclOperation.DESCRIBE)
     out = []
+    consumer = ctx.groups.consumer
     for g in ctx.groups.coordinator.list_groups():
+        if consumer.is_consumer_group(g.group_id):
+            continue  # its offsets are kept here; listed as the consumer group below
         if not every and not authz.allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
             continue
         if states and g.state.value.lower() not in states:
@@ -37,6 +39,21 @@ def handle(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
                 protocol_type=g.protocol_type or "",
                 group_state=g.state.value,
                 group_type="classic",
+            )
+        )
+    for cg in ctx.groups.consumer.list_groups():
+        if not every and not authz.allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, cg.group_id):
+            continue
+        if states and cg.state.value.lower() not in states:
+            continue
+        if types and "consumer" not in types:
+            continue
+        out.append(
+            ListedGroup(
+                group_id=cg.group_id,
+                protocol_type="consumer",
+                group_state=cg.state.value,
+                group_type="consumer",
             )
         )
     return ListGroupsResponse(error_code=ErrorCode.NONE, groups=out)

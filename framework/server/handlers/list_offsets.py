@@ -13,7 +13,7 @@ and clients retry it) rather than an offset lower than one already acknowledged,
 from __future__ import annotations
 
 from framework.errors import OffsetNotAvailable, StoreError
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.list_offsets import (
     ListOffsetsPartitionResponse,
     ListOffsetsRequest,
@@ -25,8 +25,6 @@ from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors
-
-API_KEY = 2
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
@@ -62,7 +60,7 @@ def _check_caught_up(part: Partition) -> None:
         )
 
 
-def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
+async def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
     v = ctx.version
     topics = []
     for t in req.topics:

@@ -8,7 +8,7 @@ of the metadata quorum. With an authorizer it needs Describe on the cluster.
 
 from __future__ import annotations
 
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
@@ -19,10 +19,10 @@ from framework.security.authorizer import AclOperation
 from framework.server import authz
 from framework.server.context import RequestContext
 
-API_KEY = 46
 
-
-def handle(ctx: RequestContext, req: ListPartitionReassignmentsRequest) -> ListPartitionReassignmentsResponse:
+async def handle(
+    ctx: RequestContext, req: ListPartitionReassignmentsRequest
+) -> ListPartitionReassignmentsResponse:
     authz.check_cluster(ctx, AclOperation.DESCRIBE)
     ongoing = ctx.admin.reassignments()
     wanted = None if req.topics is None else {(t.name, i) for t in req.topics for i in t.partition_indexes}

@@ -15,10 +15,8 @@ from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz, txn
 from framework.server.context import RequestContext
 
-API_KEY = 66
 
-
-def handle(ctx: RequestContext, req: ListTransactionsRequest) -> ListTransactionsResponse:
+async def handle(ctx: RequestContext, req: ListTransactionsRequest) -> ListTransactionsResponse:
     svc = txn.service(ctx)
     states = {s for s in (TxnState.by_name(n) for n in req.state_filters) if s is not None}
     unknown = [n for n in req.state_filters if TxnState.by_name(n) is None]

@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 
 from framework.metadata.store import TopicInfo
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
+from framework.protocol.fields import ZERO_UUID
 from framework.protocol.messages.metadata import (
     MetadataRequest,
     MetadataRequestTopic,
@@ -21,13 +22,11 @@ from framework.protocol.messages.metadata import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
-from framework.protocol.schema import ZERO_UUID
 from framework.security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors
 
-API_KEY = 3
 log = logging.getLogger("sftraffic.server")
 
 NOT_REQUESTED = -2147483648
@@ -117,7 +116,7 @@ def _requested(
     return topic_metadata(ctx, t, include_ops)
 
 
-def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
+async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     v = ctx.version
     include_ops = req.include_topic_authorized_operations
     if req.topics is None or (v == 0 and not req.topics):
@@ -127,7 +126,7 @@ def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
             if authz.allowed(ctx, _DESCRIBE, _TOPIC, t.name)
         ]
     else:
-        auto = (v < 4 or req.allow_auto_topic_creation) and ctx.config["auto.create.topics.enable"]
+        auto = (v < 4 or req.allow_auto_topic_creation) and ctx.config.bool("auto.create.topics.enable")
         topics = [_requested(ctx, rt, auto, include_ops) for rt in req.topics]
     return MetadataResponse(
         brokers=[

@@ -1,12 +1,15 @@
 """OffsetCommit (8): store a group's consumed positions in __consumer_offsets.
 
+For a KIP-848 consumer group (v9+; older versions are UNSUPPORTED_VERSION for it, as Kafka)
+the generation is the member's epoch: UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH otherwise.
+
 With an authorizer: Read on the group (else GROUP_AUTHORIZATION_FAILED for the whole request)
 and Read on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions, the others committed).
 """
 
 from __future__ import annotations
 
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitResponse,
@@ -16,8 +19,6 @@ from framework.protocol.messages.offset_commit import (
 from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz
 from framework.server.context import RequestContext
-
-API_KEY = 8
 
 
 async def _commit(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
@@ -36,12 +37,27 @@ async def _commit(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommit
         for p in t.partitions
     }
     res: dict[tuple[str, int], int] = {}
-    if offsets or not req.topics:
+    epoch = req.generation_id_or_member_epoch
+    if ctx.groups.consumer.is_consumer_group(req.group_id):
+        # KIP-848: the member and its epoch are the consumer group's; the offsets are stored
+        # by the group coordinator as for a group without members
+        code = (
+            ctx.groups.consumer.check_commit(req.group_id, req.member_id, epoch)
+            if v >= 9
+            else ErrorCode.UNSUPPORTED_VERSION
+        )
+        if code:
+            res = dict.fromkeys(offsets, code)
+            offsets = {}
+        epoch, member_id, instance_id = -1, "", None
+    else:
+        member_id, instance_id = req.member_id, req.group_instance_id if v >= 7 else None
+    if offsets or (not req.topics and not res):
         res = await ctx.groups.coordinator.commit(
             req.group_id,
-            req.generation_id_or_member_epoch,
-            req.member_id,
-            req.group_instance_id if v >= 7 else None,
+            epoch,
+            member_id,
+            instance_id,
             offsets,
             no_group=ErrorCode.GROUP_ID_NOT_FOUND if v >= 9 else ErrorCode.ILLEGAL_GENERATION,
         )
@@ -62,10 +78,10 @@ async def _commit(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommit
     )
 
 
-def handle(ctx: RequestContext, req: OffsetCommitRequest) -> object:
+async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
     authz.check(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id)
     ctx.groups.check_coordinator(req.group_id)
-    return _commit(ctx, req)
+    return await _commit(ctx, req)
 
 
 def error_response(req: OffsetCommitRequest, code: int, message: str) -> OffsetCommitResponse:

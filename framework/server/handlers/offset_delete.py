@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.offset_delete import (
     OffsetDeleteRequest,
     OffsetDeleteResponse,
@@ -12,8 +12,6 @@ from framework.protocol.messages.offset_delete import (
 from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz
 from framework.server.context import RequestContext
-
-API_KEY = 47
 
 
 async def _delete(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
@@ -42,10 +40,10 @@ async def _delete(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDelete
     )
 
 
-def handle(ctx: RequestContext, req: OffsetDeleteRequest) -> object:
+async def handle(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
     authz.check(ctx, AclOperation.DELETE, ResourceType.GROUP, req.group_id)
     ctx.groups.check_coordinator(req.group_id)
-    return _delete(ctx, req)
+    return await _delete(ctx, req)
 
 
 def error_response(req: OffsetDeleteRequest, code: int, message: str) -> OffsetDeleteResponse:

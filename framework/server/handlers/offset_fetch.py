@@ -5,7 +5,8 @@ principal may not Describe answers TOPIC_AUTHORIZATION_FAILED when asked for, an
 of an all-topics answer, as Kafka does. With ``require_stable`` (v7+, KIP-447: read_committed
 consumers) a partition whose group has offsets of a transaction not yet ended answers
 UNSTABLE_OFFSET_COMMIT (retriable): the consumer waits instead of starting from the offsets the
-transaction is about to replace.
+transaction is about to replace. A member of a KIP-848 consumer group (v9+: member id and epoch
+given) is checked as for OffsetCommit: UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from framework.coordinator.groups import CommittedOffset
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.offset_fetch import (
     OffsetFetchRequest,
     OffsetFetchResponse,
@@ -26,8 +27,6 @@ from framework.protocol.messages.offset_fetch import (
 from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz
 from framework.server.context import RequestContext
-
-API_KEY = 9
 
 
 def _lookup(
@@ -63,7 +62,7 @@ def _lookup(
     return out
 
 
-def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
+async def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     v = ctx.version
     if v >= 8:
         groups = []
@@ -71,6 +70,11 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
             code = ctx.groups.coordinator_error(g.group_id)
             if not authz.allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id):
                 code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            member = v >= 9 and (g.member_id is not None or g.member_epoch >= 0)
+            if not code and member and ctx.groups.consumer.is_consumer_group(g.group_id):
+                code = ErrorCode(
+                    ctx.groups.consumer.check_commit(g.group_id, g.member_id or "", g.member_epoch)
+                )
             if code:
                 groups.append(OffsetFetchResponseGroup(group_id=g.group_id, error_code=code, topics=[]))
                 continue

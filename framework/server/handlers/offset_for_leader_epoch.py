@@ -24,8 +24,6 @@ from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors
 
-API_KEY = 23
-
 
 def end_offset(part: Partition, leader_epoch: int) -> tuple[int, int]:
     """(epoch, end offset) the leader answers for ``leader_epoch``.
@@ -40,7 +38,7 @@ def end_offset(part: Partition, leader_epoch: int) -> tuple[int, int]:
     return lg.end_offset_for_epoch(leader_epoch)
 
 
-def handle(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
+async def handle(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
     topics = []
     # a follower needs ClusterAction on the cluster, a consumer Describe on each topic
     replica = ctx.version >= 3 and req.replica_id >= 0

@@ -28,7 +28,8 @@ topic, a timestamp out of range, a schema id not registered) are listed in the p
 ``record_errors`` (KIP-467, v8+) with ``error_message``; clients fail such batches at once
 (librdkafka and the Java client do not retry INVALID_RECORD / INVALID_TIMESTAMP). Every
 refused batch, and every append the disk refused, is logged on one line (at most
-``LOG_BURST`` lines per ``LOG_PERIOD_S``; the next line counts those left out).
+ten lines per ten seconds, :class:`~framework.server.rate_limited_log.RateLimitedLog`; the
+next line counts those left out).
 """
 
 from __future__ import annotations
@@ -36,41 +37,39 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-import time
-from collections.abc import Coroutine, Mapping
-from typing import Any
+from collections.abc import Mapping
 
 from framework.errors import CorruptRecord, InvalidRecord, StoreError
 from framework.protocol import records as rb
 from framework.protocol.api import API_TABLE
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.produce import (
     BatchIndexAndErrorMessage,
+    PartitionProduceData,
     PartitionProduceResponse,
     ProduceRequest,
     ProduceResponse,
+    TopicProduceData,
     TopicProduceResponse,
 )
 from framework.protocol.records import SchemaCheck
 from framework.replication.partition import Partition
 from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz, metrics
-from framework.server.context import RequestContext
+from framework.server.context import NO_RESPONSE, NoResponse, RequestContext
 from framework.server.errors import answer_errors, kafka_error, set_error
+from framework.server.rate_limited_log import RateLimitedLog
 from framework.storage.log import AppendInfo
-
-API_KEY = 0
 
 _BYTES_IN = metrics.BYTES_IN
 _MSGS_IN = metrics.MESSAGES_IN
 _child = metrics.child
 _WRITE, _TOPIC = AclOperation.WRITE, ResourceType.TOPIC
+_ENTRY = API_TABLE[ProduceRequest.API_KEY]
 _NO_SCHEMAS = "this broker does not read the schema registry's _schemas topic"
 
 log = logging.getLogger("sftraffic.produce")
 
-LOG_PERIOD_S = 10.0
-LOG_BURST = 10
 # refusals of the batch itself (logged at INFO) and of the disk (logged at WARNING)
 _REFUSED = frozenset(
     {
@@ -83,43 +82,19 @@ _REFUSED = frozenset(
 )
 
 
-class RateLimitedLog:
-    """At most ``burst`` lines per ``period_s``; the first line after that counts the rest."""
-
-    __slots__ = ("_count", "_left_out", "_start", "burst", "logger", "period_s")
-
-    def __init__(
-        self, logger: logging.Logger, period_s: float = LOG_PERIOD_S, burst: int = LOG_BURST
-    ) -> None:
-        self.logger = logger
-        self.period_s = period_s
-        self.burst = burst
-        self._start = -period_s
-        self._count = 0
-        self._left_out = 0
-
-    def __call__(self, level: int, message: str, now: float | None = None) -> bool:
-        """Log ``message`` unless over the limit; True when it was logged."""
-        t = time.monotonic() if now is None else now
-        if t - self._start >= self.period_s:
-            self._start = t
-            self._count = 0
-        if self._count >= self.burst:
-            self._left_out += 1
-            return False
-        self._count += 1
-        if self._left_out:
-            message += f" ({self._left_out} more not logged in the last {self.period_s:g} s)"
-            self._left_out = 0
-        self.logger.log(level, message)
-        return True
-
-
 refusal_log = RateLimitedLog(log)
+_Waits = list[tuple[PartitionProduceResponse, asyncio.Future[None]]]
 
 
-def _refused(ctx: RequestContext, topic: str, index: int, exc: StoreError) -> None:
-    """A batch the log refused: its record errors into the response, one (rate-limited) line."""
+def _refused(
+    ctx: RequestContext, topic: str, index: int, r: PartitionProduceResponse, exc: StoreError
+) -> None:
+    """A batch the log refused: its record errors into the answer ``r``, one (rate-limited) line."""
+    if isinstance(exc, InvalidRecord) and exc.record_errors:
+        r.record_errors = [
+            BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+            for i, m in exc.record_errors
+        ]
     code = exc.code
     if code in _REFUSED:
         level = logging.INFO
@@ -133,27 +108,36 @@ def _refused(ctx: RequestContext, topic: str, index: int, exc: StoreError) -> No
     )
 
 
-def handle(
-    ctx: RequestContext, req: ProduceRequest
-) -> ProduceResponse | Coroutine[Any, Any, ProduceResponse | None] | None:
+async def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | NoResponse:
     acks = req.acks
     if acks not in (0, 1, -1):
         raise StoreError(f"acks must be 0, 1 or -1 (all), not {acks}", ErrorCode.INVALID_REQUIRED_ACKS)
-    if req.transactional_id is None:
-        return _produce(ctx, req, None)
-    authz.check(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
+    refused = None if req.transactional_id is None else await _verified(ctx, req, req.transactional_id)
+    resp, waits = _produce(ctx, req, refused)
+    if acks == 0:
+        metrics.count_errors(_ENTRY, resp)  # no response: count its errors here
+        return NO_RESPONSE
+    if waits:
+        await _replicated(waits, req.timeout_ms)
+    return resp
+
+
+async def _verified(ctx: RequestContext, req: ProduceRequest, tid: str) -> dict[tuple[str, int], int]:
+    """KIP-890 part 1: the partitions whose transactional batches the transaction coordinator
+    did not vouch for, with the error their batch answers (empty: every batch may go in)."""
+    authz.check(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid)
     found = _unverified(ctx, req)
     if found is None:
-        return _produce(ctx, req, {})
+        return {}
     pid, epoch, tps = found
     svc = ctx.services.transactions
-    node = svc.coordinator_node(req.transactional_id) if svc is not None else None
+    node = svc.coordinator_node(tid) if svc is not None else None
     if svc is None or node is None:
-        return _produce(ctx, req, dict.fromkeys(tps, ErrorCode.NOT_ENOUGH_REPLICAS))
-    if node.node_id == ctx.node_id or ctx.services.txn_channel is None:
-        codes = svc.coordinator.verify_partitions(req.transactional_id, pid, epoch, tps)
-        return _produce(ctx, req, _refusals(codes))
-    return _verify_remote(ctx, req, node.node_id, pid, epoch, tps)
+        return dict.fromkeys(tps, ErrorCode.NOT_ENOUGH_REPLICAS)
+    channel = ctx.services.txn_channel
+    if node.node_id == ctx.node_id or channel is None:
+        return _refusals(svc.coordinator.verify_partitions(tid, pid, epoch, tps))
+    return _refusals(await channel.verify(node.node_id, tid, pid, epoch, tps))
 
 
 def _refusals(codes: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
@@ -173,17 +157,6 @@ def _refusals(codes: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int
             code = ErrorCode.NOT_ENOUGH_REPLICAS  # retriable, as Kafka answers a failed verification
         out[tp] = code
     return out
-
-
-async def _verify_remote(
-    ctx: RequestContext, req: ProduceRequest, node_id: int, pid: int, epoch: int, tps: list[tuple[str, int]]
-) -> ProduceResponse | None:
-    assert ctx.services.txn_channel is not None and req.transactional_id is not None
-    codes = await ctx.services.txn_channel.verify(node_id, req.transactional_id, pid, epoch, tps)
-    resp = _produce(ctx, req, _refusals(codes))
-    if resp is None or isinstance(resp, ProduceResponse):
-        return resp
-    return await resp
 
 
 def _unverified(ctx: RequestContext, req: ProduceRequest) -> tuple[int, int, list[tuple[str, int]]] | None:
@@ -228,74 +201,93 @@ def _check_verified(refused: dict[tuple[str, int], int], name: str, index: int) 
 
 def _produce(
     ctx: RequestContext, req: ProduceRequest, refused: dict[tuple[str, int], int] | None
-) -> ProduceResponse | Coroutine[Any, Any, ProduceResponse] | None:
-    """The append; ``refused``: None without a transactional id, else partitions the
-    transaction coordinator did not vouch for (the rest may hold transactional batches)."""
-    partitions = ctx.partitions
-    acks = req.acks
-    transactional = refused is not None
+) -> tuple[ProduceResponse, _Waits]:
+    """Every partition's append, and the waits of those acks=all must wait for; ``refused``:
+    None without a transactional id, else the partitions the transaction coordinator did not
+    vouch for (the others may hold transactional batches)."""
     az = ctx.services.authz
     decisions = az.session(ctx.peer, ctx.principal) if az is not None else None
-    now = int(time.time() * 1000)
+    now = ctx.services.clock.wall_ms()
+    waits: _Waits = []
     responses = []
-    waits: list[tuple[PartitionProduceResponse, asyncio.Future[None]]] = []
     for td in req.topic_data:
-        name = td.name
-        out = []
-        nbytes = 0
-        nmsgs = 0
-        if decisions is not None and not decisions.allowed(_WRITE, _TOPIC, name):
-            # Write on the topic, checked before its existence (which is not disclosed)
-            out = [
-                PartitionProduceResponse(
-                    index=pd.index, base_offset=-1, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                )
-                for pd in td.partition_data
-            ]
-            responses.append(TopicProduceResponse(name=name, partition_responses=out))
-            continue
-        for pd in td.partition_data:
-            r = PartitionProduceResponse(index=pd.index, base_offset=-1)
-            out.append(r)
-            with answer_errors(r):
-                if refused:
-                    _check_verified(refused, name, pd.index)
-                part = partitions.replica(name, pd.index)
-                records = pd.records
-                if not records:
-                    raise CorruptRecord("empty record set")
-                try:
-                    info = _append(ctx, name, part, records, acks, now, transactional)  # type: ignore[arg-type]
-                except StoreError as exc:
-                    if isinstance(exc, InvalidRecord) and exc.record_errors:
-                        r.record_errors = [
-                            BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
-                            for i, m in exc.record_errors
-                        ]
-                    _refused(ctx, name, pd.index, exc)
-                    raise
-                if acks == -1 and part.replicated:
-                    # outliving the leadership: a batch the next leader has is answered with
-                    # success, not "not persisted" (see Partition)
-                    fut = part.wait_replicated(info.last_offset + 1, outlive_leadership=True)
-                    if fut is not None:
-                        waits.append((r, fut))
-                r.base_offset = info.first_offset
-                r.log_append_time_ms = info.log_append_time
-                r.log_start_offset = part.log.log_start_offset
-                nbytes += info.bytes
-                nmsgs += info.records
-        if nbytes:
-            _child(_BYTES_IN, name).inc(nbytes)
-            _child(_MSGS_IN, name).inc(nmsgs)
-        responses.append(TopicProduceResponse(name=name, partition_responses=out))
-    resp = ProduceResponse(responses=responses)
-    if acks == 0:
-        metrics.count_errors(API_TABLE[API_KEY], resp)  # no response: count its errors here
-        return None
-    if waits:
-        return _replicated(resp, waits, req.timeout_ms)
-    return resp
+        if decisions is not None and not decisions.allowed(_WRITE, _TOPIC, td.name):
+            responses.append(_unauthorized(td))
+        else:
+            responses.append(_produce_topic(ctx, td, req.acks, now, refused, waits))
+    return ProduceResponse(responses=responses), waits
+
+
+def _unauthorized(td: TopicProduceData) -> TopicProduceResponse:
+    """No Write on the topic: checked before its existence, which is not disclosed."""
+    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return TopicProduceResponse(
+        name=td.name,
+        partition_responses=[
+            PartitionProduceResponse(index=pd.index, base_offset=-1, error_code=code)
+            for pd in td.partition_data
+        ],
+    )
+
+
+def _produce_topic(
+    ctx: RequestContext,
+    td: TopicProduceData,
+    acks: int,
+    now: int,
+    refused: dict[tuple[str, int], int] | None,
+    waits: _Waits,
+) -> TopicProduceResponse:
+    """One topic's partitions, each answered on its own; the topic's bytes and messages in."""
+    name = td.name
+    out = []
+    nbytes = nmsgs = 0
+    for pd in td.partition_data:
+        r = PartitionProduceResponse(index=pd.index, base_offset=-1)
+        out.append(r)
+        with answer_errors(r):
+            info = _produce_partition(ctx, name, pd, r, acks, now, refused, waits)
+            nbytes += info.bytes
+            nmsgs += info.records
+    if nbytes:
+        _child(_BYTES_IN, name).inc(nbytes)
+        _child(_MSGS_IN, name).inc(nmsgs)
+    return TopicProduceResponse(name=name, partition_responses=out)
+
+
+def _produce_partition(
+    ctx: RequestContext,
+    topic: str,
+    pd: PartitionProduceData,
+    r: PartitionProduceResponse,
+    acks: int,
+    now: int,
+    refused: dict[tuple[str, int], int] | None,
+    waits: _Waits,
+) -> AppendInfo:
+    """One partition's batch checked and appended, its answer ``r`` filled in; with acks=all
+    the wait for the in-sync replicas joins ``waits``. Raises what answers the partition."""
+    if refused:
+        _check_verified(refused, topic, pd.index)
+    part = ctx.partitions.replica(topic, pd.index)
+    records = pd.records
+    if not records:
+        raise CorruptRecord("empty record set")
+    try:
+        info = _append(ctx, topic, part, records, acks, now, refused is not None)  # type: ignore[arg-type]
+    except StoreError as exc:
+        _refused(ctx, topic, pd.index, r, exc)
+        raise
+    if acks == -1 and part.replicated:
+        # outliving the leadership: a batch the next leader has is answered with success, not
+        # "not persisted" (see Partition)
+        fut = part.wait_replicated(info.last_offset + 1, outlive_leadership=True)
+        if fut is not None:
+            waits.append((r, fut))
+    r.base_offset = info.first_offset
+    r.log_append_time_ms = info.log_append_time
+    r.log_start_offset = part.log.log_start_offset
+    return info
 
 
 def _append(
@@ -334,11 +326,7 @@ def _schemas(ctx: RequestContext, topic: str, part: Partition) -> SchemaCheck | 
     return src.check(topic, key, value)
 
 
-async def _replicated(
-    resp: ProduceResponse,
-    waits: list[tuple[PartitionProduceResponse, asyncio.Future[None]]],
-    timeout_ms: int,
-) -> ProduceResponse:
+async def _replicated(waits: _Waits, timeout_ms: int) -> None:
     """acks=all: answer once every in-sync replica has the batches (or time runs out)."""
     await asyncio.wait([f for _, f in waits], timeout=max(timeout_ms, 1) / 1000)
     for r, fut in waits:
@@ -351,12 +339,11 @@ async def _replicated(
         exc = fut.exception()
         if exc is not None:
             set_error(r, *(kafka_error(exc) or (ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))))
-    return resp
 
 
-def error_response(req: ProduceRequest, code: int, message: str) -> ProduceResponse | None:
+def error_response(req: ProduceRequest, code: int, message: str) -> ProduceResponse | NoResponse:
     if req.acks == 0:
-        return None
+        return NO_RESPONSE
     return ProduceResponse(
         responses=[
             TopicProduceResponse(

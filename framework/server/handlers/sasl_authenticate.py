@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
 
 from framework.errors import SaslAuthenticationFailed
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.sasl_authenticate import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
 )
 from framework.server.context import RequestContext
-from framework.server.handlers.produce import RateLimitedLog
-
-API_KEY = 36
+from framework.server.rate_limited_log import RateLimitedLog
 
 log = logging.getLogger("sftraffic.security")
 auth_log = RateLimitedLog(log)
@@ -33,9 +30,7 @@ async def _later(resp: SaslAuthenticateResponse, delay_s: float) -> SaslAuthenti
     return resp
 
 
-def handle(
-    ctx: RequestContext, req: SaslAuthenticateRequest
-) -> SaslAuthenticateResponse | Awaitable[SaslAuthenticateResponse]:
+async def handle(ctx: RequestContext, req: SaslAuthenticateRequest) -> SaslAuthenticateResponse:
     session = ctx.sasl
     if session is None:
         return SaslAuthenticateResponse(
@@ -53,7 +48,7 @@ def handle(
         resp = SaslAuthenticateResponse(
             error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=exc.message
         )
-        return _later(resp, int(ctx.config["connection.failed.authentication.delay.ms"]) / 1000)
+        return await _later(resp, ctx.config.int("connection.failed.authentication.delay.ms") / 1000)
     if step.principal is not None:
         log.debug(
             "%s authenticated as %s on %s (%s)", ctx.peer, step.principal, ctx.listener, session.mechanism

@@ -8,15 +8,12 @@ enabled ones. Any error closes the connection once written (the listener does it
 
 from __future__ import annotations
 
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from framework.server.context import RequestContext
 
-API_KEY = 17
-MIN_VERSION = 1
 
-
-def handle(ctx: RequestContext, req: SaslHandshakeRequest) -> SaslHandshakeResponse:
+async def handle(ctx: RequestContext, req: SaslHandshakeRequest) -> SaslHandshakeResponse:
     session = ctx.sasl
     if session is None:
         return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE)

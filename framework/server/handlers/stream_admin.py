@@ -15,7 +15,7 @@ from framework import config as cfg
 from framework.errors import StoreError, TopicAuthorizationFailed
 from framework.metadata.admin import Committed
 from framework.metadata.store import StreamInfo
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.stream_admin import (
     ALTER,
     CREATE,
@@ -34,7 +34,6 @@ from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import answer_errors, when_committed
 
-API_KEY = 10000
 log = logging.getLogger("sftraffic.server")
 
 
@@ -48,7 +47,7 @@ def describe(ctx: RequestContext, s: StreamInfo) -> StreamResult:
             )
         else:
             in_broker = k.name in bc.values or (k.broker_name is not None and k.broker_name in bc.values)
-            value = bc.topic_default(k.name) if cfg.TOPIC in k.scopes else bc[k.name]
+            value = bc.topic_default(k.name) if cfg.TOPIC in k.scopes else bc.value(k.name)
             entries.append(
                 StreamConfigEntry(
                     name=k.name,
@@ -118,7 +117,7 @@ def _change(ctx: RequestContext, req: StreamAdminRequest, name: str) -> tuple[St
     return describe(ctx, prop.result), prop.committed
 
 
-def handle(ctx: RequestContext, req: StreamAdminRequest) -> object:
+async def handle(ctx: RequestContext, req: StreamAdminRequest) -> StreamAdminResponse:
     if req.operation == DESCRIBE:
         return _describe_all(ctx, list(req.names))
     out = []
@@ -132,7 +131,7 @@ def handle(ctx: RequestContext, req: StreamAdminRequest) -> object:
                 pending.append((result, committed))
             continue
         out.append(failed)
-    return when_committed(StreamAdminResponse(streams=out), pending)
+    return await when_committed(StreamAdminResponse(streams=out), pending)
 
 
 def error_response(req: StreamAdminRequest, code: int, message: str) -> StreamAdminResponse:

@@ -6,13 +6,11 @@ INCONSISTENT_GROUP_PROTOCOL before it looks at the group (``KafkaApis.handleSync
 
 from __future__ import annotations
 
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz
 from framework.server.context import RequestContext
-
-API_KEY = 14
 
 
 async def _sync(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
@@ -34,12 +32,12 @@ async def _sync(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse
     )
 
 
-def handle(ctx: RequestContext, req: SyncGroupRequest) -> object:
+async def handle(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
     if ctx.version >= 5 and (req.protocol_type is None or req.protocol_name is None):
         return SyncGroupResponse(error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL, assignment=b"")
     authz.check(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id)
     ctx.groups.check_coordinator(req.group_id)
-    return _sync(ctx, req)
+    return await _sync(ctx, req)
 
 
 def error_response(req: SyncGroupRequest, code: int, message: str) -> SyncGroupResponse:

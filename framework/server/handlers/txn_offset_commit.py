@@ -11,7 +11,7 @@ TOPIC_AUTHORIZATION_FAILED for its partitions).
 
 from __future__ import annotations
 
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.txn_offset_commit import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
@@ -21,8 +21,6 @@ from framework.protocol.messages.txn_offset_commit import (
 from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz
 from framework.server.context import RequestContext
-
-API_KEY = 28
 
 
 def _response(
@@ -45,11 +43,11 @@ def _response(
     )
 
 
-def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> object:
+async def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     authz.check(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
     authz.check(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id)
     ctx.groups.check_coordinator(req.group_id)
-    return _commit(ctx, req)
+    return await _commit(ctx, req)
 
 
 async def _commit(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:

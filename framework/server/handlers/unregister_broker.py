@@ -1,6 +1,6 @@
 """UnregisterBroker (64): remove a broker's registration from the cluster metadata, as
 ``kafka-cluster unregister --id N`` and ``Admin.unregisterBroker`` ask, the last step of
-shrinking a cluster (issue 21): move the broker's replicas off with a reassignment, stop it,
+shrinking a cluster: move the broker's replicas off with a reassignment, stop it,
 then unregister it.
 
 Proposed to the metadata quorum and checked where applied, in log order
@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import asyncio
 
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.unregister_broker import UnregisterBrokerRequest, UnregisterBrokerResponse
 from framework.security.authorizer import AclOperation
 from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.errors import kafka_error
 
-API_KEY = 64
 TIMEOUT_S = 30.0
 
 
@@ -33,22 +32,22 @@ def _answer(code: int, message: str | None) -> UnregisterBrokerResponse:
 
 
 async def _unregister(fut: asyncio.Future[tuple[int, str | None]]) -> UnregisterBrokerResponse:
-    try:
-        async with asyncio.timeout(TIMEOUT_S):
-            code, message = await asyncio.shield(fut)
-    except TimeoutError:
+    # asyncio.wait, not asyncio.timeout: a handler may run outside a Task (framework.server.router)
+    await asyncio.wait((fut,), timeout=TIMEOUT_S)
+    if not fut.done():
         fut.add_done_callback(lambda f: f.cancelled() or f.exception())
         return _answer(ErrorCode.REQUEST_TIMED_OUT, "the metadata quorum did not apply it in time")
-    except Exception as exc:  # a quorum failure becomes its Kafka code
+    exc = fut.exception()
+    if exc is not None:  # a quorum failure becomes its Kafka code
         return _answer(*(kafka_error(exc) or (ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))))
-    return _answer(code, message)
+    return _answer(*fut.result())
 
 
-def handle(ctx: RequestContext, req: UnregisterBrokerRequest) -> object:
+async def handle(ctx: RequestContext, req: UnregisterBrokerRequest) -> UnregisterBrokerResponse:
     authz.check_cluster(ctx, AclOperation.ALTER)
     outcome = ctx.admin.unregister_broker(req.broker_id)
     if isinstance(outcome, asyncio.Future):
-        return _unregister(outcome)
+        return await _unregister(outcome)
     return _answer(*outcome)
 
 

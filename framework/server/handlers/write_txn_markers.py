@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from framework.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from framework.coordinator.transactions import TxnMarker
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.write_txn_markers import (
     WritableTxnMarker,
     WritableTxnMarkerPartitionResult,
@@ -25,8 +25,6 @@ from framework.security.authorizer import AclOperation
 from framework.server import authz
 from framework.server.context import RequestContext
 from framework.server.txn_markers import write_local
-
-API_KEY = 27
 
 
 def _result(m: WritableTxnMarker, codes: dict[tuple[str, int], int]) -> WritableTxnMarkerResult:
@@ -56,15 +54,16 @@ async def _write(ctx: RequestContext, req: WriteTxnMarkersRequest) -> WriteTxnMa
         marker = TxnMarker(
             m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch, tuple(tps)
         )
-        codes = await write_local(ctx.partitions, ctx.groups.coordinator, offsets_partitions, marker, tps)
+        coordinator, now = ctx.groups.coordinator, ctx.services.clock.wall_ms()
+        codes = await write_local(ctx.partitions, coordinator, offsets_partitions, marker, tps, now)
         out.append(_result(m, codes))
     return WriteTxnMarkersResponse(markers=out)
 
 
-def handle(ctx: RequestContext, req: WriteTxnMarkersRequest) -> object:
+async def handle(ctx: RequestContext, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
     if not authz.cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):
         return error_response(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "ClusterAction needed")
-    return _write(ctx, req)
+    return await _write(ctx, req)
 
 
 def error_response(req: WriteTxnMarkersRequest, code: int, message: str) -> WriteTxnMarkersResponse:

@@ -4,10 +4,12 @@ Needs the ``registry`` extras (aiohttp, avro); without them the command is liste
 with one line naming the missing module (see ``framework.cli.main``).
 
 ``--auth-file`` lets in only the users of a Karapace-format file, each to what its permissions
-allow (:mod:`framework.registry.auth`); ``sftraffic registry-passwd`` prints such a user entry,
-as ``karapace_mkpasswd`` does. ``--tls-cert``/``--tls-key`` serve HTTPS. The registry's own
-Kafka clients take the process's security settings (``$SFTRAFFIC_KAFKA_CONFIG``, as every
-client of the application) under the ``-X`` ones.
+allow (:mod:`registry.auth`); ``sftraffic registry-passwd`` prints such a user entry,
+as ``karapace_mkpasswd`` does. ``--tls-cert``/``--tls-key`` serve HTTPS. The store: the
+connection options of every client command (:mod:`framework.cli.connection`):
+``-b/--bootstrap-server``, ``--command-config FILE`` (default ``$SFTRAFFIC_CLIENT_CONFIG``) and
+``-X KEY=VALUE``, any client setting in librdkafka's names, for all the registry's Kafka clients
+(they are made in this process only, from one configuration).
 """
 
 from __future__ import annotations
@@ -21,20 +23,35 @@ import signal
 import ssl
 import sys
 
-from framework.cli.common import add_bootstrap, ensure_reachable, parse_kv, quiet_logger, require_modules
+from framework.cli.common import quiet_logger, require_modules
+from framework.cli.connection import add_connection, connection
 from framework.errors import StoreError
-from framework.registry.auth import ALGORITHMS, user_entry
+from registry.auth import ALGORITHMS, user_entry
 
 require_modules("aiohttp", "avro")
 
 log = logging.getLogger("sftraffic.registry")
 
 
+EPILOG = """\
+example (HTTP Basic users from a Karapace-format file, schemas in _schemas on the store):
+  sftraffic registry -b 127.0.0.1:9092 --listen 127.0.0.1:8081 --auth-file registry-auth.json"""
+
+USER_ENTRY_EPILOG = """\
+example (the entry for alice, the password read from standard input):
+  echo 's3cret' | sftraffic registry-passwd -u alice - >> users.json"""
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
-        "registry", help="schema registry speaking Confluent's REST API, schemas kept in the _schemas topic"
+        "registry",
+        help="schema registry speaking Confluent's REST API, schemas kept in the _schemas topic",
+        description="A schema registry speaking Confluent Schema Registry's REST API; the schemas are "
+        "kept in a compacted topic of the store, and one of several instances is elected writer.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_bootstrap(p)
+    add_connection(p)
     p.add_argument("--listen", default="127.0.0.1:8081", metavar="HOST:PORT", help="HTTP address (8081)")
     p.add_argument(
         "--advertised-url", metavar="URL", help="the URL other instances forward writes to (http://LISTEN)"
@@ -44,14 +61,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--replication-factor", type=int, help="of the topic when created (min(3, brokers))")
     p.add_argument(
         "--no-leader-eligibility", action="store_true", help="never lead: always forward writes to the leader"
-    )
-    p.add_argument(
-        "-X",
-        dest="client",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a Kafka client setting in librdkafka's names (security.protocol, sasl.*, ssl.*)",
     )
     p.add_argument(
         "--auth-file",
@@ -68,9 +77,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     pw = sub.add_parser(
         "registry-passwd",
         help="print a user entry for a registry --auth-file (as Karapace's karapace_mkpasswd)",
+        description="Print one user entry (salted hash) for a registry --auth-file, as Karapace's "
+        "karapace_mkpasswd does.",
+        epilog=USER_ENTRY_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     pw.add_argument("-u", "--user", required=True, help="the user name")
-    pw.add_argument("-a", "--algorithm", default="sha512", choices=ALGORITHMS)
+    pw.add_argument("-a", "--algorithm", default="sha512", choices=ALGORITHMS, help="hash (sha512)")
     pw.add_argument("password", help="the password; - reads it from the first line of standard input")
     pw.add_argument("salt", nargs="?", help="the salt (random when not given)")
     pw.set_defaults(func=passwd)
@@ -106,11 +119,10 @@ def run(args: argparse.Namespace) -> int:
     # imported here: building the parser must not need the extras
     from aiohttp import web  # noqa: PLC0415
 
-    from framework.client.security import secured  # noqa: PLC0415
-    from framework.registry.app import make_app  # noqa: PLC0415
-    from framework.registry.auth import AuthFile, AuthFileError  # noqa: PLC0415
-    from framework.registry.election import Election  # noqa: PLC0415
-    from framework.registry.store import KafkaStore  # noqa: PLC0415
+    from registry.app import make_app  # noqa: PLC0415
+    from registry.auth import AuthFile, AuthFileError  # noqa: PLC0415
+    from registry.election import Election  # noqa: PLC0415
+    from registry.store import KafkaStore  # noqa: PLC0415
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     server_tls, forward_tls = tls_contexts(args)
@@ -118,12 +130,13 @@ def run(args: argparse.Namespace) -> int:
         auth = AuthFile(args.auth_file) if args.auth_file else None
     except AuthFileError as exc:
         raise StoreError(str(exc)) from None
-    ensure_reachable(args.bootstrap)
+    conn = connection(args)
+    conn.check()  # unreachable, a refused password: one line before anything starts
     host, _, port = args.listen.rpartition(":")
     url = args.advertised_url or f"{'https' if server_tls else 'http'}://{host}:{port}"
-    client = secured({"logger": quiet_logger(), **parse_kv(args.client, "-X")})
-    store = KafkaStore(args.bootstrap, args.topic, client, args.replication_factor)
-    election = Election(args.bootstrap, args.topic, args.group, url, client, not args.no_leader_eligibility)
+    client = {**conn.config, "logger": quiet_logger()}
+    store = KafkaStore(conn.bootstrap, args.topic, client, args.replication_factor)
+    election = Election(conn.bootstrap, args.topic, args.group, url, client, not args.no_leader_eligibility)
 
     async def serve() -> None:
         await asyncio.to_thread(store.start)

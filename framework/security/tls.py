@@ -31,9 +31,9 @@ CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required"
 
 def _load_keystore(ctx: ssl.SSLContext, c: cfg.BrokerConfig) -> bool:
     """Load the broker's certificate and key; False when none is configured."""
-    location = str(c["ssl.keystore.location"])
-    chain, key = str(c["ssl.keystore.certificate.chain"]), str(c["ssl.keystore.key"])
-    password = str(c["ssl.key.password"]) or None
+    location = c.str("ssl.keystore.location")
+    chain, key = c.password("ssl.keystore.certificate.chain"), c.password("ssl.keystore.key")
+    password = c.password("ssl.key.password") or None
     if location and (chain or key):
         raise ConfigError("give ssl.keystore.location or ssl.keystore.certificate.chain/key, not both")
     try:
@@ -65,8 +65,8 @@ def _load_keystore(ctx: ssl.SSLContext, c: cfg.BrokerConfig) -> bool:
 
 
 def _load_truststore(ctx: ssl.SSLContext, c: cfg.BrokerConfig) -> bool:
-    location = str(c["ssl.truststore.location"])
-    certs = str(c["ssl.truststore.certificates"])
+    location = c.str("ssl.truststore.location")
+    certs = c.password("ssl.truststore.certificates")
     try:
         if location:
             ctx.load_verify_locations(cafile=location)
@@ -88,7 +88,7 @@ def server_context(c: cfg.BrokerConfig, client_auth: bool = True) -> ssl.SSLCont
             "an SSL or SASL_SSL listener needs the broker's certificate: set ssl.keystore.location "
             "(a PEM with the certificate chain and private key)"
         )
-    mode = str(c["ssl.client.auth"]) if client_auth else "none"
+    mode = c.str("ssl.client.auth") if client_auth else "none"
     ctx.verify_mode = CLIENT_AUTH[mode]
     if not _load_truststore(ctx, c) and mode != "none":
         raise ConfigError(
@@ -102,6 +102,6 @@ def client_context(c: cfg.BrokerConfig) -> ssl.SSLContext:
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     if not _load_truststore(ctx, c):
         ctx.load_default_certs()
-    ctx.check_hostname = c["ssl.endpoint.identification.algorithm"] == "https"
+    ctx.check_hostname = c.str("ssl.endpoint.identification.algorithm") == "https"
     _load_keystore(ctx, c)
     return ctx

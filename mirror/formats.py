@@ -12,7 +12,7 @@ so a Java tool reading MM2's topics (``RemoteClusterUtils``) reads ours:
   value ``version INT16 (0), timestamp INT64``.
 
 Our offset syncs mean: every source record at ``upstreamOffset`` or later has a copy at
-``offset`` or later in the remote partition (see :mod:`~framework.mirror.offset_sync`).
+``offset`` or later in the remote partition (see :mod:`~mirror.offset_sync`).
 
 The mirror's progress, ``mm2-offsets.<alias>.internal`` (compacted), is Connect's JSON as MM2
 stores it: key ``["mirror-source", {"cluster": A, "topic": T, "partition": P}]``, value

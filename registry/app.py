@@ -1,16 +1,16 @@
 """The registry's REST API (Confluent Schema Registry's), served with aiohttp.
 
-Reads are answered from the local state (:class:`~framework.registry.store.KafkaStore`); a read
+Reads are answered from the local state (:class:`~registry.store.KafkaStore`); a read
 that finds nothing first catches up with the topic, so a schema just registered through another
 instance is found. Writes (register, deletes, config and mode changes) are done by the elected
-leader (:class:`~framework.registry.election.Election`): on the leader they are planned against
+leader (:class:`~registry.election.Election`): on the leader they are planned against
 the state (read up to the topic's end first) and produced to ``_schemas`` one at a time; a
 follower forwards the request to the leader's URL and, once answered, catches up with the
 topic before answering itself (read your writes). Every refusal is a
-:class:`~framework.registry.errors.RegistryError`, answered with Confluent's JSON error body;
+:class:`~registry.errors.RegistryError`, answered with Confluent's JSON error body;
 an unexpected exception is logged and answered 500/50001, never with a traceback.
 
-With an :class:`~framework.registry.auth.AuthFile` every request but ``GET /`` and
+With an :class:`~registry.auth.AuthFile` every request but ``GET /`` and
 ``GET /schemas/types`` needs HTTP Basic credentials of one of its users (401/40101 otherwise),
 and is allowed as Karapace allows it: ``Read``/``Write`` on ``Subject:<name>`` for a subject's
 versions, lookups, compatibility checks, config and mode; on ``Config:`` for the global config
@@ -31,13 +31,13 @@ from typing import Any
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector, web
 
-from framework.registry.auth import AuthFile, Operation
-from framework.registry.compatibility import check
-from framework.registry.election import Election
-from framework.registry.errors import RegistryError
-from framework.registry.schemas import SCHEMA_TYPES
-from framework.registry.state import Record, RegistryState, SchemaEntry, parse_version
-from framework.registry.store import KafkaStore
+from registry.auth import AuthFile, Operation
+from registry.compatibility import check
+from registry.election import Election
+from registry.errors import RegistryError
+from registry.schemas import SCHEMA_TYPES
+from registry.state import Record, RegistryState, SchemaEntry, parse_version
+from registry.store import KafkaStore
 
 __all__ = ["CONTENT_TYPE", "make_app"]
 

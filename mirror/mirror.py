@@ -13,7 +13,7 @@ The loop, on one thread (confluent-kafka clients are not shared with another thr
    between commits copies again what followed the last commit: at-least-once, duplicates
    possible, nothing lost;
 3. **checkpoint** every ``checkpoint_interval``: the source's consumer groups (``--groups``)
-   with offsets on mirrored topics, translated (:mod:`~framework.mirror.offset_sync`), written to
+   with offsets on mirrored topics, translated (:mod:`~mirror.offset_sync`), written to
    ``<alias>.checkpoints.internal``; with ``sync_group_offsets`` also committed to the same
    group on the target while it has no members there, and only forward;
 4. **heartbeat** every ``heartbeat_interval`` to the target's ``heartbeats`` topic;
@@ -58,7 +58,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     NewTopic,
 )
 
-from framework.mirror.formats import (
+from mirror.formats import (
     Checkpoint,
     FormatError,
     Heartbeat,
@@ -67,8 +67,8 @@ from framework.mirror.formats import (
     progress_key,
     progress_value,
 )
-from framework.mirror.offset_sync import OffsetSyncStore
-from framework.mirror.policy import ReplicationPolicy, copied_configs
+from mirror.offset_sync import OffsetSyncStore
+from mirror.policy import ReplicationPolicy, copied_configs
 
 log = logging.getLogger("sftraffic.mirror")
 

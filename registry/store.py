@@ -1,6 +1,6 @@
 """The registry's durable state: the ``_schemas`` topic read by a thread, written by the leader.
 
-:class:`KafkaStore` keeps a :class:`~framework.registry.state.RegistryState` equal to the topic
+:class:`KafkaStore` keeps a :class:`~registry.state.RegistryState` equal to the topic
 read from its start: a reader thread (a confluent-kafka consumer assigned partition 0, no
 group) applies every record in order under :attr:`lock` and advances :attr:`applied` (the next
 offset to apply). :meth:`sync` waits until the reader has applied everything up to the
@@ -25,8 +25,8 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from framework.registry.errors import RegistryError
-from framework.registry.state import Record, RegistryState
+from registry.errors import RegistryError
+from registry.state import Record, RegistryState
 
 __all__ = ["KafkaStore"]
 

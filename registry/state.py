@@ -30,9 +30,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from framework.registry.compatibility import DEFAULT_LEVEL, Level, check, parse_level
-from framework.registry.errors import RegistryError
-from framework.registry.schemas import ParsedSchema, parse_schema
+from registry.compatibility import DEFAULT_LEVEL, Level, check, parse_level
+from registry.errors import RegistryError
+from registry.schemas import ParsedSchema, parse_schema
 
 __all__ = ["MODES", "Record", "RegistryState", "SchemaEntry", "decode_key", "encode_key", "parse_version"]
 

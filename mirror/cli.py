@@ -11,6 +11,11 @@ are aborted with their transaction: a read_committed reader sees each record onc
 ``--sync-group-offsets`` commits the translated offsets to the target's groups while they have
 no members there, so a group moved to the target resumes where it stopped. Runs until SIGTERM
 or Ctrl-C. Works against any Kafka-API clusters.
+
+Each cluster takes the connection options of every client command, prefixed with its side
+(``--source-bootstrap-server``, ``--source-command-config FILE``, ``--source-X KEY=VALUE``, the
+same with ``--target-``; ``--source``/``--target`` and ``--source-config``/``--target-config``
+are kept as aliases); the environment's defaults apply to neither.
 """
 
 from __future__ import annotations
@@ -23,11 +28,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any
 
-from framework.cli.common import ensure_reachable
-from framework.client.security import read_properties
+from framework.cli.connection import add_connection, connection
+from framework.client.connection import Connection, check_address, ensure_reachable
 from framework.errors import StoreError
-from framework.mirror.mirror import Mirror, MirrorError, MirrorSettings, MirrorStats
-from framework.mirror.policy import ReplicationPolicy
+from mirror.mirror import Mirror, MirrorError, MirrorSettings, MirrorStats
+from mirror.policy import ReplicationPolicy
+
+EPILOG = """\
+example (copy every topic of the cluster "east" to "west" as east.<topic>, with group offsets):
+  sftraffic mirror --source-bootstrap-server east-1:9092 --target-bootstrap-server west-1:9092 \\
+      --source-alias east --target-command-config west.properties --sync-group-offsets"""
 
 
 def _positive(text: str) -> float:
@@ -45,17 +55,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "mirror",
         help="copy topics and consumer-group offsets to another cluster (MirrorMaker 2's model)",
         description=__doc__,
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_connection(p, "source", "source")
+    add_connection(p, "target", "target")
     a = p.add_argument
-    a("--source", required=True, metavar="HOST:PORT", help="source cluster's bootstrap servers")
-    a("--target", required=True, metavar="HOST:PORT", help="target cluster's bootstrap servers")
     a("--source-alias", required=True, metavar="A", help="the source's name; copies are A.<topic>")
     a("--target-alias", default="target", metavar="B", help="the target's name (default target)")
     a("--topics", default=".*", metavar="REGEX", help="topics to copy (default: all but internal ones)")
     a("--groups", default=".*", metavar="REGEX", help="consumer groups to checkpoint (default all)")
-    a("--source-config", metavar="FILE", help="librdkafka settings for the source (KEY=VALUE lines)")
-    a("--target-config", metavar="FILE", help="librdkafka settings for the target (KEY=VALUE lines)")
     a(
         "--sync-group-offsets",
         action="store_true",
@@ -82,31 +91,44 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=run_mirror)
 
 
-def _client_conf(bootstrap: str, path: str | None, what: str) -> dict[str, Any]:
-    conf: dict[str, Any] = dict(read_properties(path)) if path else {}
-    conf.pop("bootstrap.servers", None)
-    conf["bootstrap.servers"] = bootstrap
-    conf.setdefault("client.id", f"sftraffic-mirror-{what}")
+def _side(args: argparse.Namespace, side: str) -> Connection:
+    """The ``side`` (source or target) cluster's connection; its bootstrap flag is required."""
+    address = getattr(args, f"{side}_bootstrap")
+    if not address:
+        raise StoreError(f"--{side}-bootstrap-server HOST:PORT (or --{side}) is required: the {side} cluster")
+    check_address(address, f"--{side}-bootstrap-server")
+    return connection(args, side)
+
+
+def _client_conf(conn: Connection, side: str) -> dict[str, Any]:
+    conf = conn.client_config()
+    conf.setdefault("client.id", f"sftraffic-mirror-{side}")
     return conf
 
 
-def _check_address(text: str, what: str) -> None:
-    for hp in text.split(","):
-        host, sep, port = hp.strip().rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise StoreError(f"{what} {text!r}: expected HOST:PORT[,HOST:PORT...]")
+def _check(conn: Connection, side: str) -> None:
+    """One line when the ``side`` cluster does not answer or refuses the credentials."""
+    try:
+        ensure_reachable(conn.bootstrap)
+    except StoreError:
+        raise StoreError(
+            f"--{side}-bootstrap-server {conn.bootstrap}: no broker reachable there; is the cluster running?"
+        ) from None
+    try:
+        conn.check()
+    except StoreError as exc:
+        raise StoreError(f"{side} cluster: {exc.message}") from None
 
 
 def run_mirror(args: argparse.Namespace) -> int:
-    _check_address(args.source, "--source")
-    _check_address(args.target, "--target")
+    source, target = _side(args, "source"), _side(args, "target")
     try:
         policy = ReplicationPolicy(args.source_alias, args.target_alias, args.topics, args.groups)
     except ValueError as exc:
         raise StoreError(str(exc)) from None
     settings = MirrorSettings(
-        source=_client_conf(args.source, args.source_config, "source"),
-        target=_client_conf(args.target, args.target_config, "target"),
+        source=_client_conf(source, "source"),
+        target=_client_conf(target, "target"),
         policy=policy,
         commit_interval=args.commit_interval,
         checkpoint_interval=args.checkpoint_interval,
@@ -117,18 +139,8 @@ def run_mirror(args: argparse.Namespace) -> int:
         replication_factor=args.replication_factor,
         exactly_once=args.exactly_once,
     )
-    for address, conf_file, what in (
-        (args.source, args.source_config, "--source"),
-        (args.target, args.target_config, "--target"),
-    ):
-        if conf_file:
-            continue  # TLS/SASL listeners: the clients say what is wrong
-        try:
-            ensure_reachable(address)
-        except StoreError:
-            raise StoreError(
-                f"{what} {address}: no broker reachable there; is the cluster running?"
-            ) from None
+    _check(source, "source")
+    _check(target, "target")
 
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(levelname)s %(message)s")
 
@@ -144,7 +156,7 @@ def run_mirror(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    say(f"{args.source} -> {args.target}, topics {policy.topics!r}, groups {policy.groups!r}")
+    say(f"{source.bootstrap} -> {target.bootstrap}, topics {policy.topics!r}, groups {policy.groups!r}")
     try:
         mirror.run(stop)
     except MirrorError as exc:
