@@ -19,7 +19,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
@@ -165,55 +165,66 @@ class DashboardData:
             if value is None:
                 return
         if topic == TOPICS["traffic"]:
-            if key is not None:
-                self.sensors[key.decode()] = value
-            self.events_seen += 1
-            try:
-                ev = _live_decoder.decode(value)
-            except msgspec.DecodeError:
-                return
-            self.newest_event_ms = max(self.newest_event_ms, ev.event_time)
-            if ev.event_time < self.oldest_event_ms or not self.oldest_event_ms:
-                self.oldest_event_ms = ev.event_time
-            minute = ev.event_time // 60_000 * 60_000
-            cur = self.live.get(ev.segment_id)
-            if cur is None or cur[0] < minute:
-                self.live[ev.segment_id] = [minute, 1, ev.speed_kmh]
-            elif cur[0] == minute:
-                cur[1] += 1
-                cur[2] += ev.speed_kmh
+            self._ingest_event(key, value)
             return
         try:
             rec = json.loads(value)
         except ValueError:
             return
         with self.lock:
-            if topic == TOPICS["aggregates"]:
-                seg = rec["segment_id"]
-                rec["t"] = _iso_ms(rec["window_start"])
-                q = self.aggregates.setdefault(seg, deque(maxlen=self.history_minutes))
-                if q and q[-1]["t"] >= rec["t"]:
-                    # out of order (several partitions): keep the series sorted
-                    items = [r for r in q if r["t"] != rec["t"]] + [rec]
-                    items.sort(key=lambda r: r["t"])
-                    q.clear()
-                    q.extend(items[-self.history_minutes :])
-                else:
-                    q.append(rec)
-                cur = self.latest_agg.get(seg)
-                if cur is None or cur["t"] <= rec["t"]:
-                    self.latest_agg[seg] = rec
-            elif topic == TOPICS["weather"]:
-                q = self.weather.setdefault(rec["station"], deque(maxlen=self.history_minutes))
-                q.append(rec)
-            elif topic == TOPICS["effects"]:
-                self.effects[(rec["segment_id"], rec["condition"])] = rec
-            elif topic == TOPICS["alerts"]:
-                rec["t"] = _iso_ms(rec["window_start"])
-                self.alerts.append(rec)
-            elif topic == TOPICS["infra"]:
-                self.infra[rec["sensor_id"]] = rec
+            self._ingest_result(topic, rec)
             self.updated = time.time()
+
+    def _ingest_event(self, key: bytes | None, value: bytes) -> None:
+        """A raw sensor event: the latest per sensor, the data clock, this minute's live view."""
+        if key is not None:
+            self.sensors[key.decode()] = value
+        self.events_seen += 1
+        try:
+            ev = _live_decoder.decode(value)
+        except msgspec.DecodeError:
+            return
+        self.newest_event_ms = max(self.newest_event_ms, ev.event_time)
+        if ev.event_time < self.oldest_event_ms or not self.oldest_event_ms:
+            self.oldest_event_ms = ev.event_time
+        minute = ev.event_time // 60_000 * 60_000
+        cur = self.live.get(ev.segment_id)
+        if cur is None or cur[0] < minute:
+            self.live[ev.segment_id] = [minute, 1, ev.speed_kmh]
+        elif cur[0] == minute:
+            cur[1] += 1
+            cur[2] += ev.speed_kmh
+
+    def _ingest_result(self, topic: str, rec: Any) -> None:
+        """A result of the pipelines (or an infrastructure reading), under the lock."""
+        if topic == TOPICS["aggregates"]:
+            self._add_aggregate(rec)
+        elif topic == TOPICS["weather"]:
+            q = self.weather.setdefault(rec["station"], deque(maxlen=self.history_minutes))
+            q.append(rec)
+        elif topic == TOPICS["effects"]:
+            self.effects[(rec["segment_id"], rec["condition"])] = rec
+        elif topic == TOPICS["alerts"]:
+            rec["t"] = _iso_ms(rec["window_start"])
+            self.alerts.append(rec)
+        elif topic == TOPICS["infra"]:
+            self.infra[rec["sensor_id"]] = rec
+
+    def _add_aggregate(self, rec: dict[str, Any]) -> None:
+        seg = rec["segment_id"]
+        rec["t"] = _iso_ms(rec["window_start"])
+        q = self.aggregates.setdefault(seg, deque(maxlen=self.history_minutes))
+        if q and q[-1]["t"] >= rec["t"]:
+            # out of order (several partitions): keep the series sorted
+            items = [r for r in q if r["t"] != rec["t"]] + [rec]
+            items.sort(key=lambda r: r["t"])
+            q.clear()
+            q.extend(items[-self.history_minutes :])
+        else:
+            q.append(rec)
+        cur = self.latest_agg.get(seg)
+        if cur is None or cur["t"] <= rec["t"]:
+            self.latest_agg[seg] = rec
 
     def _consume_loop(self) -> None:
         from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -261,7 +272,7 @@ class DashboardData:
                         if err.code() != KafkaError._PARTITION_EOF:
                             raise RuntimeError(err.str())
                         continue
-                    self.ingest(m.topic(), m.key(), m.value())
+                    self.ingest(cast(str, m.topic()), m.key(), m.value())  # a record has its topic
             except Exception as exc:
                 self.health.error = str(exc)
                 if consumer is not None:
@@ -304,14 +315,14 @@ class DashboardData:
             h = Health(throughput=dict(self.health.throughput), lag=dict(self.health.lag))
             known = self.health.topics
             try:
-                admin = AdminClient(
-                    {
-                        **client_security(),
-                        "bootstrap.servers": self.bootstrap,
-                        "logger": _quiet(),
-                        "socket.timeout.ms": 3000,
-                    }
-                )
+                # AdminClient's stub types the values str/int/float/bool; it takes a logger as every client
+                admin_conf: dict[str, Any] = {
+                    **client_security(),
+                    "bootstrap.servers": self.bootstrap,
+                    "logger": _quiet(),
+                    "socket.timeout.ms": 3000,
+                }
+                admin = AdminClient(admin_conf)
                 md = admin.list_topics(timeout=3)
                 h.brokers = [f"{b.id}@{b.host}:{b.port}" for b in md.brokers.values()]
                 c = Consumer(

@@ -1,26 +1,7 @@
 """Authorizer benchmark: broker CPU per produced message with StandardAuthorizer and 1,000 ACLs
-on, against the same broker with no authorizer (issue 18: goal <= 1.1x).
+on, against the same broker with no authorizer (goal: <= 1.1x).
 
-1. **End to end**: two brokers from this checkout run at once, each with a SASL_PLAINTEXT
-   listener (SCRAM-SHA-256) where the producer logs in as ``User:bench``: ``off`` has no
-   authorizer, ``on`` has ``authorizer.class.name`` = Kafka's StandardAuthorizer and 1,000 ACLs
-   (created through CreateAcls by the super user before the phases: ``bench``'s produce
-   permission on the stream prefix ``bench.``, and 998 others, literal, prefixed, DENY and
-   wildcard, for other users, topics, groups, some on names next to ``bench.t``). Both log in
-   the same way, so what differs is the authorization of each request. confluent-kafka produces
-   ``--count`` 100-byte records to ``bench.t`` (3 partitions), acks=1, uncompressed, in two
-   shapes: ``batched`` (linger 5 ms, 1 MB batches: the demo's producers) and ``small`` (linger
-   0, at most 10 records a batch: many requests, where a per-request check shows most). The
-   order of the systems rotates per repetition. Figures per system and shape: msgs/s and
-   broker CPU µs per message above its rest (until idle after the phase), medians with min/max;
-   the ratio on/off of the medians, goal <= 1.1.
-2. **In process**: ``StandardAuthorizer.authorize`` with the same 1,000 ACLs, uncached (µs per
-   decision), and a connection's ``DecisionCache`` hit (what the produce path pays per topic
-   and request once the first decision is made).
-
-Usage::
-
-    python -m load.bench_authorizer --json load/results/authorizer-$(date +%F).json [--quick]
+How it measures, in full: ``docs/benchmarks.md``, "bench authorizer".
 """
 
 from __future__ import annotations
@@ -32,9 +13,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
-from deploy.local.process import BrokerProcess, free_port, sftraffic
 from framework.security.authorizer import (
     AclBinding,
     AclOperation,
@@ -45,11 +23,12 @@ from framework.security.authorizer import (
 )
 from framework.security.principal import KafkaPrincipal
 from framework.security.stream_permissions import bindings
-from load.harness.kafka import EndOffsets, producer, quiet_logger
+from load.harness.kafka import EndOffsets, produce_blocking, producer, quiet_logger
 from load.harness.procfs import Interference, PhaseCpu, probe, rest_cores
-from load.harness.report import document, goal, log, parser, print_footer, print_goals, sized, table
-from load.harness.runner import Processes, rotation, run_main
-from load.harness.stats import median, spread
+from load.harness.report import document, goal, log
+from load.harness.runner import Processes, rotation
+from load.harness.stats import median, rounded, spread
+from testing import BrokerProcess, free_port, sftraffic
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 MECH = "SCRAM-SHA-256"
@@ -135,20 +114,28 @@ class Broker:
         return probe(self.proc.pid)()
 
     def prepare(self, acls: list[AclBinding]) -> None:
-        from confluent_kafka import admin as k
+        from confluent_kafka.admin import (  # type: ignore[attr-defined]
+            AclBinding,
+            AclOperation,
+            AclPermissionType,
+            AdminClient,
+            NewTopic,
+            ResourcePatternType,
+            ResourceType,
+        )
 
-        a = k.AdminClient({**sasl_conf(self.bootstrap, "admin"), "logger": quiet_logger()})
-        a.create_topics([k.NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+        a = AdminClient({**sasl_conf(self.bootstrap, "admin")}, logger=quiet_logger())
+        a.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
         if self.name == "on":
             kacls = [
-                k.AclBinding(
-                    k.ResourceType[b.resource_type.name],
+                AclBinding(
+                    ResourceType[b.resource_type.name],
                     b.name,
-                    k.ResourcePatternType[b.pattern_type.name],
+                    ResourcePatternType[b.pattern_type.name],
                     b.principal,
                     b.host,
-                    k.AclOperation[b.operation.name],
-                    k.AclPermissionType[b.permission.name],
+                    AclOperation[b.operation.name],
+                    AclPermissionType[b.permission.name],
                 )
                 for b in acls
             ]
@@ -166,15 +153,9 @@ def measure(b: Broker, shape: str, count: int) -> dict[str, Any]:
     before = EndOffsets(b.proc.bootstrap, [TOPIC], PARTITIONS).total()
     noise = Interference([b.proc.pid])
     phase = PhaseCpu(b.cpu, rest=b.rest)
-    produce = p.produce
     t0 = time.perf_counter()
     for _ in range(count):
-        while True:
-            try:
-                produce(TOPIC, VALUE)
-                break
-            except BufferError:
-                p.poll(0.005)
+        produce_blocking(p, TOPIC, VALUE)
     undelivered = p.flush(max(60.0, count / 5_000))
     seconds = time.perf_counter() - t0
     phase.client_done()
@@ -188,14 +169,10 @@ def measure(b: Broker, shape: str, count: int) -> dict[str, Any]:
         "msgs_s": round(count / seconds),
         "broker_cpu_s": None if cpu_s is None else round(cpu_s, 3),
         "broker_cpu_us_per_msg": None if us is None else round(us, 3),
-        "broker_cpu_us_per_msg_above_rest": _r(phase.above_rest(count)),
-        "others_busy_share": _r(noise.share()),
+        "broker_cpu_us_per_msg_above_rest": rounded(phase.above_rest(count)),
+        "others_busy_share": rounded(noise.share()),
         "errors": len(failures) + undelivered + abs(stored - count),
     }
-
-
-def _r(v: float | None, digits: int = 3) -> float | None:
-    return None if v is None else round(v, digits)
 
 
 def in_process(acls: list[AclBinding], calls: int) -> dict[str, Any]:
@@ -223,10 +200,7 @@ def in_process(acls: list[AclBinding], calls: int) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    cfg = sized(
-        args,
-        {"count": (3_000_000, 500_000, 300_000), "reps": (5, 2, 1), "small_count": (300_000, 60_000, 20_000)},
-    )
+    cfg = dict(args.sizes)
     doc = document("authorizer", args, cfg | {"acls": ACLS, "shapes": SHAPES, "producer": PRODUCER})
     acls = acl_set()
     doc["in_process"] = in_process(acls, 200_000 if cfg["reps"] > 1 else 20_000)
@@ -265,55 +239,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if r["system"] == "off" and r["shape"] == shape
         )
         ratio = on / off if on is not None and off else None
-        row["cpu_ratio_on_off"] = _r(ratio)
+        row["cpu_ratio_on_off"] = rounded(ratio)
         doc["summary"][shape] = row
         doc["goals"].append(
-            goal(f"broker CPU/msg on/off ({shape})", _r(ratio), GOAL_RATIO, "x", higher=False)
+            goal(f"broker CPU/msg on/off ({shape})", rounded(ratio), GOAL_RATIO, "x", higher=False)
         )
     return doc
 
 
-def render(doc: dict[str, Any], console: Console) -> None:
-    ip = doc["in_process"]
-    console.print(
-        f"in process, {ip['acls']} ACLs: authorize {ip['authorize_uncached_us']} µs uncached, "
-        f"{ip['decision_cache_hit_us']} µs from a connection's cache"
-    )
-    rows = []
-    for shape, row in doc.get("summary", {}).items():
-        for name in SYSTEMS:
-            m, c = row[name]["msgs_s"], row[name]["broker_cpu_us_per_msg"]
-            rows.append(
-                (
-                    shape,
-                    name,
-                    f"{m['median']:,.0f} ({m['min']:,.0f}-{m['max']:,.0f})" if m else "n/a",
-                    f"{c['median']:.2f} ({c['min']:.2f}-{c['max']:.2f})" if c else "n/a",
-                    "" if name == "off" else str(row["cpu_ratio_on_off"]),
-                )
-            )
-    console.print(
-        table(
-            "authorizer off/on (medians, min-max)", "shape|system|>msgs/s|>broker CPU µs/msg|>on/off", *rows
-        )
-    )
-    print_goals(console, doc.get("goals", []))
-    print_footer(console, doc)
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = parser(
-        "authorizer",
-        __doc__,
-        "500k/60k messages, 2 repetitions",
-        "300k/20k messages, 1 repetition (a test of the benchmark)",
-        ("--count", int, "messages per batched phase"),
-        ("--small-count", int, "messages per small-batch phase"),
-        ("--reps", int, "repetitions"),
-    )
-    args = p.parse_args(argv)
-    return run_main(lambda: run(args), render, args.json, name="bench_authorizer")
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from load.scenarios import main
+
+    raise SystemExit(main("authorizer"))

@@ -1,24 +1,6 @@
-"""Decode rate of the Spark data source's Python workers, Avro against JSON (issue 20: Avro ≥ JSON).
+"""Decode rate of the Spark data source's Python workers, Avro against JSON (goal: Avro ≥ JSON).
 
-Real fleet traffic events (``SensorFleet``, 10,000 sensors, a weekday morning) are encoded
-both ways the fleet sends them: JSON (msgspec, ``--format json``) and Confluent-framed Avro
-(:class:`sensors.avro.AvroEncoder`'s compiled encoder, ``--format avro``). Each list is then
-decoded by the data source's own code, batch by batch as ``pipelines.source.read_range`` does
-(``BATCH_ROWS`` values per call): ``JsonValues.column`` for ``valueFormat=json`` and
-``AvroValues.column`` for ``valueFormat=avro``, both with the correlation job's pruned
-``valueSchema`` and required fields, Avro with the job's reader schema (``valueAvroSchema``).
-The writer's schema is put in the source's per-worker cache beforehand (what its first fetch
-from the registry leaves there), so no registry runs. Formats alternate, ``--reps`` times; a
-rate is events / CPU seconds of this process (``time.process_time``: other work on the machine
-does not count). ``avro_v1_v2`` is every other event written with the v2 schema (two schema
-ids in every batch, the evolution story); ``avro_per_record`` is the same Avro decoded record
-by record (the source's path for the values of a damaged batch, JSON values among Avro, and its
-only path before the columnar decoder). Figures: per format the median with min and max, the ratio
-Avro/JSON of the medians (goal ≥ 1.0) and µs per event.
-
-Usage::
-
-    python -m load.bench_avro_decode --json load/results/avro-decode-$(date +%F).json [--quick]
+How it measures, in full: ``docs/benchmarks.md``, "bench avro-decode".
 """
 
 from __future__ import annotations
@@ -28,15 +10,12 @@ import json
 import time
 from typing import Any
 
-from rich.console import Console
-
-from load.harness.report import document, goal, log, parser, print_footer, print_goals, sized, table
-from load.harness.runner import run_main
+from load.harness.report import document, goal, log
 from load.harness.stats import spread
 
 GOAL_RATIO = 1.0
 # avro: the source's path for Avro values (each schema id's columns at once); avro_per_record:
-# its path for the values that one does not cover (damage, JSON among Avro), the only one before
+# its path for the values that one does not cover (damage, JSON among Avro)
 FORMATS = ("json", "avro", "avro_v1_v2", "avro_per_record")
 REGISTRY = "http://127.0.0.1:9"
 SCHEMA_ID = 7
@@ -59,12 +38,12 @@ def events(n: int, seed: int = 5) -> list[dict[str, Any]]:
 
 def decoders() -> tuple[Any, Any]:
     """The source's decoders for traffic as the correlation job configures them (json, avro)."""
-    from pipelines import schemas, source, transforms
+    from pipelines import source, spark_schemas, transforms
     from pipelines.jobs import TRAFFIC_FIELDS
     from sensors.avro import TRAFFIC, TRAFFIC_V2
 
-    vs = transforms.pruned(schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED, TRAFFIC_FIELDS).json()
-    required = schemas.TRAFFIC_REQUIRED
+    vs = transforms.pruned(spark_schemas.TRAFFIC, spark_schemas.TRAFFIC_REQUIRED, TRAFFIC_FIELDS).json()
+    required = spark_schemas.TRAFFIC_REQUIRED
     source.remember_writer_schema(REGISTRY, SCHEMA_ID, TRAFFIC)
     source.remember_writer_schema(REGISTRY, SCHEMA_ID_V2, TRAFFIC_V2)
     return (
@@ -86,7 +65,7 @@ def encoded(evs: list[dict[str, Any]]) -> dict[str, list[bytes]]:
     return {
         "json": [enc(e) for e in evs],
         "avro": [avro(e) for e in evs],
-        # v1 and v2 producers side by side (issue 20's evolution story), every other event
+        # v1 and v2 producers side by side (a schema evolving), every other event
         "avro_v1_v2": [(v2 if i % 2 else avro)({**e, "road_surface": "wet"}) for i, e in enumerate(evs)],
     }
 
@@ -102,7 +81,7 @@ def decode_all(dec: Any, values: list[bytes], batch: int) -> int:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from pipelines.source import BATCH_ROWS
 
-    cfg = sized(args, {"events": (400_000, 200_000, 20_000), "reps": (5, 3, 1)})
+    cfg = dict(args.sizes)
     cfg["batch_rows"] = BATCH_ROWS
     doc = document("avro_decode", args, cfg)
     log(f"{cfg['events']:,} fleet traffic events, encoded as JSON and Avro")
@@ -139,44 +118,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return doc
 
 
-def render(doc: dict[str, Any], console: Console) -> None:
-    rows = []
-    for fmt in FORMATS:
-        s = doc["events_per_cpu_s"][fmt]
-        rows.append(
-            (
-                fmt,
-                f"{s['median']:,.0f}",
-                f"{s['min']:,.0f}",
-                f"{s['max']:,.0f}",
-                s["n"],
-                doc["us_per_event"][fmt],
-                doc["bytes_per_event"][fmt if fmt in doc["bytes_per_event"] else "avro"],
-            )
-        )
-    console.print(
-        table(
-            f"data source decode, traffic, {doc['config']['batch_rows']:,} values a batch",
-            "format|>events/CPU s (median)|>min|>max|>n|>µs/event|>bytes/event",
-            *rows,
-        )
-    )
-    print_goals(console, doc.get("goals", []))
-    print_footer(console, doc)
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = parser(
-        "avro_decode",
-        __doc__,
-        "200k events, 3 repetitions",
-        "20k events, one repetition (a test of the benchmark)",
-        ("--events", int, "traffic events decoded per format and repetition"),
-        ("--reps", int, "repetitions (formats alternate)"),
-    )
-    args = p.parse_args(argv)
-    return run_main(lambda: run(args), render, args.json, name="bench_avro_decode")
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from load.scenarios import main
+
+    raise SystemExit(main("avro-decode"))

@@ -1,42 +1,7 @@
 """Broker benchmark: our broker and the Kafka-API peers that install here, side by side, in one
 run, with identical client settings (confluent-kafka on 127.0.0.1, 100-byte values).
 
-Figures per system (medians over the repetitions, with their spread; repetitions are
-interleaved across systems and those disturbed by other processes on the machine are left out,
-see :class:`load.harness.procfs.Interference`):
-
-* produce throughput with acks=1 and acks=all (-1): msgs/s and MB/s of values (10^6 bytes);
-* consume throughput from offset 0 with ``assign()`` (no group), assign() to last message, with
-  the client's default fetch settings (``consume``, what a new user gets), with the defaults but
-  ``fetch.queue.backoff.ms=10`` (``consume_short_backoff``) and with the tuned settings of the
-  reference harness (``consume_tuned``), each on the topic of produce acks=1. With the defaults
-  librdkafka stops fetching for 1 s (``fetch.queue.backoff.ms``) whenever 100,000 messages
-  (``queued.min.messages``) wait in its queue, i.e. whenever the broker runs 100k messages ahead
-  of the application: that stall, not the broker, sets the pace of ``consume`` on a fast broker,
-  and ``consume_short_backoff`` shows the same client without it;
-* produce latency at a fixed rate (10k msgs/s): p50/p99 of librdkafka's ``msg.latency()``
-  (produce() call to delivery report), with acks=1 and acks=all;
-* broker CPU time per message (user+system from /proc/PID/stat) over each throughput phase and
-  whatever the broker still does after it until idle (noida-db works on for seconds).
-  On a 2-core machine the Python client saturates before a fast broker does, so this is the
-  fair efficiency figure; throughput is partly a measure of the client;
-* broker RSS on a fresh instance, idle and after creating a 1,000-partition topic and
-  producing a little to each partition.
-
-Usage::
-
-    python -m load.bench_broker                      # full run: ours, tansu, noida
-    python -m load.bench_broker --quick --json out.json
-    python -m load.bench_broker --bootstrap 127.0.0.1:9092 --broker-pid 1234 --peers none
-    python -m load.bench_broker --peers none --baseline-src /tmp/baseline   # before/after a change
-
-``--baseline-src DIR`` (or ``--peers ours@DIR``) adds ``ours-baseline``: our broker run from
-another checkout (a ``git worktree`` of an older commit), reported next to ``ours`` with the
-ratios ``ours/ours-baseline``.
-
-The ``measure_*`` functions take a bootstrap string, a :class:`BenchConfig` and an optional CPU
-probe, so they run against any broker; their client settings are the module's
-``PRODUCER_SETTINGS`` / ``CONSUMER_SETTINGS``.
+How it measures, in full: ``docs/benchmarks.md``, "bench broker".
 """
 
 from __future__ import annotations
@@ -58,10 +23,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from load.harness import procfs
-from load.harness.kafka import create_topic, delete_topic, producer, quiet_logger
+from load.harness.kafka import create_topic, delete_topic, produce_blocking, producer, quiet_logger
 from load.harness.procfs import BUSY_SHARE, IDLE_WINDOW_S, SETTLE_S, CpuProbe, Interference, PhaseCpu
-from load.harness.report import log, machine_info, parser, print_footer, print_goals, table, verdict
-from load.harness.runner import rotation, run_main
+from load.harness.report import log, machine_info, print_footer, print_goals, table, verdict
+from load.harness.runner import rotation
 from load.harness.stats import median, percentile, spread
 from load.peers import PEERS, ExternalLauncher, Launcher, OursLauncher, Server, parse_peers
 
@@ -171,10 +136,10 @@ class Latency:
     ) -> Latency:
         """From the latencies ``ms`` of ``n`` messages sent at ``cfg.latency_rate`` over ``sent_s``."""
         _, per_msg, after = cpu.settle(n, SETTLE_S, cfg.idle_window_s)
-        head = [acks, cfg.latency_rate, n / sent_s if sent_s > 0 else 0.0, n, len(ms), errors]
-        return cls(
-            *head, *[percentile(ms, q) for q in (50, 90, 99, 99.9)], max(ms, default=None), per_msg, after
-        )
+        p50, p90, p99, p999 = (percentile(ms, q) for q in (50, 90, 99, 99.9))
+        rate = n / sent_s if sent_s > 0 else 0.0
+        head = (acks, cfg.latency_rate, rate, n, len(ms), errors)
+        return cls(*head, p50, p90, p99, p999, max(ms, default=None), per_msg, after)
 
 
 @dataclass
@@ -215,15 +180,6 @@ def _warm_up(p: Producer, topic: str, partition: int) -> None:
         raise TimeoutError("warm-up message not delivered in 30 s")
 
 
-def _produce_blocking(p: Producer, topic: str, value: bytes, partition: int) -> None:
-    while True:
-        try:
-            p.produce(topic, value, partition=partition)
-            return
-        except BufferError:
-            p.poll(0.005)  # local queue full: let librdkafka send and serve delivery reports
-
-
 # -- measurements (each takes a bootstrap string) ------------------------------------------------
 def measure_produce(
     bootstrap: str,
@@ -245,7 +201,7 @@ def measure_produce(
         try:
             produce(topic, value, partition=partition)
         except BufferError:
-            _produce_blocking(p, topic, value, partition)
+            produce_blocking(p, topic, value, partition=partition)
     undelivered = p.flush(max(60.0, count / 10_000))
     seconds = time.perf_counter() - t0
     phase.client_done()
@@ -375,7 +331,7 @@ def measure_partitions_rss(bootstrap: str, topic: str, cfg: BenchConfig, pid: in
     t1 = time.perf_counter()
     for part in range(partitions):
         for _ in range(cfg.per_partition):
-            _produce_blocking(p, topic, value, part)
+            produce_blocking(p, topic, value, partition=part)
     errors = len(failures) + p.flush(120)
     produce_s = time.perf_counter() - t1
     time.sleep(1.0)  # let lazily allocated buffers and background tasks settle
@@ -745,7 +701,7 @@ GOALS: tuple[tuple[str, str, float, bool, str | None], ...] = (
 )
 
 
-def run(primary: Launcher, peers: list[Launcher], cfg: BenchConfig) -> dict[str, Any]:
+def compare(primary: Launcher, peers: list[Launcher], cfg: BenchConfig) -> dict[str, Any]:
     """Benchmark ``primary`` and ``peers`` side by side; returns the JSON document."""
     info = machine_info("load.bench_broker")
     t0 = time.perf_counter()
@@ -883,50 +839,34 @@ def render(doc: dict[str, Any], console: Console) -> None:
     print_footer(console, doc)
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = parser(
-        "broker",
-        "Benchmark our broker against Kafka-API peers (Tansu, noida-db) on 127.0.0.1.",
-        "small counts for CI (under a minute)",
-        None,
-        (
-            "--peers",
-            "tansu,noida",
-            "comma-separated: tansu, noida, kafka, ours@DIR (see --baseline-src), or 'none'",
-        ),
-        ("--baseline-src", str, "also run our broker from the checkout DIR as ours-baseline (before/after)"),
-        ("--count", int, "messages per produce phase (default 1,000,000; quick 50,000)"),
-        ("--reps", int, "repetitions of the throughput phases (default 3; quick 1)"),
-        ("--bootstrap", str, "HOST:PORT: measure this already-running broker instead of ours"),
-        ("--broker-pid", int, "with --bootstrap: pid of that broker here, for CPU and RSS figures"),
-    )
-    args = p.parse_args(argv)
+def check(args: argparse.Namespace, error: Callable[[str], Any]) -> None:
+    """``--peers`` into ``peer_names`` and ``baselines`` (ours@DIR, --baseline-src)."""
     try:
         names = parse_peers(args.peers, [*PEERS, "ours@DIR"])
     except ValueError as exc:
-        p.error(str(exc))
+        error(str(exc))
     args.peer_names = [n for n in names if not n.startswith("ours@")]
     args.baselines = [n.split("@", 1)[1] for n in names if n.startswith("ours@")]
     args.baselines += [args.baseline_src] if args.baseline_src else []
     if len(args.baselines) > 1:
-        p.error("one baseline checkout at a time (ours@DIR / --baseline-src)")
-    if args.broker_pid is not None and not args.bootstrap:
-        p.error("--broker-pid needs --bootstrap")
-    return args
+        error("one baseline checkout at a time (ours@DIR / --baseline-src)")
+    if args.broker_pid is not None and not args.external:
+        error("--broker-pid needs --external")
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    primary = ExternalLauncher(args.bootstrap, args.broker_pid) if args.bootstrap else OursLauncher()
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    primary = ExternalLauncher(args.external, args.broker_pid) if args.external else OursLauncher()
     peers = [OursLauncher(src) for src in args.baselines] + [PEERS[n]() for n in args.peer_names]
+    return compare(primary, peers, BenchConfig.of(args.quick, args.count, args.reps))
 
-    def ok(doc: dict[str, Any]) -> bool:  # peers that fail are reported, not fatal
-        main_report = doc["systems"][primary.name]
-        return bool(main_report["available"] and not main_report["errors"])
 
-    cfg = BenchConfig.of(args.quick, args.count, args.reps)
-    return run_main(lambda: run(primary, peers, cfg), render, args.json, ok, "bench_broker")
+def ok(doc: dict[str, Any]) -> bool:
+    """Peers that fail are reported, not fatal."""
+    main_report = doc["systems"][doc["primary"]]
+    return bool(main_report["available"] and not main_report["errors"])
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from load.scenarios import main
+
+    raise SystemExit(main("broker"))

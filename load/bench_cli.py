@@ -1,24 +1,9 @@
 """``sftraffic bench``: our event store side by side with its peers, in one run, one table.
 
-What is measured (all on 127.0.0.1, 100-byte values; details in each module's docstring):
-
-* Kafka-API brokers (:mod:`load.bench_broker`, confluent-kafka): ours (or ``--bootstrap``, an
-  already running Apache Kafka / Redpanda / ...), Tansu and noida-db: produce msgs/s with
-  acks=1 and acks=all, consume msgs/s, p99 produce latency at 10k msgs/s, broker CPU µs/msg;
-* stream stores (:mod:`load.bench_streams`): Redis Streams (XADD pipelines / XREADGROUP+XACK)
-  and NATS JetStream (publish_async / pull consumer), the same figures;
-* the MQTT edge (:mod:`load.bench_mqtt`): Mosquitto's own QoS 1 publish rate vs our gateway
-  path (devices → Mosquitto → ``sftraffic gateway`` → store, timed until stored).
-
-Peers that are not installed are reported in one line each and skipped. The JSON document has
-per system ``produce_msgs_s``, ``produce_acksall_msgs_s``, ``consume_msgs_s``, ``p99_ms`` (at
-the fixed rate) and server CPU, per peer our ratios (ours/peer: produce, consume, p99,
-produce_acksall), the goals, and every module's detailed results under ``details``. Next to the
-JSON, ``FILE`` with ``.png`` is its chart (:mod:`load.harness.chart`: one panel per figure, one bar
-per system, ratios ours/peer; ``python -m load.harness.chart FILE`` redraws it).
-
 Exit code 0 when our system ran (goals are reported, not asserted), 1 when it failed, 2 for a
 bad command line, 130 when interrupted.
+
+How it measures, in full: ``docs/benchmarks.md``, "bench (side by side)".
 """
 
 from __future__ import annotations
@@ -32,6 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from deploy.local.external import add_external
 from framework.cli.common import require_modules
 
 # the gateway path of "our system": a paho publisher, the fleet's sensor events (numpy, msgspec)
@@ -49,6 +35,7 @@ PRODUCE_GOALS: tuple[tuple[str, float], ...] = (
     ("nats", 10.0),
 )
 GATEWAY_GOAL = 1.0
+RESULTS = Path(__file__).resolve().parent / "results"  # not in git: docs/benchmarks.md is the record
 
 LABELS = {
     "ours": "sftraffic (ours)",
@@ -62,28 +49,39 @@ LABELS = {
 }
 
 
+EPILOG = """\
+examples:
+  sftraffic bench --quick --json bench.json        # ours and every installed peer, about a minute
+  sftraffic bench --external 127.0.0.1:9092 --broker-pid "$(pgrep -f kafka.Kafka)" --peers none"""
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "bench",
         help="benchmark the store side by side with Tansu, noida-db, Redis, NATS, Mosquitto",
         description="Benchmark our store and gateway side by side with the peers installed here "
         "(127.0.0.1 only); prints one comparison table and the goals.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--quick", action="store_true", help="tiny counts, about a minute (CI)")
     p.add_argument(
         "--json", metavar="FILE", help="write all results as JSON to FILE, and their chart to FILE with .png"
     )
     p.add_argument(
-        "--peers", default=",".join(ALL_PEERS), help="comma-separated peers, or 'none' (default: %(default)s)"
+        "--publish",
+        action="store_true",
+        help="write the table and the chart into docs/benchmarks.md and docs/img (JSON: load/results/)",
     )
     p.add_argument(
-        "--bootstrap",
-        "-b",
-        metavar="HOST:PORT",
-        help="run the Kafka benchmark (and the gateway path) against this already running "
-        "Kafka-compatible broker, e.g. Apache Kafka or Redpanda, instead of starting ours",
+        "--peers", default=",".join(ALL_PEERS), help="comma-separated peers, or 'none' (default: %(default)s)"
     )
-    p.add_argument("--broker-pid", type=int, help="with --bootstrap: its pid here, for CPU figures")
+    add_external(
+        p,
+        aliases=("--bootstrap", "-b"),
+        what=": the Kafka benchmark and the gateway path measure it (PLAINTEXT; e.g. Apache Kafka, Redpanda)",
+    )
+    p.add_argument("--broker-pid", type=int, help="with --external: its pid here, for CPU figures")
     p.add_argument(
         "--count", type=int, help="messages per Kafka produce phase (default 1,000,000; quick 50,000)"
     )
@@ -94,6 +92,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="seconds of every latency phase, Kafka and stream stores (default 10; quick 2)",
     )
     p.set_defaults(func=run)
+    from load.scenarios import SCENARIOS, fill, prepare
+    from load.scenarios import run as run_scenario
+
+    title = "one benchmark alone (default: all side by side)"
+    names = p.add_subparsers(dest="name", metavar="SCENARIO", title=title)
+    for s in SCENARIOS:
+        one = fill(names.add_parser(s.name, help=s.help, description=f"Benchmark: {s.help}."), s)
+        one.set_defaults(func=lambda args, one=one: run_scenario(prepare(args, one.error)))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,9 +111,21 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"sftraffic bench: {exc}", file=sys.stderr)
         return 2
-    if args.broker_pid is not None and not args.bootstrap:
-        print("sftraffic bench: --broker-pid needs --bootstrap", file=sys.stderr)
+    if args.broker_pid is not None and not args.external:
+        print("sftraffic bench: --broker-pid needs --external", file=sys.stderr)
         return 2
+    from deploy.local import external
+    from framework.errors import StoreError
+
+    try:  # a bad --external address, no broker there: one line before anything is measured
+        conn = external.external_connection(args)
+        if conn is not None:
+            external.check(conn)
+    except StoreError as exc:
+        print(f"sftraffic bench: {exc.message}", file=sys.stderr)
+        return 2
+    if args.publish and not args.json:
+        args.json = str(RESULTS / f"bench-{time.strftime('%Y-%m-%d')}.json")
     code = run_main(
         lambda: run_bench(args, peers), render, args.json, lambda doc: doc["ok"], "sftraffic bench"
     )
@@ -115,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
         from load.harness.chart import write_next_to
 
         write_next_to(args.json)
+        if args.publish:
+            publish(args.json)
     return code
 
 
@@ -130,17 +150,20 @@ def run_bench(args: argparse.Namespace, peers: list[str]) -> dict[str, Any]:
     reps = args.reps or (1 if quick else 3)
     latency = {"latency_seconds": args.latency_seconds} if args.latency_seconds else {}
     kcfg = bench_broker.BenchConfig.of(quick, args.count, reps, rss_phase=not quick, **latency)
-    small = {"count": 20_000, "nats_count": 20_000, "latency_seconds": 2.0, "idle_window_s": 0.5}
+    small: dict[str, Any] = {
+        "count": 20_000,
+        "nats_count": 20_000,
+        "latency_seconds": 2.0,
+        "idle_window_s": 0.5,
+    }
     scfg = bench_streams.StreamsConfig(reps=reps, quick=quick, **((small if quick else {}) | latency))
     small = {"count": 3_000, "sensors": 500, "idle_window_s": 0.5, "store_timeout_s": 60.0}
     mcfg = bench_mqtt.MqttConfig(reps=reps, quick=quick, **(small if quick else {}))
-    primary: Launcher = (
-        ExternalLauncher(args.bootstrap, args.broker_pid) if args.bootstrap else OursLauncher()
-    )
+    primary: Launcher = ExternalLauncher(args.external, args.broker_pid) if args.external else OursLauncher()
 
     kafka_names = [n for n in peers if n in KAFKA_PEERS]
     log(f"[bold]Kafka API[/bold]: {primary.name} + {', '.join(kafka_names) or 'no peer'}")
-    kafka = bench_broker.run(primary, [PEERS[n]() for n in kafka_names], kcfg)
+    kafka = bench_broker.compare(primary, [PEERS[n]() for n in kafka_names], kcfg)
 
     streams: dict[str, Any] = {}
     if stream_names := [n for n in peers if n in STREAM_PEERS]:
@@ -154,7 +177,7 @@ def run_bench(args: argparse.Namespace, peers: list[str]) -> dict[str, Any]:
         log("[bold]MQTT edge[/bold]: Mosquitto alone vs the gateway path")
         with tempfile.TemporaryDirectory(prefix="sftraffic-bench-mqtt-") as tmp:
             try:
-                mrep = bench_mqtt.run_mqtt(mcfg, Path(tmp), args.bootstrap, args.broker_pid)
+                mrep = bench_mqtt.run_mqtt(mcfg, Path(tmp), args.external, args.broker_pid)
             except Exception as exc:  # a bug or an environment problem: report, keep the rest
                 msg = f"{type(exc).__name__}: {exc}"
                 mrep = bench_mqtt.MqttReport(config=asdict(mcfg), errors=[msg], gateway_errors=[msg])
@@ -383,3 +406,57 @@ def render(doc: dict[str, Any], console: Any) -> None:
     for line in doc["notes"]:
         console.print(f"[dim]• {escape(line)}[/dim]")
     print_footer(console, doc)
+
+
+# -- the docs page --------------------------------------------------------------------------
+def _short_version(version: str | None) -> str:
+    import re
+
+    found = re.search(r"(\d+)\.(\d+)", version or "")
+    return f" {found[1]}.{found[2]}" if found else ""
+
+
+def markdown(doc: dict[str, Any], image: str) -> str:
+    """The side-by-side section of the docs' benchmarks page: the run, its chart, its table."""
+    from load.harness.report import run_line
+
+    cfg, primary = doc["config"], doc["primary"]
+    k, s = cfg["kafka"], cfg["streams"]
+    busy = next((n.split(":")[0] for n in doc["notes"] if "measured phases ran while" in n), None)
+    head = f"{run_line(doc)}. {k['count']:,} messages of 100 bytes per Kafka phase (Redis {s['count']:,}, "
+    head += f"NATS {s['nats_count']:,}), {k['reps']} repetitions" + (f"; {busy}." if busy else ".")
+    shown = [n for n, x in doc["systems"].items() if x["ran"] and x["kind"] != "mqtt"]
+    alt = f"sftraffic bench, {run_line(doc).rsplit(', ', 1)[-1]}: "
+    alt += ", ".join(LABELS.get(n, n) for n in shown)
+    rows = [
+        "| system | stores | produce msgs/s | acks=all msgs/s | consume msgs/s | "
+        f"p99 ms @{k['latency_rate'] // 1000}k/s | server CPU µs/msg | "
+        f"{primary}/peer produce | consume | p99 | acks=all |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name in shown:
+        x, r = doc["systems"][name], doc["ratios"].get(f"{primary}/{name}", {})
+        label = LABELS.get(name, name) + ("" if name == primary else _short_version(x["version"]))
+        cells = [label, {True: "disk", False: "memory", None: ""}[x["persists"]]]
+        cells += [_num(x[f"{key}_msgs_s"], "msgs/s") for key in ("produce", "produce_acksall", "consume")]
+        cells += [_num(x["p99_ms"]), _num(x["server_cpu_us_per_msg_produce"])]
+        cells += [_num(r.get(key), "x") if r else "" for key in RATIOS]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join([head, "", f"![{alt}]({image})", "", *rows])
+
+
+def publish(json_path: str | Path, page: Path | None = None) -> Path:
+    """The run's chart into the page's img/ and its section of the docs' benchmarks page."""
+    import json
+    import re
+
+    from load.harness import chart, report
+
+    page = page or report.DOCS_PAGE
+    doc = json.loads(Path(json_path).read_text())
+    image = f"img/bench-{doc['machine']['started_at'][:10]}.png"
+    old = report.section(page.read_text(), "side-by-side") or ""
+    chart.render(doc, page.parent / image)
+    for link in set(re.findall(r"\]\((img/bench-[^)]+\.png)\)", old)) - {image}:
+        (page.parent / link).unlink(missing_ok=True)  # the previous run's chart
+    return report.publish("side-by-side", markdown(doc, image), page)

@@ -2,45 +2,9 @@
 by side on 127.0.0.1 (ours: ``ClusterProcesses``; Kafka: ``deploy.kafka.KafkaCluster(nodes=3)``,
 every node broker and controller, ``-Xmx1g`` each: 3 GiB of this 2-core, 24 GiB machine).
 
-**(a) Throughput.** Both clusters run at once. On each, a 6-partition topic with replication
-factor 3 and min.insync.replicas 2; one confluent-kafka producer writes N 100-byte values (200k;
-50k with ``--quick``; ``--count``) with acks=1, then N with acks=all and idempotence (linger
-5 ms, 1 MB batches), timed from the first produce call to the last acknowledgement. Each
-repetition (3; 2 with ``--quick``; ``--reps``) runs each figure on one system, then on the
-other, the order alternating by repetition (A B, B A, A B: ``load.harness.runner.rotation``).
-Per run also: the three brokers' CPU per message above what they use at rest (measured for 2 s
-before each repetition; Kafka's three JVMs use ~0.1 core doing nothing) and the share of the
-machine other processes used (the idle other cluster counts as "other"). Per system the median
-with min and max; ratios ours/kafka of the medians; goal (issue 17): RF3 acks=all >= 1.0x
-Kafka's 3-node cluster. Before the first repetition each system gets one unmeasured run of each
-figure (Kafka's JVMs are still compiling their hot paths: without it its first repetition ran at
-half the rate of its third). Then the same on a single broker of ours, for reference. Every broker,
-the follower fetchers and the client share the machine's two cores.
+Goals: RF3 acks=all throughput >= 1.0x Kafka's 3-node cluster; a SIGTERMed broker of ours exits within 5 s.
 
-**(b) Failover.** A producer writes at a fixed rate (2,000 msgs/s, acks=all, idempotent) to a
-3-partition topic; the broker leading partition 0 is SIGKILLed (a crash) or SIGTERMed (a stop:
-controlled shutdown hands its leaderships over). Figures: the longest gap between two
-consecutive acknowledgements of partition 0 (the unavailability a producer sees: for a crash,
-fencing after ``broker.session.timeout.ms`` + a new leader + the client's metadata refresh),
-and an audit: every acknowledged message is then read back (lost and duplicated counts, both
-must be 0). Runs: a crash with our default session timeout (3 s), ours only (Kafka's crash is
-measured with its own defaults, the next run: "n/a" in the JSON); a crash with Kafka's default
-(9 s), both; a stop with each one's defaults, both.
-
-**(c) Stopping under load.** While a producer writes (acks=all, idempotent), each broker in
-turn is sent SIGTERM and restarted, 20 times (5 with ``--quick``; ``--stops``), on both: the time
-from the signal to the process's exit (ours' goal: at most 5 s each; Kafka's is reported beside
-it), and whether it stopped cleanly (ours: exit code 0 and its "stopped cleanly" line; Kafka:
-143, the JVM's after its shutdown hook, and "[BrokerServer id=N] shut down completed").
-
-``--profile``: when ours misses the RF3 acks=all goal, one more acks=all run of ours (not
-measured) with py-spy on broker 1 (it leads 2 of the 6 partitions and follows the others); the
-JSON says where its time went. ``--phases`` picks phases, ``--no-kafka`` runs ours alone.
-
-Usage::
-
-    python -m load.bench_cluster [--quick] [--count N] [--reps N] [--stops N] [--profile]
-        [--phases throughput,failover,stopping] [--no-kafka] [--json FILE]
+How it measures, in full: ``docs/benchmarks.md``, "bench cluster".
 """
 
 from __future__ import annotations
@@ -56,17 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from deploy.kafka import KafkaCluster
-from deploy.local.process import BrokerProcess, ClusterProcesses, wait_for
-from load.harness.kafka import admin, create_topic, quiet_logger
+from load.harness.kafka import admin, create_topic, produce_blocking, quiet_logger
 from load.harness.procfs import Interference, PhaseCpu, probe, rest_cores
 from load.harness.profiler import Profiler
-from load.harness.report import document, goal, log, parser, print_footer, print_goals, sized, table
-from load.harness.runner import rotation, run_main
+from load.harness.report import document, goal, log
+from load.harness.runner import rotation
 from load.harness.stats import spread
 from load.peers import KafkaLauncher
+from testing import BrokerProcess, ClusterProcesses, wait_for
 
 SYSTEMS = ("ours", "kafka")
 PHASES = ("throughput", "failover", "stopping")
@@ -145,12 +107,7 @@ def _produce(bootstrap: str, topic: str, n: int, acks: str) -> float:
     value = b"x" * 100
     t0 = time.perf_counter()
     for i in range(n):
-        while True:
-            try:
-                p.produce(topic, value=value, key=str(i % 1000).encode(), on_delivery=cb)
-                break
-            except BufferError:
-                p.poll(0.01)
+        produce_blocking(p, topic, value, 0.01, key=str(i % 1000).encode(), on_delivery=cb)
     p.flush(120)
     dt = time.perf_counter() - t0
     if done[0] != n:
@@ -253,6 +210,30 @@ def ratios(summary: dict[str, Any]) -> dict[str, float | None]:
     return out
 
 
+def _read_back(bootstrap: str, group: str, acked: dict[bytes, int]) -> tuple[set[bytes], int]:
+    """Every key read back from the topic "fo" until the acknowledged ones are all in, and the
+    number of duplicates."""
+    from confluent_kafka import Consumer
+
+    conf = {"group.id": group, "auto.offset.reset": "earliest", "logger": quiet_logger()}
+    consumer = Consumer({"bootstrap.servers": bootstrap, **conf})
+    consumer.subscribe(["fo"])
+    seen: set[bytes] = set()
+    dup = 0
+
+    def all_seen() -> bool:
+        nonlocal dup
+        for m in consumer.consume(5000, 0.5):
+            if m.error() is None and (key := m.key()) is not None:
+                dup += key in seen
+                seen.add(key)
+        return all(k in seen for k in acked)
+
+    wait_for(all_seen, 90, 0, "every acknowledged message to be read back")
+    consumer.close()
+    return seen, dup
+
+
 def failover(
     root: Path,
     system: str,
@@ -262,7 +243,7 @@ def failover(
     seconds: float = 12.0,
 ) -> dict[str, Any]:
     """``session_ms``: the broker.session.timeout.ms to set, None for the system's default."""
-    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import Producer
 
     session = session_ms or (OURS_SESSION_MS if system == "ours" else KAFKA_SESSION_MS)
     overrides = {"broker.session.timeout.ms": session_ms} if session_ms else None
@@ -301,26 +282,7 @@ def failover(
         acks_p0.sort()
         gap = max((b - a for a, b in itertools.pairwise(acks_p0)), default=float("nan"))
         new_leader = client.list_topics("fo", timeout=10).topics["fo"].partitions[0].leader
-        conf = {
-            "group.id": f"audit-{how}-{session}",
-            "auto.offset.reset": "earliest",
-            "logger": quiet_logger(),
-        }
-        consumer = Consumer({"bootstrap.servers": c.bootstrap, **conf})
-        consumer.subscribe(["fo"])
-        seen: set[bytes] = set()
-        dup = 0
-
-        def all_seen() -> bool:
-            nonlocal dup
-            for m in consumer.consume(5000, 0.5):
-                if m.error() is None and (key := m.key()) is not None:
-                    dup += key in seen
-                    seen.add(key)
-            return all(k in seen for k in acked)
-
-        wait_for(all_seen, 90, 0, "every acknowledged message to be read back")
-        consumer.close()
+        seen, dup = _read_back(c.bootstrap, f"audit-{how}-{session}", acked)
         return {
             "system": system,
             "signal": "SIGTERM" if how == "term" else "SIGKILL",
@@ -429,7 +391,7 @@ def stopping(root: Path, system: str, times: int) -> dict[str, Any]:
 
 
 def run(args: Any) -> dict[str, Any]:
-    cfg = sized(args, {"count": (200_000, 50_000, None), "reps": (3, 2, None), "stops": (20, 5, None)})
+    cfg = dict(args.sizes)
     phases = [p.strip() for p in args.phases.split(",") if p.strip()]
     if unknown := set(phases) - set(PHASES):
         raise SystemExit(f"--phases: unknown {', '.join(sorted(unknown))}; known: {', '.join(PHASES)}")
@@ -469,81 +431,7 @@ def run(args: Any) -> dict[str, Any]:
     return doc
 
 
-def render(doc: dict[str, Any], console: Console) -> None:
-    if tp := doc.get("throughput"):
-        r = tp["ratios"]["ours/kafka"]
-
-        def cell(s: str, key: str, fmt: str = "{:,.0f}") -> str:
-            sp = tp["summary"].get(s, {}).get(key)
-            if not sp:
-                return "-"
-            return f"{fmt.format(sp['median'])} ({fmt.format(sp['min'])}-{fmt.format(sp['max'])})"
-
-        rows: list[tuple[Any, ...]] = [
-            (
-                f"RF3 acks={acks}",
-                s,
-                cell(s, f"{name}_msgs_s"),
-                cell(s, f"{name}_cluster_cpu_us_per_msg_above_rest", "{:.2f}"),
-                "" if s == "ours" else f"{r[name]}x" if r[name] is not None else "n/a",
-            )
-            for acks, name in FIGURES.items()
-            for s in tp["systems"]
-        ]
-        title = f"3-node clusters: {tp['messages']:,} x 100 B, {tp['repetitions']} reps alternating"
-        title += "; median (min-max)"
-        console.print(table(title, "figure|system|>msgs/s|>brokers µs/msg above rest|>ours/kafka", *rows))
-        if "single_acks1_msgs_s" in tp:
-            console.print(
-                f"ours, single broker: acks=1 {tp['single_acks1_msgs_s']:,} msgs/s, "
-                f"acks=all {tp['single_acks_all_msgs_s']:,} msgs/s"
-            )
-    if fo := doc.get("failover"):
-        rows = [
-            (
-                f["system"],
-                f["signal"],
-                "-" if "n/a" in f else f.get("broker_session_timeout_ms", ""),
-                "n/a" if "n/a" in f else "error" if "error" in f else f["partition0_unavailable_s"],
-                f.get("lost", ""),
-                f.get("duplicates", ""),
-            )
-            for f in fo
-        ]
-        console.print(table("failover", "system|signal|>session ms|>partition 0 silent s|>lost|>dup", *rows))
-        for f in fo:
-            if "n/a" in f:
-                console.print(f"{f['system']} {f['signal']}: {f['n/a']}")
-    for s, st in doc.get("stopping", {}).items():
-        console.print(
-            f"{s}: {st['stops']} SIGTERMs under load: exit after median {st['sigterm_to_exit_median_s']} s, "
-            f"max {st['sigterm_to_exit_max_s']} s; {st['stopped_cleanly']} stopped cleanly; "
-            f"{st['delivery_failures']} delivery failures"
-        )
-    for name, why in doc["not_run"].items():
-        console.print(f"[yellow]{name}: {why}[/yellow]")
-    for e in doc["errors"]:
-        console.print(f"[red]{e}[/red]")
-    print_goals(console, doc["goals"])
-    print_footer(console, doc)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parser(
-        "cluster",
-        __doc__,
-        "50k messages, 2 repetitions, 5 stops (instead of 200k, 3, 20)",
-        None,
-        ("--count", int, "messages per throughput run"),
-        ("--reps", int, "throughput repetitions (the order of the systems alternates)"),
-        ("--stops", int, "SIGTERMs per system in the stopping phase"),
-        ("--phases", ",".join(PHASES), "phases to run"),
-        ("--no-kafka", bool, "ours alone (Apache Kafka's columns n/a)"),
-        ("--profile", bool, "py-spy on our broker 1 in one more RF3 acks=all run when ours misses the goal"),
-    ).parse_args(argv)
-    code: int = run_main(lambda: run(args), render, args.json, name="bench_cluster")
-    return code
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from load.scenarios import main
+
+    raise SystemExit(main("cluster"))

@@ -1,39 +1,9 @@
 """Dashboard benchmark: how soon a sensor reading shows on the dashboard, and how fast the
 dashboard's Dash callbacks answer, with a live fleet of 10,000 sensors.
 
-Set-up, all on 127.0.0.1: a fresh broker of ours; the stream layout (``ensure_layout``) plus
-the Spark jobs' result topics; two hours of results as the Spark jobs would have written them
-(per-minute aggregates of the 116 segments, congestion alerts, weather, weather effects), so
-the charts have their usual content; the fleet, ``python -m framework.cli.main sensors --via
-kafka --sensors 10000 --speed 1`` (live speed, simulated clock starting at the latest weekday
-08:00 PST, so the load is a morning rush hour: ~2,600 events/s); and the dashboard, ``python
--m framework.cli.main dashboard --bootstrap ...`` (its own process, Flask/werkzeug server).
+Goals: (a) p95 <= 5 s; (b) p95 <= 100 ms.
 
-**(a) Reading to dashboard.** Marker readings (traffic events with a known speed) from sensors
-that exist only for the benchmark are produced into ``traffic_monitoring.traffic`` with the
-fleet's own producer settings (``sensors.publish.KafkaSink``: idempotent, acks=all, lz4,
-linger 20 ms, keyed by sensor id); ``/api/sensor/<id>`` is polled every 25 ms until it returns
-the marker. Latency = produce() call to the first poll that shows it (also noted: the store's
-acknowledgement). One marker at a time, 0.2-0.5 s apart; p50/p95/max over the markers.
-
-**(b) Callback latency.** The callbacks the page runs on every ``dcc.Interval`` tick are read
-from ``/_dash-dependencies`` and their inputs' values from ``/_dash-layout`` (the page's
-initial state: segment market-st-02, range 1h, all districts), so the request bodies are the
-ones the browser sends to ``POST /_dash-update-component``. Two ways:
-
-* as the page sends them: every 2 s (the page's interval) all tick callbacks at once, over 6
-  keep-alive connections (a browser's per-host limit); each request timed on its own;
-* one at a time: the same requests in turn, never two in flight (the server's cost alone).
-
-p50/p95/p99 over >= 200 requests each (full and --quick), per callback too. ``--profile DIR``
-samples the dashboard process with py-spy during the page-like phase and lists where the
-samples fall.
-
-Goals (from the issues): (a) p95 <= 5 s; (b) p95 <= 100 ms.
-
-Usage::
-
-    python -m load.bench_dashboard [--quick | --smoke] [--json FILE] [--profile DIR]
+How it measures, in full: ``docs/benchmarks.md``, "bench dashboard".
 """
 
 from __future__ import annotations
@@ -53,16 +23,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from dashboard.demo_data import iso, seed_results
-from deploy.local.process import ManagedProcess, free_port, wait_for
 from load.harness import procfs, services
 from load.harness.profiler import Profiler
-from load.harness.report import document, goal, loadavg, log, parser, print_goals, sized, table
-from load.harness.runner import Processes, run_main
-from load.harness.stats import percentile
+from load.harness.report import document, goal, loadavg, log
+from load.harness.runner import Processes
+from load.harness.stats import percentile, rounded
 from sensors.layout import STREAM
+from testing import ManagedProcess, free_port, wait_for
 
 SENSORS = 10_000
 PARTITIONS = 6
@@ -143,7 +111,8 @@ def measure_visibility(
         for i in range(markers):
             sid = f"bench-marker-{run_id}-{i:03d}"
             speed = round(20 + i * 0.731 + random.random() / 100, 3)
-            ev = MARKER | {"sensor_id": sid, "event_time": sim_clock(), "speed_kmh": speed}
+            sim_ms = sim_clock()
+            ev = MARKER | {"sensor_id": sid, "event_time": sim_ms, "speed_kmh": speed}
             acked: list[float] = []
 
             def on_delivery(err: Any, _msg: Any, acked: list[float] = acked) -> None:
@@ -151,9 +120,7 @@ def measure_visibility(
                     acked.append(time.monotonic())
 
             data, t0 = json.dumps(ev).encode(), time.monotonic()
-            sink.producer.produce(
-                topic, data, sid.encode(), timestamp=ev["event_time"], on_delivery=on_delivery
-            )
+            sink.producer.produce(topic, data, sid.encode(), timestamp=sim_ms, on_delivery=on_delivery)
             seen, polls = None, 0
             while time.monotonic() - t0 < timeout:
                 sink.producer.poll(0)
@@ -257,21 +224,17 @@ def _summary(calls: list[dict[str, Any]]) -> dict[str, Any]:
     for name in sorted({c["callback"] for c in calls}):
         ms = [c["ms"] for c in calls if c["callback"] == name and c["status"] in (200, 204)]
         size = [c["bytes"] for c in calls if c["callback"] == name]
-        per[name] = {"calls": len(ms), **{f"p{q}_ms": _r(percentile(ms, q)) for q in (50, 95)}}
+        per[name] = {"calls": len(ms), **{f"p{q}_ms": rounded(percentile(ms, q), 1) for q in (50, 95)}}
         per[name] |= {
-            "max_ms": _r(max(ms, default=None)),
+            "max_ms": rounded(max(ms, default=None), 1),
             "response_kb": round(statistics.mean(size) / 1024, 1),
         }
     out = {
         "calls": len(calls),
         "errors": len(calls) - len(ok),
-        **{f"p{q}_ms": _r(percentile(ok, q)) for q in (50, 95, 99)},
+        **{f"p{q}_ms": rounded(percentile(ok, q), 1) for q in (50, 95, 99)},
     }
-    return out | {"max_ms": _r(max(ok, default=None)), "per_callback": per}
-
-
-def _r(x: float | None) -> float | None:
-    return round(x, 1) if x is not None else None
+    return out | {"max_ms": rounded(max(ok, default=None), 1), "per_callback": per}
 
 
 def measure_callbacks(
@@ -320,7 +283,7 @@ def measure_callbacks(
     page_s = time.monotonic() - t_start
     cpu1 = procfs.cpu_seconds(dash_pid)
     out["page"] = _summary(page_calls) | {"ticks": ticks}
-    out["page"] |= {f"all_callbacks_of_a_tick_p{q}_ms": _r(percentile(tick_ms, q)) for q in (50, 95)}
+    out["page"] |= {f"all_callbacks_of_a_tick_p{q}_ms": rounded(percentile(tick_ms, q), 1) for q in (50, 95)}
     out["page"]["dashboard_cores"] = round((cpu1 - cpu0) / page_s, 2)
     if profiler is not None:
         out["profile"] = profiler.summary()
@@ -338,14 +301,11 @@ def measure_callbacks(
 
 
 # -- orchestration -------------------------------------------------------------------------------
-SIZES = {"markers": (40, 20, 5), "ticks": (40, 15, 3), "rounds": (30, 15, 2)}  # full, --quick, --smoke
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from sensors.cli import parse_start
     from sensors.layout import ensure_layout
 
-    markers, ticks, rounds = sized(args, SIZES).values()
+    markers, ticks, rounds = dict(args.sizes).values()
     seed_minutes = 10 if args.smoke else 120
     sim_start = rush_hour_start() if args.start == "rush" else parse_start(args.start)
     lookback_h = max(3, int((time.time() * 1000 - sim_start + seed_minutes * 60_000) / 3_600_000) + 2)
@@ -371,65 +331,80 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             fleet_args = (
                 f"--sensors {SENSORS} --speed 1 --start {iso(sim_start)} --partitions {PARTITIONS} --quiet"
             )
-            fleet = children["fleet"] = running.add(services.fleet(b, *fleet_args.split())).launch()
+            children["fleet"] = running.add(services.fleet(b, *fleet_args.split())).launch()
             wall0 = time.time()
             port = free_port()
-            dash = children["dashboard"] = running.add(
-                services.dashboard(b, port, "--lookback", f"{lookback_h}h")
-            ).launch()
+            dash = running.add(services.dashboard(b, port, "--lookback", f"{lookback_h}h"))
+            children["dashboard"] = dash.launch()
             web = Http(port, timeout=5)
-
-            def ready() -> bool:
-                if not (dash.alive() and fleet.alive()):
-                    raise RuntimeError("process exited while waiting for the dashboard with live data")
-                try:
-                    status, h = web.get_json("/api/health")
-                except OSError:
-                    return False
-                return (
-                    status == 200
-                    and h["store_ok"]
-                    and h["events_seen"] > 0
-                    and h["segments_with_data"] >= 100
-                )
-
             t_ready = time.monotonic()
-            wait_for(ready, 120, 0.2, "the dashboard with live data")
+            wait_for(lambda: _live(web, children), 120, 0.2, "the dashboard with live data")
             doc["dashboard_ready_s"] = round(time.monotonic() - t_ready, 1)
             time.sleep(2.0)  # a couple of health rounds, the fleet at its pace
 
-            def cpu_now() -> dict[str, float]:  # the fleet and the dashboard with their children
-                cpu = {n: procfs.cpu_seconds(c.pid, descendants=True) for n, c in children.items()}
-                return cpu | {"broker": broker.cpu_seconds(), "bench client": procfs.own_cpu()}
+            def simulated_now() -> int:
+                return sim_start + int((time.time() - wall0) * 1000)
 
-            _, h0 = web.get_json("/api/health")
-            cpu, busy0 = cpu_now(), procfs.machine_busy_seconds() or 0.0
-            t0 = time.monotonic()
-            log(f"(a) {markers} marker readings to /api/sensor/<id> ...")
-            doc["visibility"] = measure_visibility(
-                b, port, markers, lambda: sim_start + int((time.time() - wall0) * 1000)
-            )
-            log(f"(b) callbacks: {ticks} page ticks, {rounds} rounds one at a time ...")
-            profile = Path(args.profile) if args.profile else None
-            doc["callbacks"] = measure_callbacks(port, ticks, rounds, dash.pid, profile)
-            elapsed = time.monotonic() - t0
-            _, h1 = web.get_json("/api/health")
-            web.close()
-            cpu1, busy = cpu_now(), (procfs.machine_busy_seconds() or 0.0) - busy0
-            ours = sum(cpu1[k] - cpu[k] for k in cpu)
-            doc["during"] = {
-                "seconds": round(elapsed, 1),
-                "events_seen_by_dashboard_per_s": round((h1["events_seen"] - h0["events_seen"]) / elapsed),
-                "cores": {k: round((cpu1[k] - cpu[k]) / elapsed, 2) for k in cpu},
-                "other_processes_cores": round((busy - ours) / elapsed, 2),
-                "loadavg_after": loadavg(),
-            }
+            _measure(args, doc, web, broker, children, simulated_now)
             doc["errors"] += [
                 f"{n} exited early: {c.tail().splitlines()}" for n, c in children.items() if not c.alive()
             ]
         except Exception as exc:
             doc["errors"].append(f"{type(exc).__name__}: {exc}")
             doc["logs"] = {name: c.tail(30).splitlines() for name, c in children.items()}
+    return _judge(doc)
+
+
+def _live(web: Http, children: dict[str, ManagedProcess]) -> bool:
+    """Whether the dashboard is up with live data (raises if it or the fleet exited)."""
+    if not all(c.alive() for c in children.values()):
+        raise RuntimeError("process exited while waiting for the dashboard with live data")
+    try:
+        status, h = web.get_json("/api/health")
+    except OSError:
+        return False
+    return status == 200 and h["store_ok"] and h["events_seen"] > 0 and h["segments_with_data"] >= 100
+
+
+def _measure(
+    args: argparse.Namespace,
+    doc: dict[str, Any],
+    web: Http,
+    broker: Any,
+    children: dict[str, ManagedProcess],
+    simulated_now: Callable[[], int],
+) -> None:
+    """(a) and (b), and what every process used meanwhile (``doc["during"]``)."""
+    markers, ticks, rounds = dict(args.sizes).values()
+
+    def cpu_now() -> dict[str, float]:  # the fleet and the dashboard with their children
+        cpu = {n: procfs.cpu_seconds(c.pid, descendants=True) for n, c in children.items()}
+        return cpu | {"broker": broker.cpu_seconds(), "bench client": procfs.own_cpu()}
+
+    _, h0 = web.get_json("/api/health")
+    cpu, busy0 = cpu_now(), procfs.machine_busy_seconds() or 0.0
+    t0 = time.monotonic()
+    log(f"(a) {markers} marker readings to /api/sensor/<id> ...")
+    doc["visibility"] = measure_visibility(broker.bootstrap, web.port, markers, simulated_now)
+    log(f"(b) callbacks: {ticks} page ticks, {rounds} rounds one at a time ...")
+    profile = Path(args.profile) if args.profile else None
+    doc["callbacks"] = measure_callbacks(web.port, ticks, rounds, children["dashboard"].pid, profile)
+    elapsed = time.monotonic() - t0
+    _, h1 = web.get_json("/api/health")
+    web.close()
+    cpu1, busy = cpu_now(), (procfs.machine_busy_seconds() or 0.0) - busy0
+    ours = sum(cpu1[k] - cpu[k] for k in cpu)
+    doc["during"] = {
+        "seconds": round(elapsed, 1),
+        "events_seen_by_dashboard_per_s": round((h1["events_seen"] - h0["events_seen"]) / elapsed),
+        "cores": {k: round((cpu1[k] - cpu[k]) / elapsed, 2) for k in cpu},
+        "other_processes_cores": round((busy - ours) / elapsed, 2),
+        "loadavg_after": loadavg(),
+    }
+
+
+def _judge(doc: dict[str, Any]) -> dict[str, Any]:
+    """The errors the figures show, and the goals."""
     vis, cb = doc.get("visibility") or {}, doc.get("callbacks") or {}
     if vis and vis["seen"] < vis["markers"]:
         doc["errors"].append(f"{vis['markers'] - vis['seen']} markers never showed on the dashboard")
@@ -445,50 +420,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return doc
 
 
-def render(doc: dict[str, Any], console: Console) -> None:
-    m, rows = doc["machine"], []
-    if v := doc.get("visibility"):
-        detail = f"{v['seen']}/{v['markers']} markers; store ack p50 {v['ack_p50_s']} s"
-        rows.append(("reading → /api/sensor (s)", v["p50_s"], v["p95_s"], f"max {v['max_s']}", detail))
-    cb = doc.get("callbacks") or {}
-    for how, label in (("page", "callbacks as the page (ms)"), ("isolated", "callbacks one at a time (ms)")):
-        if s := cb.get(how):
-            rows.append(
-                (label, s["p50_ms"], s["p95_ms"], f"{s['p99_ms']} / {s['max_ms']}", f"{s['calls']} calls")
-            )
-            for name, p in s["per_callback"].items():
-                rows.append(
-                    (f"  {name}", p["p50_ms"], p["p95_ms"], f"max {p['max_ms']}", f"{p['response_kb']} kB")
-                )
-    title = f"dashboard, 10k sensors live — {m['cpu_model']}, {m['cores']} cores, load {loadavg()}"
-    console.print(table(title, "figure|>p50|>p95|>p99 / max|detail", *rows))
-    if d := doc.get("during"):
-        console.print(
-            f"[dim]during the run: dashboard saw {d['events_seen_by_dashboard_per_s']:,} events/s; "
-            f"cores {d['cores']}, other processes {d['other_processes_cores']}"
-        )
-    print_goals(console, doc["goals"])
-    if (prof := cb.get("profile")) and prof.get("self"):
-        console.print("[dim]py-spy dashboard: " + ", ".join(f"{f} {p}%" for f, p in prof["self"][:6]))
-    for e in doc["errors"]:
-        console.print(f"[red]error:[/red] {e}")
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = parser(
-        "dashboard",
-        __doc__,
-        "20 markers, 15 page ticks, 15 rounds",
-        "tiny: 5 markers, 3 ticks, 2 rounds (tests)",
-        ("--markers", int, "marker readings (default 40)"),
-        ("--ticks", int, "page ticks, 2 s apart (default 40)"),
-        ("--rounds", int, "rounds of one-at-a-time callbacks (default 30)"),
-        ("--start", "rush", "the fleet's simulated start: 'rush' or ISO 8601"),
-        ("--profile", str, "DIR: py-spy the dashboard during the page-like phase"),
-    )
-    args = p.parse_args(argv)
-    return run_main(lambda: run(args), render, args.json, name="bench_dashboard")
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from load.scenarios import main
+
+    raise SystemExit(main("dashboard"))

@@ -1,42 +1,10 @@
 """Kafka's own load generators as a second client: ``kafka-producer-perf-test`` and
 ``kafka-consumer-perf-test`` (the Java client) against our broker and Apache Kafka, one node each.
 
-Both systems run at once (``load.peers``: ours, and the ``kafka`` peer, a KRaft single node with
-``-Xmx1g``), both with ``group.initial.rebalance.delay.ms`` 0 (``deploy/kafka``'s setting; both
-defaults are 3 s, which the consumer tool's rate would count, as it counts the group join). Each
-repetition runs every phase on one system, then on the other, the order alternating by
-repetition (A B, B A, A B: :func:`load.harness.runner.rotation`). Phases, each on a fresh topic
-of ``--partitions`` partitions (default 1, as ``bench_broker``):
+Goals (reported, not asserted): produce and consume throughput >= 1.0x Apache Kafka's, broker
+CPU per message <= Kafka's.
 
-* ``produce_acks1`` / ``produce_acksall``: ``org.apache.kafka.tools.ProducerPerformance
-  --num-records N --record-size 100 --throughput -1`` with ``acks=1`` / ``acks=all`` and
-  otherwise the Java producer's defaults (idempotence on with acks=all, batch.size 16 KiB,
-  linger.ms 5). Figures from its summary line: records/s, MB/s, average and max latency, p50,
-  p95, p99, p99.9 (ms, from send() to the acknowledgement, so they include time queued in the
-  client while the producer is saturated);
-* ``consume``: ``org.apache.kafka.tools.ConsumerPerformance --num-records N`` over the topic
-  ``produce_acks1`` wrote (a consumer group of one, the tool's defaults: 1 MiB per partition per
-  fetch). Figures: ``nMsg.sec`` and ``MB.sec`` over the whole run including the group join,
-  ``fetch.nMsg.sec`` over the fetching alone.
-
-Each tool runs as ``bin/<tool>.sh`` would run it (``deploy.kafka.tools.perf_tool_cmd``: G1, full
-JIT, -Xmx512M); its JVM start-up is outside its own figures. Before the first repetition, one
-unmeasured producer run on each system warms the brokers (Kafka's JIT). Around each run: the broker's CPU
-per message (``/proc``, until it is idle again, at most 5 s): ``server_cpu_us_per_msg`` all of
-it, ``server_cpu_us_per_msg_above_rest`` less what the broker uses at rest (measured for 2 s
-before each repetition: Apache Kafka's JVM uses ~0.05-0.1 of a core doing nothing), the figure
-the CPU goal compares; and the share of the machine other processes used (``other_cpu_share``;
-the idle other system counts as "other").
-
-Results: per run, per system the median of the repetitions with min and max (``spread``), and
-ours/kafka ratios of the medians. Goals (issue 17, reported, not asserted): produce and consume
-throughput >= 1.0x Apache Kafka's, broker CPU per message <= Kafka's. ``--profile``: after the
-measured repetitions, each phase whose goal ours missed runs once more on ours under py-spy
-(not measured), and the JSON says where our broker's time went.
-
-Usage::
-
-    python -m load.bench_java_perf [--quick] [--records N] [--reps N] [--profile] [--json FILE]
+How it measures, in full: ``docs/benchmarks.md``, "bench java-perf".
 """
 
 from __future__ import annotations
@@ -49,14 +17,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from deploy.kafka.tools import perf_tool_cmd
 from load.harness.kafka import create_topic, delete_topic
 from load.harness.procfs import Interference, PhaseCpu, rest_cores
 from load.harness.profiler import Profiler
-from load.harness.report import document, goal, log, parser, print_footer, print_goals, sized, table
-from load.harness.runner import Processes, rotation, run_main
+from load.harness.report import document, goal, log
+from load.harness.runner import Processes, rotation
 from load.harness.stats import spread
 from load.peers import KafkaLauncher, Launcher, OursLauncher, Server
 
@@ -292,8 +258,7 @@ def describe(row: dict[str, Any]) -> str:
 
 
 def run(args: Any) -> dict[str, Any]:
-    sizes = {"records": (1_000_000, 50_000, None), "reps": (3, 2, None)}
-    cfg = sized(args, sizes) | {"record_size": args.record_size, "partitions": args.partitions}
+    cfg = dict(args.sizes) | {"record_size": args.record_size, "partitions": args.partitions}
     cfg["broker_settings"] = BROKER
     doc: dict[str, Any] = document("java_perf", args, cfg)
     cfg["tool_jvm"] = " ".join(perf_tool_cmd("kafka-producer-perf-test", lib=Path("LIB"))[1:-1])
@@ -328,57 +293,7 @@ def run(args: Any) -> dict[str, Any]:
 COLUMNS = ">broker µs/msg above rest|>ours/kafka"
 
 
-def render(doc: dict[str, Any], console: Console) -> None:
-    cfg, summary, r = doc["config"], doc["summary"], doc["ratios"]["ours/kafka"]
-
-    def cell(s: str, phase: str, key: str, fmt: str = "{:,.0f}") -> str:
-        sp = summary.get(s, {}).get(phase, {}).get(key)
-        if not sp:
-            return "—"
-        return f"{fmt.format(sp['median'])} ({fmt.format(sp['min'])}-{fmt.format(sp['max'])})"
-
-    rows = []
-    for phase, key in HEADLINE.items():
-        for s in SYSTEMS:
-            rows.append(
-                (
-                    phase,
-                    s,
-                    cell(s, phase, key),
-                    cell(s, phase, "mb_s", "{:.1f}"),
-                    cell(s, phase, "avg_ms", "{:,.0f}") if phase != "consume" else "—",
-                    cell(s, phase, "server_cpu_us_per_msg_above_rest", "{:.2f}"),
-                    "" if s == "ours" else f"{r[phase]}x" if r[phase] is not None else "n/a",
-                )
-            )
-    title = (
-        f"Kafka's perf tools (Java client): {cfg['records']:,} x {cfg['record_size']} B, "
-        f"{cfg['reps']} reps alternating, {cfg['partitions']} partition(s); median (min-max)"
-    )
-    console.print(table(title, "phase|system|>msgs/s|>MB/s|>avg latency ms|" + COLUMNS, *rows))
-    for name, why in doc["not_run"].items():
-        console.print(f"[yellow]{name}: n/a: {why}[/yellow]")
-    print_goals(console, doc["goals"])
-    for phase, prof in doc["profile"].items():
-        console.print(f"py-spy, our broker during {phase}: {prof.get('py_spy', prof)}")
-    print_footer(console, doc)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parser(
-        "java_perf",
-        __doc__,
-        "50,000 records, 2 repetitions (instead of 1,000,000 and 3)",
-        None,
-        ("--records", int, "records per phase"),
-        ("--reps", int, "repetitions (the order of the systems alternates)"),
-        ("--record-size", 100, "bytes per record"),
-        ("--partitions", 1, "partitions of each phase's topic"),
-        ("--profile", bool, "py-spy on our broker in one more run of each phase whose goal it missed"),
-    ).parse_args(argv)
-    code: int = run_main(lambda: run(args), render, args.json, name="bench_java_perf")
-    return code
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from load.scenarios import main
+
+    raise SystemExit(main("java-perf"))

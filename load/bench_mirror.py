@@ -1,32 +1,13 @@
-"""Mirror benchmark (issue 21), one run: ``sftraffic mirror`` between two local single-node clusters.
+"""Mirror benchmark, one run: ``sftraffic mirror`` between two local single-node clusters.
 
-Two brokers from this checkout (``BrokerProcess``, fresh data dirs), ``sftraffic mirror`` as a
-subprocess (its default intervals: commit 1 s), confluent-kafka, 100-byte values:
+Goals: throughput >= 100k msgs/s; lag p99 <= 2 s under 10k msgs/s.
 
-* **throughput**: ``--records`` preloaded into a 6-partition source topic, then the mirror
-  started; msgs/s from its first copy (its ``copying`` line) until the target's end offsets hold
-  every record (read with ListOffsets every 50 ms);
-* **lag**: a second topic written at a steady ``--rate`` msgs/s for ``--seconds`` while the
-  mirror runs; a consumer on the target reads the copies; lag = time read at the target minus
-  the record's timestamp (set by the source producer when sent, kept by the mirror): end to
-  end, producer linger and consumer fetch wait included. p50/p99/max.
-
-With ``--exactly-once`` the mirror commits a transaction every second: the copies become
-visible to the (read_committed) lag reader only then, which the lag figure includes; the
-throughput's end offsets include the transaction markers (6 per commit).
-
-Goals (the issue's): throughput >= 100k msgs/s; lag p99 <= 2 s under 10k msgs/s.
-
-Usage::
-
-    python -m load.bench_mirror [--records 500000] [--rate 10000] [--seconds 20] [--json FILE]
+How it measures, in full: ``docs/benchmarks.md``, "bench mirror".
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import logging
 import os
 import statistics
 import tempfile
@@ -36,19 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from deploy.local.process import BrokerProcess, ManagedProcess, sftraffic
+from load.harness.kafka import produce_blocking, quiet_logger
+from load.harness.report import document, goal, log
+from load.harness.runner import Processes
+from testing import BrokerProcess, ManagedProcess, sftraffic
 
 PARTITIONS = 6
 VALUE = b"x" * 100
-
-
-def _quiet() -> logging.Logger:
-    lg = logging.getLogger("bench.mirror")
-    lg.addHandler(logging.NullHandler())
-    lg.propagate = False
-    return lg
 
 
 def _end(c: Consumer, topic: str) -> int:
@@ -63,22 +40,17 @@ def _end(c: Consumer, topic: str) -> int:
 
 def preload(bootstrap: str, topic: str, n: int) -> float:
     p = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000, "logger": _quiet()}
+        {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000, "logger": quiet_logger()}
     )
     t0 = time.monotonic()
     for i in range(n):
-        while True:
-            try:
-                p.produce(topic, VALUE, str(i).encode())
-                break
-            except BufferError:
-                p.poll(0.01)
+        produce_blocking(p, topic, VALUE, 0.01, key=str(i).encode())
     p.flush(120)
     return n / (time.monotonic() - t0)
 
 
 def steady(bootstrap: str, topic: str, rate: int, seconds: float) -> int:
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "logger": _quiet()})
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "logger": quiet_logger()})
     t0 = time.monotonic()
     sent = 0
     while (now := time.monotonic()) - t0 < seconds:
@@ -92,95 +64,73 @@ def steady(bootstrap: str, topic: str, rate: int, seconds: float) -> int:
     return sent
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=500_000)
-    ap.add_argument("--rate", type=int, default=10_000)
-    ap.add_argument("--seconds", type=float, default=20.0)
-    ap.add_argument("--exactly-once", action="store_true", help="run the mirror with --exactly-once")
-    ap.add_argument("--json", type=Path)
-    args = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="bench-mirror-") as tmp:
-        src, dst = BrokerProcess(Path(tmp) / "source"), BrokerProcess(Path(tmp) / "target")
-        src.start()
-        dst.start()
-        mirror: ManagedProcess | None = None
-        try:
-            a = AdminClient({"bootstrap.servers": src.bootstrap, "logger": _quiet()})
-            for t in ("bulk", "steady"):
-                a.create_topics([NewTopic(t, PARTITIONS, 1)])[t].result(30)
-            load_rate = preload(src.bootstrap, "bulk", args.records)
-            print(f"preloaded {args.records:,} records ({load_rate:,.0f}/s)", flush=True)
-            probe = Consumer({"bootstrap.servers": dst.bootstrap, "group.id": "probe", "logger": _quiet()})
-            cmd = sftraffic(
-                "mirror", "--source", src.bootstrap, "--target", dst.bootstrap, "--source-alias", "src",
-                "--topics", "bulk|steady", "--status-interval", "5",
-                *(["--exactly-once"] if args.exactly_once else []),
-            )  # fmt: skip
-            mirror = ManagedProcess("mirror", cmd, ready="copying", log=Path(tmp) / "mirror.log").start(60)
-            t0 = time.monotonic()
-            cpu0 = mirror.cpu_seconds()
-            while _end(probe, "src.bulk") < args.records:
-                time.sleep(0.05)
-            elapsed = time.monotonic() - t0
-            throughput = args.records / elapsed
-            mirror_cpu = (mirror.cpu_seconds() - cpu0) / elapsed
-            print(
-                f"throughput: {throughput:,.0f} msgs/s ({elapsed:.1f} s, mirror CPU {mirror_cpu:.2f} cores)"
-            )
+def throughput(src: str, dst: str, records: int, mirror: ManagedProcess) -> dict[str, Any]:
+    """msgs/s from the mirror's first copy until the target holds every preloaded record."""
+    probe = Consumer({"bootstrap.servers": dst, "group.id": "probe", "logger": quiet_logger()})
+    t0, cpu0 = time.monotonic(), mirror.cpu_seconds()
+    while _end(probe, "src.bulk") < records:
+        time.sleep(0.05)
+    elapsed = time.monotonic() - t0
+    probe.close()
+    cores = (mirror.cpu_seconds() - cpu0) / elapsed
+    log(f"throughput: {records / elapsed:,.0f} msgs/s ({elapsed:.1f} s, mirror CPU {cores:.2f} cores)")
+    return {"msgs_s": round(records / elapsed), "seconds": round(elapsed, 2), "cores": round(cores, 2)}
 
-            lags: list[float] = []
-            c = Consumer(
-                {"bootstrap.servers": dst.bootstrap, "group.id": "lag", "auto.offset.reset": "earliest",
-                 "fetch.wait.max.ms": 10, "logger": _quiet()}
-            )  # fmt: skip
-            # assigned, not subscribed: no group join delaying the first reads
-            c.assign([TopicPartition("src.steady", p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-            sent: list[int] = []
-            writer = threading.Thread(
-                target=lambda: sent.append(steady(src.bootstrap, "steady", args.rate, args.seconds))
-            )
-            writer.start()
-            deadline = time.monotonic() + args.seconds + 60
-            while time.monotonic() < deadline and (writer.is_alive() or len(lags) < sent[0]):
-                for m in c.consume(5000, 0.1):
-                    if m.error() is None:
-                        lags.append(time.time() - m.timestamp()[1] / 1000)
-            c.close()
-            probe.close()
-            lags.sort()
-            q = statistics.quantiles(lags, n=100)
-            lag = {"p50_s": round(q[49], 3), "p99_s": round(q[98], 3), "max_s": round(lags[-1], 3)}
-            shown = ", ".join(f"{k[:-2]} {v} s" for k, v in lag.items())
-            print(f"lag at {args.rate:,} msgs/s: {shown} ({len(lags):,} of {sent[0]:,} records read)")
-        finally:
-            if mirror is not None:
-                mirror.stop(20)
-            src.stop()
-            dst.stop()
-    result: dict[str, Any] = {
-        "exactly_once": args.exactly_once,
-        "records": args.records,
-        "partitions": PARTITIONS,
-        "value_bytes": len(VALUE),
-        "throughput_msgs_per_s": round(throughput),
-        "throughput_seconds": round(elapsed, 2),
-        "mirror_cpu_cores": round(mirror_cpu, 2),
-        "steady_rate": args.rate,
-        "steady_seconds": args.seconds,
-        "steady_read": len(lags),
-        "steady_sent": sent[0],
-        "lag": lag,
-        "load_average": os.getloadavg()[0],
-        "goals": {
-            "throughput >= 100k msgs/s": throughput >= 100_000,
-            "lag p99 <= 2 s at 10k msgs/s": lag["p99_s"] <= 2.0,
-        },
-    }
-    if args.json is not None:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-    return 0 if all(result["goals"].values()) else 1
+
+def lag(src: str, dst: str, rate: int, seconds: float) -> dict[str, Any]:
+    """Copies' lag (read at the target - produced at the source) at a steady ``rate``."""
+    lags: list[float] = []
+    c = Consumer(
+        {"bootstrap.servers": dst, "group.id": "lag", "auto.offset.reset": "earliest",
+         "fetch.wait.max.ms": 10, "logger": quiet_logger()}
+    )  # fmt: skip
+    # assigned, not subscribed: no group join delaying the first reads
+    c.assign([TopicPartition("src.steady", p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    sent: list[int] = []
+    writer = threading.Thread(target=lambda: sent.append(steady(src, "steady", rate, seconds)))
+    writer.start()
+    deadline = time.monotonic() + seconds + 60
+    while time.monotonic() < deadline and (writer.is_alive() or len(lags) < sent[0]):
+        for m in c.consume(5000, 0.1):
+            if m.error() is None:
+                lags.append(time.time() - m.timestamp()[1] / 1000)
+    c.close()
+    lags.sort()
+    q = statistics.quantiles(lags, n=100)
+    figures = {"p50_s": round(q[49], 3), "p99_s": round(q[98], 3), "max_s": round(lags[-1], 3)}
+    log(f"lag at {rate:,} msgs/s: {figures} ({len(lags):,} of {sent[0]:,} records read)")
+    return {"lag": figures, "steady_read": len(lags), "steady_sent": sent[0]}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    config = {"exactly_once": args.exactly_once, "partitions": PARTITIONS, "value_bytes": len(VALUE)}
+    doc = document("mirror", args, dict(args.sizes) | config | {"rate": args.rate})
+    with tempfile.TemporaryDirectory(prefix="bench-mirror-") as tmp, Processes() as procs:
+        src = procs.start(BrokerProcess(Path(tmp) / "source")).bootstrap
+        dst = procs.start(BrokerProcess(Path(tmp) / "target")).bootstrap
+        a = AdminClient({"bootstrap.servers": src}, logger=quiet_logger())
+        for t in ("bulk", "steady"):
+            a.create_topics([NewTopic(t, PARTITIONS, 1)])[t].result(30)
+        log(f"preloaded {args.records:,} records ({preload(src, 'bulk', args.records):,.0f}/s)")
+        cmd = sftraffic(
+            "mirror", "--source", src, "--target", dst, "--source-alias", "src",
+            "--topics", "bulk|steady", "--status-interval", "5",
+            *(["--exactly-once"] if args.exactly_once else []),
+        )  # fmt: skip
+        mirror = ManagedProcess("mirror", cmd, ready="copying", log=Path(tmp) / "mirror.log", grace=20.0)
+        tp = throughput(src, dst, args.records, procs.start(mirror))
+        steady_lag = lag(src, dst, args.rate, args.seconds)
+    doc |= {"records": args.records, "steady_rate": args.rate, "steady_seconds": args.seconds}
+    doc |= {"throughput_msgs_per_s": tp["msgs_s"], "throughput_seconds": tp["seconds"]}
+    doc |= {"mirror_cpu_cores": tp["cores"], **steady_lag, "load_average": os.getloadavg()[0]}
+    doc["goals"] = [
+        goal("throughput", tp["msgs_s"], 100_000, "msgs/s", True),
+        goal(f"lag p99 at {args.rate:,} msgs/s", steady_lag["lag"]["p99_s"], 2.0, "s", False),
+    ]
+    return doc
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from load.scenarios import main
+
+    raise SystemExit(main("mirror"))

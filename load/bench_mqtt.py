@@ -1,26 +1,8 @@
 """The MQTT edge path of ``sftraffic bench``: Mosquitto alone vs devices → Mosquitto → gateway → store.
 
-Both runs publish the same messages with the same publisher: one paho-mqtt 2.x client (MQTT 5,
-as the simulated devices of :mod:`sensors.publish`) in this process, QoS 1, at most
-``window`` (1,000) publishes handed to paho and not yet acknowledged (paho 2.2 stalls when it
-is handed hundreds of thousands at once). The messages are realistic sensor events from the
-fleet simulation (:class:`sensors.fleet.SensorFleet`, ~310-byte JSON) on their device topics
-``sf/<stream>/<topic>/<sensor-id>``.
+Goal: the gateway path's rate >= 1.0x what Mosquitto alone accepts from one device connection.
 
-* **Mosquitto QoS 1 publish**: a Mosquitto with no subscriber; timed from the first publish to
-  the last PUBACK. This is the rate at which one device connection can hand messages to the
-  MQTT broker, the ceiling of the edge path.
-* **Gateway path**: a second Mosquitto with one ``sftraffic gateway`` process subscribed to it
-  (shared subscription, persistent session), forwarding to our broker with an idempotent
-  producer and acknowledging each MQTT message only once the store has it. Timed from the first
-  publish until every message is in the store: the sum of the log end offsets of the stream's
-  topics, polled with ``AdminClient.list_offsets`` after the last PUBACK. Invalid events
-  (dead letters) are counted as errors.
-
-Also reported: gateway CPU (µs/msg and cores while forwarding, from /proc/PID/stat), the
-broker's and Mosquitto's CPU per message, and the ratio gateway path / Mosquitto (goal >= 1.0:
-the gateway keeps up with what Mosquitto accepts from a device). Repetitions alternate between
-the two runs, so background load on a shared machine hits both alike.
+How it measures, in full: ``docs/benchmarks.md``, "The MQTT edge (bench)".
 """
 
 from __future__ import annotations
@@ -36,7 +18,6 @@ from typing import Any
 from rich.markup import escape
 
 from deploy.local.mosquitto import MosquittoProcess, find_mosquitto
-from deploy.local.process import ManagedProcess
 from load.bench_broker import MB
 from load.harness import procfs, services
 from load.harness.kafka import EndOffsets, delete_topic
@@ -45,6 +26,7 @@ from load.harness.report import log, output, package_version
 from load.harness.runner import Processes
 from load.harness.stats import median
 from load.peers import LOOPBACK, OursLauncher, Server
+from testing import ManagedProcess
 
 
 @dataclass
@@ -57,7 +39,6 @@ class MqttConfig:
     store_timeout_s: float = 120.0  # after the last PUBACK, for the gateway path to store the rest
     idle_window_s: float = IDLE_WINDOW_S
     quick: bool = False
-    gateway_client: str = "gmqtt"  # sftraffic gateway --mqtt-client: gmqtt (asyncio) or paho
 
 
 @dataclass
@@ -152,14 +133,29 @@ class _PubState:
     detail: str = ""
 
 
+def _send_all(
+    client: Any, slots: threading.Semaphore, messages: list[tuple[str, bytes]], deadline: float
+) -> int:
+    """Publish at QoS 1, at most ``window`` unacknowledged (``slots``); returns how many went."""
+    publish, acquire = client.publish, slots.acquire
+    sent = 0
+    for topic, payload in messages:
+        if not acquire(timeout=max(0.0, deadline - time.monotonic())):
+            break
+        publish(topic, payload, qos=1)
+        sent += 1
+    return sent
+
+
 def publish_qos1(
     port: int, messages: list[tuple[str, bytes]], window: int, timeout: float, client_id: str
 ) -> PublishRun:
     """Publish every message at QoS 1 from one paho client; timed until the last PUBACK."""
     import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
 
     n = len(messages)
-    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5)
+    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5)
     client.max_inflight_messages_set(window)
     client.max_queued_messages_set(0)
     slots = threading.Semaphore(window)
@@ -190,16 +186,10 @@ def publish_qos1(
     try:
         if not connected.wait(10) or state.detail:
             raise RuntimeError(f"publisher could not connect to 127.0.0.1:{port} {state.detail}")
-        publish, acquire = client.publish, slots.acquire
         own0 = procfs.own_cpu()
         t0 = time.perf_counter()
         deadline = time.monotonic() + timeout
-        sent = 0
-        for topic, payload in messages:
-            if not acquire(timeout=max(0.0, deadline - time.monotonic())):
-                break
-            publish(topic, payload, qos=1)
-            sent += 1
+        sent = _send_all(client, slots, messages, deadline)
         finished = done.wait(max(0.0, deadline - time.monotonic()))
         t_end = state.t_last if finished else time.perf_counter()
         client_cpu = procfs.own_cpu() - own0
@@ -208,7 +198,7 @@ def publish_qos1(
         # for until its select() times out (up to a second, added to the gateway path's timing).
         client.disconnect()
         client.loop_stop()
-    acked, failed, detail = state.acked, state.failed, state.detail
+    acked, failed, detail = state.acked, state.failed, str(state.detail)
     if not finished:
         detail = detail or f"only {acked + failed}/{n} PUBACKs after {timeout:g} s ({sent} published)"
         failed = n - acked
@@ -323,7 +313,7 @@ def gateway_drain_run(
     cfg: MqttConfig,
     running: Processes,
 ) -> dict[str, Any]:
-    """How fast one gateway forwards when devices are not the limit (issue 7: ≥ 30k msgs/s).
+    """How fast one gateway forwards when devices are not the limit (goal: ≥ 30k msgs/s).
 
     A gateway subscribes (persistent session) and is SIGKILLed; the messages are then published
     QoS 1 and queue in Mosquitto for its session; a new gateway process with the same id
@@ -333,9 +323,7 @@ def gateway_drain_run(
     of the messages live, and the "first stored" would not be the draining gateway's."""
 
     def drainer() -> ManagedProcess:
-        gw = services.gateway(
-            broker.bootstrap, mosquitto.address, workdir / "drain", "gw-drain", cfg.gateway_client
-        )
+        gw = services.gateway(broker.bootstrap, mosquitto.address, workdir / "drain", "gw-drain", quiet=True)
         return running.add(gw)
 
     subscriber = drainer().start(60)
@@ -440,79 +428,120 @@ def run_mqtt(
     messages = build_messages(cfg.count, stream, cfg.sensors)
     report.payload_bytes_avg = sum(len(p) for _, p in messages) / len(messages)
     warm = messages[: min(200, len(messages))]
-
-    def fail(what: str, error: str, gateway: bool) -> None:
-        report.errors.append(f"{what}: {error}")
-        if gateway:
-            report.gateway_errors.append(f"{what}: {error}")
-        log(f"[red]{escape(what)}: {escape(error)}[/red]")
-
     with Processes() as running:
         try:
             bare = running.start(MosquittoProcess(workdir / "mosquitto-alone"), 15)
             fronted = running.start(MosquittoProcess(workdir / "mosquitto-gateway"), 15)
         except Exception as exc:
-            fail("mosquitto", f"{type(exc).__name__}: {exc}", False)
+            _fail(report, "mosquitto", f"{type(exc).__name__}: {exc}", False)
             return report
         log(f"mosquitto: started at {bare.address} (alone) and {fronted.address} (gateway)")
-        broker: Server | None = None
+        path: tuple[Server, StoreCounter, ManagedProcess] | None = None
         try:
-            if bootstrap:
-                broker = Server(bootstrap, external_pid=broker_pid)
-            else:
-                broker = running.add(OursLauncher().start(workdir / "broker"))
-            from sensors.layout import ensure_layout
-
-            ensure_layout(broker.bootstrap, partitions=cfg.partitions, stream=stream)
-            if bootstrap:
-                running.callback(_delete_stream_topics, bootstrap, stream)
-            counter = StoreCounter(broker.bootstrap, stream, cfg.partitions)
-            gw = services.gateway(
-                broker.bootstrap, fronted.address, workdir / "gateway", client=cfg.gateway_client
-            )
-            gateway = running.start(gw, 60)
-            log(f"gateway: pid {gateway.pid}, forwarding to {broker.bootstrap}")
-            warm_up_gateway(fronted.port, counter, warm, cfg)
+            path = _gateway_path(cfg, workdir, running, fronted, stream, bootstrap, broker_pid)
+            warm_up_gateway(fronted.port, path[1], warm, cfg)
         except Exception as exc:
-            fail("gateway path", f"{type(exc).__name__}: {exc}", True)
-            broker = None
+            _fail(report, "gateway path", f"{type(exc).__name__}: {exc}", True)
+            path = None
         publish_qos1(bare.port, warm, cfg.window, 60, "bench-warm-a")
         avg = report.payload_bytes_avg
         log(f"mqtt: {len(messages):,} messages/run, {avg:.0f} bytes on average, QoS 1, window {cfg.window}")
-        for rep in range(1, cfg.reps + 1):
-            for system in ["mosquitto", "gateway"] if rep % 2 else ["gateway", "mosquitto"]:
-                if system == "gateway" and broker is None:
-                    continue
-                try:
-                    if system == "mosquitto":
-                        run = mosquitto_run(rep, bare, messages, cfg)
-                    else:
-                        run = gateway_run(rep, fronted, gateway, broker, counter, messages, cfg)  # type: ignore[arg-type]
-                except Exception as exc:
-                    fail(f"rep {rep} {system}", f"{type(exc).__name__}: {exc}", system == "gateway")
-                    continue
-                report.runs.append(asdict(run))
-                if run.errors:
-                    fail(f"rep {rep} {system}", f"{run.errors} errors: {run.detail}", system == "gateway")
-                log(f"mqtt rep {rep}/{cfg.reps}: {_describe(run)}")
-        if broker is not None:
-            try:
-                drained = running.start(MosquittoProcess(workdir / "mosquitto-drain"), 15)
-                drain = gateway_drain_run(drained, broker, counter, messages, workdir, cfg, running)
-                report.figures["gateway_drain_msgs_s"] = drain["msgs_s"]
-                report.figures["gateway_drain_cpu_us_per_msg"] = drain["gateway_cpu_us_per_msg"]
-                report.drain = drain
-                backlog = f"{drain['messages']:,}-message backlog"
-                log(f"mqtt gateway drain: {drain['msgs_s'] or 0:,.0f} msgs/s from a {backlog} in Mosquitto")
-            except Exception as exc:
-                fail("gateway drain", f"{type(exc).__name__}: {exc}", True)
+        _alternate(report, cfg, bare, fronted, path, messages)
+        if path is not None:
+            _drain(report, cfg, workdir, running, path, messages)
     summarise(report)
     report.notes.append(
         "Both runs: one paho-mqtt publisher in the benchmark process, QoS 1, MQTT 5, gateway MQTT 3.1.1 "
-        f"({cfg.gateway_client}), window {cfg.window}; the gateway path counts until the last message is "
+        f"(gmqtt), window {cfg.window}; the gateway path counts until the last message is "
         "in the store."
     )
     return report
+
+
+def _fail(report: MqttReport, what: str, error: str, gateway: bool) -> None:
+    report.errors.append(f"{what}: {error}")
+    if gateway:
+        report.gateway_errors.append(f"{what}: {error}")
+    log(f"[red]{escape(what)}: {escape(error)}[/red]")
+
+
+def _gateway_path(
+    cfg: MqttConfig,
+    workdir: Path,
+    running: Processes,
+    fronted: MosquittoProcess,
+    stream: str,
+    bootstrap: str | None,
+    broker_pid: int | None,
+) -> tuple[Server, StoreCounter, ManagedProcess]:
+    """The store (ours, or the one at ``bootstrap``), its stream's topics and the gateway."""
+    from sensors.layout import ensure_layout
+
+    if bootstrap:
+        broker = Server(bootstrap, external_pid=broker_pid)
+    else:
+        broker = running.add(OursLauncher().start(workdir / "broker"))
+    ensure_layout(broker.bootstrap, partitions=cfg.partitions, stream=stream)
+    if bootstrap:
+        running.callback(_delete_stream_topics, bootstrap, stream)
+    counter = StoreCounter(broker.bootstrap, stream, cfg.partitions)
+    gw = services.gateway(broker.bootstrap, fronted.address, workdir / "gateway", quiet=True)
+    gateway = running.start(gw, 60)
+    log(f"gateway: pid {gateway.pid}, forwarding to {broker.bootstrap}")
+    return broker, counter, gateway
+
+
+def _alternate(
+    report: MqttReport,
+    cfg: MqttConfig,
+    bare: MosquittoProcess,
+    fronted: MosquittoProcess,
+    path: tuple[Server, StoreCounter, ManagedProcess] | None,
+    messages: list[tuple[str, bytes]],
+) -> None:
+    """The repetitions, the order of Mosquitto alone and the gateway path alternating."""
+    for rep in range(1, cfg.reps + 1):
+        for system in ["mosquitto", "gateway"] if rep % 2 else ["gateway", "mosquitto"]:
+            if system == "gateway" and path is None:
+                continue
+            try:
+                if system == "mosquitto":
+                    run = mosquitto_run(rep, bare, messages, cfg)
+                else:
+                    assert path is not None
+                    broker, counter, gateway = path
+                    run = gateway_run(rep, fronted, gateway, broker, counter, messages, cfg)
+            except Exception as exc:
+                _fail(report, f"rep {rep} {system}", f"{type(exc).__name__}: {exc}", system == "gateway")
+                continue
+            report.runs.append(asdict(run))
+            if run.errors:
+                _fail(
+                    report, f"rep {rep} {system}", f"{run.errors} errors: {run.detail}", system == "gateway"
+                )
+            log(f"mqtt rep {rep}/{cfg.reps}: {_describe(run)}")
+
+
+def _drain(
+    report: MqttReport,
+    cfg: MqttConfig,
+    workdir: Path,
+    running: Processes,
+    path: tuple[Server, StoreCounter, ManagedProcess],
+    messages: list[tuple[str, bytes]],
+) -> None:
+    """The gateway emptying a backlog queued in Mosquitto."""
+    broker, counter, _gateway = path
+    try:
+        drained = running.start(MosquittoProcess(workdir / "mosquitto-drain"), 15)
+        drain = gateway_drain_run(drained, broker, counter, messages, workdir, cfg, running)
+        report.figures["gateway_drain_msgs_s"] = drain["msgs_s"]
+        report.figures["gateway_drain_cpu_us_per_msg"] = drain["gateway_cpu_us_per_msg"]
+        report.drain = drain
+        backlog = f"{drain['messages']:,}-message backlog"
+        log(f"mqtt gateway drain: {drain['msgs_s'] or 0:,.0f} msgs/s from a {backlog} in Mosquitto")
+    except Exception as exc:
+        _fail(report, "gateway drain", f"{type(exc).__name__}: {exc}", True)
 
 
 def _delete_stream_topics(bootstrap: str, stream: str) -> None:

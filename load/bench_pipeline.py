@@ -1,76 +1,10 @@
 """Benchmark of the Spark jobs against our store, on ``local[2]``, written as JSON.
 
-The figures the issue names: *the streaming correlation job sustains ≥ 100k events/s input on
-local[2] with end-to-end latency (event time → result in the store) p95 ≤ 10 s; a batch job
-over 10M events.* Three phases, each with the code the CLI runs (``pipelines.jobs``; the
-SparkSession of ``pipelines.spark.session``, i.e. the settings of ``sftraffic pipeline``):
+Goals: the streaming correlation job sustains >= 100k events/s input on local[2] with
+end-to-end latency (event time → result in the store) p95 <= 10 s; a batch job over 10M
+events completes.
 
-1. **Streaming throughput** (``stream``). Our broker (``BrokerProcess``) gets the layout of
-   ``sftraffic up`` and a backlog of simulated history: the sensor fleet (``SensorFleet``,
-   10,000 sensors, ``KafkaSink`` as ``sftraffic sensors --via kafka``) replays a weekday
-   morning at full speed into ``traffic`` and ``weather_conditions``. Then
-   ``jobs.start_correlation`` (the stream-stream join, ``sftraffic pipeline correlation``) reads
-   it from ``earliest`` with the job's default ``maxOffsetsPerTrigger`` (1,000,000 per source) and
-   trigger (1 s). From ``StreamingQuery.recentProgress``: every micro-batch's input rows, rows/s
-   and ``durationMs`` (latestOffset, getBatch, queryPlanning, addBatch, walCommit,
-   commitOffsets), state-store rows and memory. **Sustained rate** = input rows of the data
-   batches after the first (the warm-up: JIT, code generation, Python workers) / wall time from
-   the start of the second data batch to the end of the last.
-2. **End-to-end latency under live load** (``live``). The fleet runs live (``speed=1``: event
-   time = wall clock) in its own process at a fixed rate (``--live-rate`` events/s; the fleet's
-   ``volume_scale`` is set so that 10,000 sensors emit that rate at the current time of day),
-   while the job (correlation; the smoke run uses aggregates) runs with its normal trigger from
-   ``latest``. A consumer reads every result record the job writes to the store
-   (``traffic_weather`` or ``traffic_aggregates``) and takes, per record:
-
-   * ``visible``: the wall-clock time our consumer received it (it is in the store and
-     readable; our consumer polls with ``fetch.wait.max.ms=10``), and ``produced``: the
-     record's timestamp (CreateTime, set by the job's sink when it produced the record);
-   * **raw latency** = visible − ``window_end``. A window result covers events with event time
-     in [window_start, window_end); its newest possible event happened at window_end, so this
-     is "event time → result in the store" for the latest event the result covers (add the
-     window length for its oldest event);
-   * **latency after window close** = visible − close, where close is the earliest moment the
-     result may exist: Spark's append mode emits a window once the watermark (max event time −
-     watermark delay) passes its end, so close = window_end + watermark delay. The correlation
-     job's watermark is the minimum over its two inputs, and weather stations report once a
-     minute (event times on whole minutes), so its close is window_end + delay rounded up to
-     the next whole minute (the same with the default 1-minute window and 2-minute delay).
-     This is the time the pipeline itself adds: waiting for the trigger, the batch that sees
-     the closing event, the batch that emits, and the sink.
-
-   With the job's defaults (1-minute windows, 2-minute watermark) raw latency is at least
-   180 s for the oldest and 120 s for the newest event of a window by construction, so the
-   ≤ 10 s goal is checked against the **latency after window close** (p95 over the records);
-   raw figures are reported next to it. Records of one window are written in one micro-batch,
-   so the figures are also given per window.
-3. **Batch** (``batch``). A fresh broker gets ``--batch-events`` traffic events (fleet replay,
-   10M in the full run), then ``jobs.run_batch`` (``sftraffic pipeline <job> --batch``) runs
-   ``aggregates`` and ``correlation``; wall time and traffic events/s, with a breakdown of the
-   Spark actions run_batch triggers.
-
-Where the time goes: the ``durationMs`` shares, the job's sink steps timed in this process
-(``jobs._parquet``, ``jobs._to_topic``, ``jobs.publish_effects`` and ``DataFrame.isEmpty``,
-which computes the micro-batch: source read, JSON parsing, join and state), CPU seconds per
-process kind over each phase (Spark JVM, Python workers, the driver's Python, broker, fleet,
-from /proc); with ``--py-spy`` a py-spy profile of the Python workers and with ``--jfr`` a
-Java Flight Recorder profile of the Spark JVM (samples grouped by area: JSON parsing, state
-store, Arrow input, shuffle, ...) over the throughput phase's batches after the first.
-
-Usage::
-
-    python -m load.bench_pipeline --json bench-pipeline.json     # full run (about 40 min)
-    python -m load.bench_pipeline --quick                        # smaller counts (~8 min)
-    python -m load.bench_pipeline --smoke --json out.json        # a tiny run for the tests
-    python -m load.bench_pipeline --phases stream --jfr --py-spy # profile the throughput phase
-
-Sizes: full = 12M-event backlog (about 100 s of sustained input after the warm-up batch), live
-correlation at 5,000 events/s for 360 s, 10M-event batch; quick = 600k (150k per trigger),
-3,000 events/s for 300 s, 200k; smoke = 4k, live aggregates (2-second windows, 1-second
-watermark) at 500 events/s, 6k. ``--spark-conf KEY=VALUE`` tries
-other Spark settings (e.g. the RocksDB state store) on the same code path.
-
-Everything runs on 127.0.0.1; the brokers, fleets and Spark are stopped at the end.
+How it measures, in full: ``docs/benchmarks.md``, "bench pipeline".
 """
 
 from __future__ import annotations
@@ -95,13 +29,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from load.harness import procfs, report, services
 from load.harness.kafka import EndOffsets, quiet_logger
 from load.harness.profiler import Profiler, count_collapsed, py_spy
 from load.harness.report import log, verdict
-from load.harness.runner import run_main
 from load.harness.stats import summary
 
 GOAL_EVENTS_S = 100_000.0
@@ -626,10 +557,19 @@ def stream_phase(
             jobs.stop_gracefully(queries)
             progress.poll()
     out["cpu"] = cpu.result()
-    batches = progress.ordered()
+    out |= _stream_figures(progress.ordered(), steps, wall)
+    if profile is not None:
+        out["py_spy"] = profile
+    if jvm_profile is not None:
+        out["jfr"] = jvm_profile
+    return out
+
+
+def _stream_figures(batches: list[dict[str, Any]], steps: StepTimers, wall: float) -> dict[str, Any]:
+    """The sustained rate over the data batches, the first one left out as warm-up."""
     data = [p for p in batches if int(p.get("numInputRows") or 0) > 0]
     measured = data[1:] if len(data) > 1 else data
-    out["batches"] = [_batch_row(p, steps) for p in batches]
+    out: dict[str, Any] = {"batches": [_batch_row(p, steps) for p in batches]}
     out["query_wall_s"] = round(wall, 1)
     if measured:
         s0, e1 = _batch_window(measured[0])[0], _batch_window(measured[-1])[1]
@@ -646,10 +586,6 @@ def stream_phase(
         out["first_batch_s"] = round(_batch_window(data[0])[1] - all_s0, 1)
         out["durations"] = _durations_share(measured)
         out["sink_steps_s"] = steps.totals(s0 - 0.05, e1 + 0.05)
-    if profile is not None:
-        out["py_spy"] = profile
-    if jvm_profile is not None:
-        out["jfr"] = jvm_profile
     return out
 
 
@@ -747,11 +683,7 @@ def live_phase(spark: Any, bootstrap: str, cfg: PipelineBenchConfig, work: Path)
     progress = ProgressLog(queries[0])
     cpu: CpuByKind | None = None
     try:
-        # the query's first (empty) batch plans and starts workers: live load starts after it
-        deadline = time.monotonic() + 180
-        while not progress.batches and time.monotonic() < deadline and queries[0].isActive:
-            progress.poll()
-            time.sleep(0.2)
+        _await_first_batch(progress, queries[0])
         fleet.start()
         cpu = CpuByKind()
         if fleet.pid is not None:
@@ -759,27 +691,13 @@ def live_phase(spark: Any, bootstrap: str, cfg: PipelineBenchConfig, work: Path)
         out["volume_scale"] = round(q.get(timeout=120)["volume_scale"], 2)
         log(f"live: {cfg.live_job} with the fleet at ~{cfg.live_rate:,} events/s for {cfg.live_seconds:.0f}s")
         t_start = time.time()
-        # the load stays on for live_seconds, and longer (up to 3x) until a first result arrived
-        while fleet.is_alive():
-            elapsed = time.time() - t_start
-            if elapsed >= cfg.live_seconds and (collector.records or elapsed >= 3 * cfg.live_seconds):
-                break
-            progress.poll()
-            if not queries[0].isActive:
-                out["error"] = f"query stopped: {queries[0].exception()}"
-                break
-            time.sleep(0.5)
+        _keep_load_on(cfg, fleet, collector, progress, queries[0], t_start, out)
         stop.set()
         fig = q.get(timeout=120)
         fleet.join(30)
         cpu.fleet_cpu += fig.pop("cpu_s")
         t_end = time.time()
-        # results already being computed when the load stopped still count
-        grace = time.monotonic() + 15
-        while time.monotonic() < grace and queries[0].isActive and queries[0].status.get("isTriggerActive"):
-            time.sleep(0.2)
-        time.sleep(1.0)
-        progress.poll()
+        _await_last_results(progress, queries[0])
     finally:
         stop.set()
         jobs.stop_gracefully(queries)
@@ -789,6 +707,67 @@ def live_phase(spark: Any, bootstrap: str, cfg: PipelineBenchConfig, work: Path)
             fleet.kill()
     out["fleet"] = {k: (round(v, 1) if isinstance(v, float) else v) for k, v in fig.items()}
     out["cpu"] = cpu.result() if cpu is not None else None
+    records = [r for r in collector.records if r["visible_ms"] <= t_end * 1000 + 20_000]
+    out |= _live_figures(cfg, progress, steps, fig, t_start)
+    gated = cfg.live_job == "correlation"
+    out["latency"] = latency_figures(records, interval_ms(cfg.live_watermark), gated)
+    out["latency"]["definition"] = (
+        "raw = visible - window_end; after_close = visible - close, close = window_end + watermark"
+        + (" rounded up to a whole minute (weather reports gate the join's watermark)" if gated else "")
+    )
+    out["result_parse_errors"] = collector.errors
+    out |= _emitting_batches(progress, steps, t_start)
+    if len(queries) > 1:
+        out["sink_steps_note"] = (
+            f"{len(queries)} queries run side by side ({', '.join(q.name for q in queries)}); "
+            "steps are attributed to batches by time, so theirs overlap"
+        )
+    return out
+
+
+def _keep_load_on(
+    cfg: PipelineBenchConfig,
+    fleet: Any,
+    collector: ResultCollector,
+    progress: ProgressLog,
+    query: Any,
+    t_start: float,
+    out: dict[str, Any],
+) -> None:
+    """The load stays on for live_seconds, and longer (up to 3x) until a first result arrived."""
+    while fleet.is_alive():
+        elapsed = time.time() - t_start
+        if elapsed >= cfg.live_seconds and (collector.records or elapsed >= 3 * cfg.live_seconds):
+            break
+        progress.poll()
+        if not query.isActive:
+            out["error"] = f"query stopped: {query.exception()}"
+            break
+        time.sleep(0.5)
+
+
+def _await_first_batch(progress: ProgressLog, query: Any) -> None:
+    """The query's first (empty) batch plans and starts workers: live load starts after it."""
+    deadline = time.monotonic() + 180
+    while not progress.batches and time.monotonic() < deadline and query.isActive:
+        progress.poll()
+        time.sleep(0.2)
+
+
+def _await_last_results(progress: ProgressLog, query: Any) -> None:
+    """Results already being computed when the load stopped still count."""
+    grace = time.monotonic() + 15
+    while time.monotonic() < grace and query.isActive and query.status.get("isTriggerActive"):
+        time.sleep(0.2)
+    time.sleep(1.0)
+    progress.poll()
+
+
+def _live_figures(
+    cfg: PipelineBenchConfig, progress: ProgressLog, steps: StepTimers, fig: dict[str, Any], t_start: float
+) -> dict[str, Any]:
+    """The micro-batches of the live load and whether they kept up with the fleet."""
+    out: dict[str, Any] = {}
     batches = [p for p in progress.ordered() if _batch_window(p)[0] >= t_start - 1]
     produced = fig["by_topic"].get("traffic", 0) + fig["by_topic"].get("weather_conditions", 0)
     processed = sum(int(p.get("numInputRows") or 0) for p in batches)
@@ -802,28 +781,19 @@ def live_phase(spark: Any, bootstrap: str, cfg: PipelineBenchConfig, work: Path)
     }
     out |= {"input_rows_processed": processed, "input_rows_produced": produced}
     out["kept_up"] = processed >= 0.95 * produced
-    records = [r for r in collector.records if r["visible_ms"] <= t_end * 1000 + 20_000]
-    gated = cfg.live_job == "correlation"
-    out["latency"] = latency_figures(records, interval_ms(cfg.live_watermark), gated)
-    out["latency"]["definition"] = (
-        "raw = visible - window_end; after_close = visible - close, close = window_end + watermark"
-        + (" rounded up to a whole minute (weather reports gate the join's watermark)" if gated else "")
-    )
-    out["result_parse_errors"] = collector.errors
-    # the micro-batches that wrote results: the last step of every window's way to the store
+    return out
+
+
+def _emitting_batches(progress: ProgressLog, steps: StepTimers, t_start: float) -> dict[str, Any]:
+    """The micro-batches that wrote results: the last step of every window's way to the store."""
+    batches = [p for p in progress.ordered() if _batch_window(p)[0] >= t_start - 1]
     rows = [_batch_row(p, steps) for p in batches]
-    out["emitting_batches"] = [
+    emitting = [
         {k: r[k] for k in ("batch", "input_rows", "seconds", "sink_steps_s")}
         for r in rows
         if "to_topic" in r["sink_steps_s"]
     ]
-    out["sink_steps_s"] = steps.totals(t_start - 1)
-    if len(queries) > 1:
-        out["sink_steps_note"] = (
-            f"{len(queries)} queries run side by side ({', '.join(q.name for q in queries)}); "
-            "steps are attributed to batches by time, so theirs overlap"
-        )
-    return out
+    return {"emitting_batches": emitting, "sink_steps_s": steps.totals(t_start - 1)}
 
 
 # -- phase 3: batch over N events -------------------------------------------------------------
@@ -874,7 +844,11 @@ def _layout(bootstrap: str, cfg: PipelineBenchConfig) -> None:
     ensure_layout(bootstrap, partitions=cfg.partitions, extra_topics=extra)
 
 
-def run(cfg: PipelineBenchConfig) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    return measure(args.cfg)
+
+
+def measure(cfg: PipelineBenchConfig) -> dict[str, Any]:
     from pipelines.spark import session
 
     config = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()}
@@ -937,41 +911,6 @@ def run(cfg: PipelineBenchConfig) -> dict[str, Any]:
     return doc
 
 
-def render(doc: dict[str, Any], console: Console) -> None:
-    rows: list[tuple[str, Any]] = []
-    if s := doc.get("stream"):
-        share = (s.get("durations") or {}).get("share_of_trigger") or {}
-        rows += [
-            ("stream: backlog input rows", f"{s['backlog']['input_rows']:,}"),
-            ("stream: sustained input events/s", f"{s.get('sustained_events_per_s') or 0:,}"),
-            ("stream: overall events/s (with warm-up)", f"{s.get('overall_events_per_s') or 0:,}"),
-            ("stream: first (warm-up) batch s", s.get("first_batch_s")),
-            ("stream: addBatch share of trigger", share.get("addBatch")),
-            ("stream: sink steps s", json.dumps(s.get("sink_steps_s"))),
-            ("stream: CPU share", json.dumps((s.get("cpu") or {}).get("share"))),
-        ]
-    if lv := doc.get("live"):
-        la, secs, fleet = lv["latency"], lv["batches"]["seconds"], lv.get("fleet") or {}
-        raw, closed = la["raw_s"], la["after_close_s"]
-        rows += [
-            ("live: job / fleet events/s", f"{lv['job']} / {fleet.get('events_per_s', 0):,.0f}"),
-            ("live: batches s (p50/p95)", f"{secs.get('p50')} / {secs.get('p95')}"),
-            ("live: kept up", lv.get("kept_up")),
-            ("live: result records / windows", f"{la['records']} / {la['windows']}"),
-            ("live: raw latency p50/p95 s", f"{raw.get('p50')} / {raw.get('p95')}"),
-            ("live: after window close p50/p95 s", f"{closed.get('p50')} / {closed.get('p95')}"),
-        ]
-    for job, r in ((doc.get("batch") or {}).get("jobs") or {}).items():
-        rows.append((f"batch {job}: events / wall s", f"{r['traffic_events']:,} / {r['wall_s']}"))
-        rows.append((f"batch {job}: events/s", f"{r.get('events_per_s') or 0:,}"))
-    title = f"Spark pipeline benchmark ({doc['mode']}, {doc['config']['master']})"
-    console.print(report.table(title, "figure|>value", *rows))
-    report.print_goals(console, doc["goals"])
-    for e in doc["errors"]:
-        console.print(f"[red]error: {e}[/red]")
-    report.print_footer(console, doc)
-
-
 # options that set the config field of the same name
 OVERRIDES: tuple[str, ...] = (
     "batch_events",
@@ -985,30 +924,8 @@ OVERRIDES: tuple[str, ...] = (
 OVERRIDES += ("live_job", "live_window", "live_watermark")
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[PipelineBenchConfig, argparse.Namespace]:
-    p = report.parser(
-        "pipeline",
-        __doc__,
-        "smaller counts (about 8 minutes)",
-        "a tiny run for the tests (about a minute)",
-        ("--events", int, "traffic events of the streaming backlog (full 12,000,000)"),
-        ("--batch-events", int, "traffic events of the batch phase (full 10,000,000)"),
-        ("--max-offsets-per-trigger", int, "streaming admission control (full 1,000,000)"),
-        ("--live-rate", int, "events/s of the live fleet (full 5,000)"),
-        ("--live-seconds", float, "length of the live phase (full 360)"),
-        ("--live-window", str, "window of the live job (full: the job's default, 1 minute)"),
-        ("--live-watermark", str, "watermark of the live job (full: the job's default, 2 minutes)"),
-        ("--batch-jobs", str, "comma-separated: aggregates,correlation,anomalies,all"),
-        ("--phases", "stream,live,batch", "which phases to run"),
-        ("--master", "local[2]", "Spark master"),
-        ("--py-spy", bool, "profile the Python workers during the stream phase"),
-        ("--jfr", bool, "profile the Spark JVM (Java Flight Recorder) likewise"),
-    )
-    p.add_argument("--live-job", choices=["correlation", "aggregates"])
-    p.add_argument(
-        "--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting"
-    )
-    a = p.parse_args(argv)
+def check(a: argparse.Namespace, error: Callable[[str], Any]) -> None:
+    """The options into ``a.cfg`` (a :class:`PipelineBenchConfig`)."""
     given = {k: getattr(a, k) for k in OVERRIDES} | {"stream_events": a.events}
     given["phases"] = tuple(x.strip() for x in a.phases.split(",") if x.strip())
     if a.batch_jobs:
@@ -1016,25 +933,21 @@ def parse_args(argv: list[str] | None = None) -> tuple[PipelineBenchConfig, argp
     mode = report.mode(a)
     cfg = PipelineBenchConfig(mode=mode, **MODES[mode] | {k: v for k, v in given.items() if v is not None})
     if unknown := set(cfg.phases) - {"stream", "live", "batch"}:
-        p.error(f"unknown phase(s) {', '.join(sorted(unknown))}")
+        error(f"unknown phase(s) {', '.join(sorted(unknown))}")
     for item in a.spark_conf:
         k, sep, v = item.partition("=")
         if not sep:
-            p.error(f"--spark-conf {item!r}: expected KEY=VALUE")
+            error(f"--spark-conf {item!r}: expected KEY=VALUE")
         cfg.spark_conf[k.strip()] = v.strip()
     try:
         interval_ms(cfg.live_watermark)
         interval_ms(cfg.live_window)
     except ValueError as exc:
-        p.error(str(exc))
-    return cfg, a
-
-
-def main(argv: list[str] | None = None) -> int:
-    cfg, args = parse_args(argv)
-    code: int = run_main(lambda: run(cfg), render, args.json, name="bench_pipeline")
-    return code
+        error(str(exc))
+    a.cfg = cfg
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from load.scenarios import main
+
+    raise SystemExit(main("pipeline"))

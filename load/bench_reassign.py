@@ -1,35 +1,10 @@
-"""Reassignment benchmark (issue 21): move partitions' replicas between the brokers of a cluster
+"""Reassignment benchmark: move partitions' replicas between the brokers of a cluster
 of ours under a replication throttle, and compare the time the move takes with the time the
 throttle implies.
 
-A cluster of ``--brokers`` brokers (3) on 127.0.0.1, the first ``--voters`` of them Raft voters
-(default: all; the others non-voting observers of the metadata log, as added brokers are). A topic of
-``--partitions`` partitions (6), replication factor ``--rf`` (2), is placed on the brokers other
-than the ``--new`` last ones (1: brokers 1 and 2 of 3) and filled with ``--mb`` MB per partition
-(50; acks=1, 64 KiB values) before anything is timed; then every partition is reassigned: with
-``--new`` >= ``--rf`` wholly onto the new brokers, else its first (preferred, leading) replica
-is replaced by a new broker, so leadership moves too. The throttle is Kafka's, as
-``kafka-reassign-partitions --throttle`` sets it: the moving partitions' current replicas in
-``leader.replication.throttled.replicas``, the new ones in ``follower.replication.throttled.replicas``,
-and ``leader/follower.replication.throttled.rate`` = ``--rate`` bytes/s (default: what makes the
-move take ``--target-s``, 25 s) on every broker.
+Goal: the measured duration within ±20 % of the one the throttle implies.
 
-Figures: the measured duration, from AlterPartitionReassignments until every broker reports
-each partition on its target replicas, all in sync, and no reassignment is listed; the
-throttle-implied duration, max over brokers of the bytes it must receive (follower side) or
-send (leader side) over the rate; their ratio (goal: within ±20 %), and the ratio to the
-duration implied by the bytes the throttle counted on the wire (a few % above the payload:
-partial trailing batches fetched again); the throttle's counters
-from each broker's metrics (bytes throttled, fetches held back). ``--baseline`` moves a second,
-equal topic without a throttle first (what the machine does unthrottled: the throttle must be
-the bottleneck for the comparison to mean anything).
-
-The machine is small and shared: the brokers, their fetchers and the producer share 2 cores.
-
-Usage::
-
-    python -m load.bench_reassign [--quick | --smoke] [--brokers 3] [--voters N] [--new 1] [--partitions 6]
-        [--rf 2] [--mb 50] [--rate BYTES_PER_S | --target-s 25] [--baseline] [--json FILE]
+How it measures, in full: ``docs/benchmarks.md``, "bench reassign".
 """
 
 from __future__ import annotations
@@ -43,16 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
-from rich.console import Console
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic  # type: ignore[attr-defined]
 
-from deploy.local.process import ClusterProcesses, free_port, wait_for
 from framework.client.reassign import alter_reassignments, list_reassignments
 from framework.client.wire import WireClient
 from framework.protocol.messages.metadata import MetadataRequest, MetadataResponse
-from load.harness.kafka import quiet_logger
-from load.harness.report import document, goal, log, parser, print_footer, print_goals, table
-from load.harness.runner import run_main
+from load.harness.kafka import produce_blocking, quiet_logger
+from load.harness.report import document, goal, log
+from testing import ClusterProcesses, free_port, wait_for
 
 MB = 1_000_000
 VALUE = 65_536
@@ -107,7 +80,7 @@ def throttles(topic: str, initial: list[list[int]], target: list[list[int]]) -> 
 def set_throttle(
     bootstrap: str, brokers: int, topic: str, lists: tuple[str, str] | None, rate: int | None
 ) -> None:
-    a = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
+    a = AdminClient({"bootstrap.servers": bootstrap}, logger=quiet_logger())
 
     def op(name: str, value: str | None) -> ConfigEntry:
         kind = AlterConfigOpType.DELETE if value is None else AlterConfigOpType.SET
@@ -156,12 +129,7 @@ def fill(bootstrap: str, topic: str, partitions: int, size: int) -> float:
     value = b"x" * VALUE
     for part in range(partitions):
         for _ in range(max(size // VALUE, 1)):
-            while True:
-                try:
-                    p.produce(topic, value=value, partition=part)
-                    break
-                except BufferError:
-                    p.poll(0.05)
+            produce_blocking(p, topic, value, 0.05, partition=part)
             p.poll(0)
     if p.flush(300) != 0:
         raise RuntimeError("the fill did not finish")
@@ -191,7 +159,7 @@ def placed(c: ClusterProcesses, topic: str, want: list[list[int]]) -> bool:
 
 
 def create(bootstrap: str, topic: str, initial: list[list[int]]) -> None:
-    a = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
+    a = AdminClient({"bootstrap.servers": bootstrap}, logger=quiet_logger())
     a.create_topics([NewTopic(topic, num_partitions=len(initial), replica_assignment=initial)])[topic].result(
         30
     )
@@ -304,44 +272,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return doc
 
 
-def render(doc: dict[str, Any], console: Console) -> None:
-    r = doc.get("results", {})
-    cfg = doc["config"]
-    console.print(
-        table(
-            f"Reassignment: {cfg['partitions']} partitions x {cfg['mb_per_partition']} MB, "
-            f"RF {cfg['replication_factor']}, {cfg['brokers']} brokers ({cfg['new_brokers']} new), "
-            f"throttle {cfg['rate_bytes_per_s'] / MB:.2f} MB/s",
-            "figure|>value",
-            *[(k, str(v)) for k, v in r.items() if k != "throttle"],
-            *[(k, f"{v:,.0f}") for k, v in r.get("throttle", {}).items()],
-        )
-    )
-    for e in doc["errors"]:
-        console.print(f"[red]{e}[/red]")
-    print_goals(console, doc.get("goals", []))
-    print_footer(console, doc)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parser(
-        "reassign",
-        __doc__,
-        "10 MB per partition, ~10 s (instead of 50 MB, ~25 s)",
-        "2 partitions x 2 MB, ~4 s (tests)",
-        ("--brokers", 3, "brokers in the cluster"),
-        ("--voters", 0, "Raft voters among them, brokers 1..N (0: all); the others are observers"),
-        ("--new", 1, "brokers that start empty and receive the replicas"),
-        ("--partitions", 6, "partitions moved"),
-        ("--rf", 2, "replication factor"),
-        ("--mb", 50.0, "MB per partition"),
-        ("--rate", int, "throttle in bytes/s (default: what makes the move take --target-s)"),
-        ("--target-s", 25.0, "the throttle-implied duration to aim at when --rate is not given"),
-        ("--baseline", bool, "first move an equal topic without a throttle"),
-    ).parse_args(argv)
-    code: int = run_main(lambda: run(args), render, args.json, name="bench_reassign")
-    return code
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from load.scenarios import main
+
+    raise SystemExit(main("reassign"))

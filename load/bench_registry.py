@@ -1,27 +1,7 @@
-"""Schema registry benchmark: ``GET /schemas/ids/{id}`` latency at a fixed request rate (issue
-20: p99 <= 5 ms at 1,000 requests/s), and what a registration costs.
+"""Schema registry benchmark: ``GET /schemas/ids/{id}`` latency at a fixed request rate (goal:
+p99 <= 5 ms at 1,000 requests/s), and what a registration costs.
 
-One broker and one ``sftraffic registry`` from this checkout; ``--schemas`` Avro schemas are
-registered first (each its own subject; the registration latencies are reported too). Then an
-open-loop client (asyncio on uvloop, ``--connections`` keep-alive HTTP/1.1 connections; by
-default a lean protocol writing prebuilt requests and reading each answer up to its
-Content-Length, ~10x less CPU per request than ``--client aiohttp``'s session) sends
-``GET /schemas/ids/{id}`` with random ids at ``--rate`` requests/s for ``--duration`` seconds:
-request i is due at ``t0 + i / rate`` whatever happened to the ones before, and its latency is
-counted from that due time (no coordinated omission: a stalled registry shows as latency, not as
-fewer requests). What a Confluent client does on a cache miss (an ``AvroDeserializer`` meeting a
-new schema id). The client's requests are made beforehand and its garbage frozen (its own CPU
-and pauses are noise on a 2-core machine shared with the registry); how late it started each request is
-reported apart (``client_lag_ms``: when its p99 is near the latency's, the client is the
-bottleneck, not the registry). Figures: achieved rate, latency p50/p95/p99/max (ms), the
-client's lag, errors, the registry's CPU µs per request and the client's, the load average.
-``--auth`` measures the same load again against a second instance on the same ``_schemas``
-that has an ``--auth-file`` (every request with Basic credentials: the registry checks them and
-the subject's permission), and reports the ratios of the two.
-
-Usage::
-
-    python -m load.bench_registry --json load/results/registry-$(date +%F).json [--quick]
+How it measures, in full: ``docs/benchmarks.md``, "bench registry".
 """
 
 from __future__ import annotations
@@ -34,20 +14,19 @@ import json
 import random
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-from rich.console import Console
 
-from deploy.local.process import BrokerProcess
 from deploy.local.registry import RegistryProcess
-from framework.registry.auth import user_entry
 from load.harness.procfs import cpu_seconds, own_cpu
-from load.harness.report import document, goal, log, parser, print_footer, print_goals, sized, table
-from load.harness.runner import Processes, run_main
+from load.harness.report import document, goal, log
+from load.harness.runner import Processes
 from load.harness.stats import summary
+from registry.auth import user_entry
+from testing import BrokerProcess
 
 GOAL_P99_MS = 5.0
 CT = "application/vnd.schemaregistry.v1+json"
@@ -126,7 +105,7 @@ class _Connection(asyncio.Protocol):
             self.done.set_exception(ConnectionError(str(exc or "closed by the registry")))
 
 
-async def _paced(n: int, rate: float, start: Callable[[float, int], Awaitable[None]]) -> float:
+async def _paced(n: int, rate: float, start: Callable[[float, int], Coroutine[Any, Any, None]]) -> float:
     """Start request ``i`` (``start(due, i)``) at its due time ``t0 + i / rate``, open loop (a
     slow answer never delays the next start); the seconds from ``t0`` until all were answered."""
     tasks: set[asyncio.Task[None]] = set()
@@ -237,16 +216,7 @@ def run_loop(coro: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    cfg = sized(
-        args,
-        {
-            "rate": (1000, 1000, 300),
-            "duration": (30, 10, 3),
-            "schemas": (200, 100, 20),
-            "connections": (16, 16, 8),
-            "client": ("lean", "lean", "lean"),
-        },
-    )
+    cfg = dict(args.sizes)
     doc = document("registry", args, cfg)
     with tempfile.TemporaryDirectory(prefix="bench-registry-") as tmp, Processes() as procs:
         broker = procs.start(
@@ -311,72 +281,7 @@ def get_by_id(reg: RegistryProcess, ids: list[int], cfg: dict[str, Any], auth: b
     return res
 
 
-def render(doc: dict[str, Any], console: Console) -> None:
-    reg = doc["register_ms"]
-
-    def row(label: str, g: dict[str, Any]) -> tuple[Any, ...]:
-        lat = g["latency_ms"]
-        return (
-            label,
-            g["requests"],
-            g["achieved_rate"],
-            lat["p50"],
-            lat["p95"],
-            lat["p99"],
-            lat["max"],
-            g["client_lag_ms"]["p99"],
-            g["registry_cpu_us_per_request"],
-            g["client_cpu_us_per_request"],
-        )
-
-    rows = [row("GET /schemas/ids/{id}", doc["get_by_id"])]
-    if "get_by_id_auth" in doc:
-        rows.append(row("the same, Basic auth", doc["get_by_id_auth"]))
-    console.print(
-        table(
-            "sftraffic registry",
-            "operation|>requests|>rate/s|>p50 ms|>p95 ms|>p99 ms|>max ms|>client lag p99 ms"
-            "|>registry CPU µs/req|>client CPU µs/req",
-            (
-                "register (sequential)",
-                reg["n"],
-                "",
-                reg["p50"],
-                reg["p95"],
-                reg["p99"],
-                reg["max"],
-                "",
-                "",
-                "",
-            ),
-            *rows,
-        )
-    )
-    if "auth_ratios" in doc:
-        r = doc["auth_ratios"]
-        console.print(
-            f"with auth / without: p99 {r['p99']}x, registry CPU per request {r['registry_cpu_per_request']}x"
-        )
-    print_goals(console, doc.get("goals", []))
-    print_footer(console, doc)
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = parser(
-        "registry",
-        __doc__,
-        "10 s at 1,000/s, 100 schemas",
-        "3 s at 300/s, 20 schemas (a test of the benchmark)",
-        ("--rate", float, "requests per second"),
-        ("--duration", float, "seconds of load"),
-        ("--schemas", int, "schemas registered first"),
-        ("--connections", int, "client connection pool"),
-        ("--client", str, "lean (default: asyncio protocol, keep-alive) or aiohttp (its client session)"),
-        ("--auth", bool, "also measure a second instance with an --auth-file (Basic credentials)"),
-    )
-    args = p.parse_args(argv)
-    return run_main(lambda: run(args), render, args.json, name="bench_registry")
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from load.scenarios import main
+
+    raise SystemExit(main("registry"))

@@ -1,40 +1,7 @@
 """Schema validation benchmark: broker produce throughput with ``confluent.value.schema.validation``
-on against off (issue 20: on >= 0.9x off).
+on against off (goal: on >= 0.9x off).
 
-One broker and one ``sftraffic registry`` from this checkout. An Avro schema (a traffic event)
-is registered with confluent-kafka's SchemaRegistryClient; ``--values`` distinct events are
-serialized once with its AvroSerializer (magic byte, schema id, ~100 bytes in all) and the
-producer cycles through them, so the client does the same work in both phases. A phase:
-a new one-partition topic (validation on or off; the schema registered under its subject
-either way), confluent-kafka produces ``--count`` values with acks=1 and the broker benchmark's
-client settings (linger 5 ms, 1 MB batches, no compression), timed from the first ``produce()``
-to the end of ``flush()``; the broker's CPU is counted until it is idle again. Phases alternate
-on/off, the order rotating per repetition (``load.harness.runner.rotation``), ``--reps`` of
-each: the machine is shared, so the figure is the ratio of medians of interleaved runs, with
-each pair's own ratio and the spread. Figures: msgs/s, broker CPU µs/msg, the share of the
-machine other processes took during the phase. A phase whose records were refused (a
-mistake of the benchmark) is an error.
-
-The producer is what sets the pace here (~1.5 µs of client CPU per value against ~0.3-0.5 of
-the broker's, on 2 cores shared with other work), so the end-to-end ratio mostly measures the
-machine: besides the ratio of medians, each pair of phases run back to back gives its own
-ratio (they share the machine's load at the time) and their median is reported. What a broker
-bound by its own CPU would lose is measured in process: ``Log.append_as_leader`` (the leader's
-whole append) of 1,500-record batches (what a 5 ms linger sends at this rate), off and on
-alternating, medians; and the record check alone:
-
-In process, the same values as batches of 1,000 and 9,000 records (a 1 MB batch holds ~9,000:
-past record 8,191 the offset delta takes three bytes and the walk parses records in full), the
-broker's record check (``records.check_records``: walk, and with validation the schema id of
-every value) timed per record with the check off and on (best of 30): what validation adds to
-the broker's CPU without the machine's noise.
-
-``--profile`` records ``py-spy`` on the broker during the last "on" phase and reports where
-its samples fall.
-
-Usage::
-
-    python -m load.bench_schema_validation --json load/results/schema-validation-$(date +%F).json [--quick]
+How it measures, in full: ``docs/benchmarks.md``, "bench schema-validation".
 """
 
 from __future__ import annotations
@@ -48,16 +15,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
-from deploy.local.process import BrokerProcess
 from deploy.local.registry import RegistryProcess
-from load.harness.kafka import create_topic, producer
+from load.harness.kafka import create_topic, produce_blocking, producer
 from load.harness.procfs import Interference, PhaseCpu, probe
 from load.harness.profiler import Profiler, py_spy
-from load.harness.report import document, goal, log, parser, print_footer, print_goals, sized, table
-from load.harness.runner import Processes, rotation, run_main
+from load.harness.report import document, goal, log
+from load.harness.runner import Processes, rotation
 from load.harness.stats import median, spread
+from testing import BrokerProcess
 
 GOAL_RATIO = 0.9
 # a 5 ms linger at ~300k msgs/s sends batches of ~1,500 records: the in-process append's size
@@ -212,13 +177,7 @@ def phase(
         try:
             produce(topic, v, partition=0)
         except BufferError:
-            while True:
-                p.poll(0.005)
-                try:
-                    produce(topic, v, partition=0)
-                    break
-                except BufferError:
-                    continue
+            produce_blocking(p, topic, v, partition=0)
     undelivered = p.flush(max(60.0, count / 10_000))
     seconds = time.perf_counter() - t0
     client_s = cpu.client_done()
@@ -239,8 +198,37 @@ def phase(
     }
 
 
+def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Validation on against off: medians, their spread, and the ratios of back-to-back pairs."""
+    on_runs = [r for r in runs if r["validation"]]
+    off_runs = [r for r in runs if not r["validation"]]
+    pairs = [
+        round(a["msgs_s"] / b["msgs_s"], 3)
+        for a, b in zip(
+            sorted(on_runs, key=lambda r: r["rep"]), sorted(off_runs, key=lambda r: r["rep"]), strict=True
+        )
+    ]
+    m_on, m_off = median(r["msgs_s"] for r in on_runs), median(r["msgs_s"] for r in off_runs)
+    ratio = round(m_on / m_off, 3) if m_on and m_off else None
+    c_on = median(r["broker_cpu_us_per_msg"] for r in on_runs)
+    c_off = median(r["broker_cpu_us_per_msg"] for r in off_runs)
+    return {
+        "on_msgs_s": spread(r["msgs_s"] for r in on_runs),
+        "off_msgs_s": spread(r["msgs_s"] for r in off_runs),
+        "ratio_of_medians": ratio,
+        "pair_ratios": pairs,
+        "median_pair_ratio": median(pairs),
+        "on_broker_cpu_us_per_msg": spread(r["broker_cpu_us_per_msg"] for r in on_runs),
+        "off_broker_cpu_us_per_msg": spread(r["broker_cpu_us_per_msg"] for r in off_runs),
+        "broker_cpu_extra_us_per_msg": round(c_on - c_off, 3)
+        if c_on is not None and c_off is not None
+        else None,
+        "other_load_share": spread(r["other_load_share"] for r in runs),
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    cfg = sized(args, {"count": (1_000_000, 500_000, 20_000), "reps": (3, 3, 1), "values": (1000, 1000, 100)})
+    cfg = dict(args.sizes)
     doc = document("schema_validation", args, cfg)
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-schema-validation-") as tmp, Processes() as procs:
@@ -278,31 +266,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         f"rep {rep} validation {on}: {r['failed']} failed ({r['first_failure']})"
                     )
     doc["runs"] = runs
-    on_runs = [r for r in runs if r["validation"]]
-    off_runs = [r for r in runs if not r["validation"]]
-    pairs = [
-        round(a["msgs_s"] / b["msgs_s"], 3)
-        for a, b in zip(
-            sorted(on_runs, key=lambda r: r["rep"]), sorted(off_runs, key=lambda r: r["rep"]), strict=True
-        )
-    ]
-    m_on, m_off = median(r["msgs_s"] for r in on_runs), median(r["msgs_s"] for r in off_runs)
-    ratio = round(m_on / m_off, 3) if m_on and m_off else None
-    c_on = median(r["broker_cpu_us_per_msg"] for r in on_runs)
-    c_off = median(r["broker_cpu_us_per_msg"] for r in off_runs)
-    doc["summary"] = {
-        "on_msgs_s": spread(r["msgs_s"] for r in on_runs),
-        "off_msgs_s": spread(r["msgs_s"] for r in off_runs),
-        "ratio_of_medians": ratio,
-        "pair_ratios": pairs,
-        "median_pair_ratio": median(pairs),
-        "on_broker_cpu_us_per_msg": spread(r["broker_cpu_us_per_msg"] for r in on_runs),
-        "off_broker_cpu_us_per_msg": spread(r["broker_cpu_us_per_msg"] for r in off_runs),
-        "broker_cpu_extra_us_per_msg": round(c_on - c_off, 3)
-        if c_on is not None and c_off is not None
-        else None,
-        "other_load_share": spread(r["other_load_share"] for r in runs),
-    }
+    doc["summary"] = _summary(runs)
+    ratio, pairs = doc["summary"]["ratio_of_medians"], doc["summary"]["pair_ratios"]
     doc["goals"] = [
         goal("produce msgs/s, validation on / off (ratio of medians)", ratio, GOAL_RATIO, "x", higher=True),
         goal(
@@ -323,64 +288,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return doc
 
 
-def render(doc: dict[str, Any], console: Console) -> None:
-    rows = [
-        (
-            r["rep"],
-            "on" if r["validation"] else "off",
-            f"{r['msgs_s']:,.0f}",
-            r["broker_cpu_us_per_msg"],
-            r["client_cpu_us_per_msg"],
-            r["other_load_share"],
-        )
-        for r in doc["runs"]
-    ]
-    console.print(
-        table(
-            f"schema validation, {doc['config']['count']:,} Avro values "
-            f"of ~{doc['values']['mean_bytes']} B, acks=1",
-            ">rep|validation|>msgs/s|>broker CPU µs/msg|>client CPU µs/msg|>other load",
-            *rows,
-        )
-    )
-    ip = doc["in_process"]
-    console.print(
-        "in process, check_records ns/record off → on: "
-        + "; ".join(
-            f"{n}-record batch {ip[f'check_records_ns_per_record_{n}_off']} → "
-            f"{ip[f'check_records_ns_per_record_{n}_on']}"
-            for n in (1000, 9000)
-        )
-    )
-    console.print(
-        f"in process, Log.append_as_leader of {ip['append_batch_records']}-record batches: "
-        f"{ip['append_us_per_batch_off']} → {ip['append_us_per_batch_on']} µs "
-        f"(throughput ratio {ip['append_throughput_ratio']})"
-    )
-    s = doc["summary"]
-    console.print(
-        f"ratio of medians on/off: {s['ratio_of_medians']} (pairs {s['pair_ratios']}, "
-        f"median {s['median_pair_ratio']}); "
-        f"broker CPU +{s['broker_cpu_extra_us_per_msg']} µs/msg"
-    )
-    print_goals(console, doc.get("goals", []))
-    print_footer(console, doc)
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = parser(
-        "schema_validation",
-        __doc__,
-        "500,000 values, 3 repetitions of each",
-        "20,000 values, 1 repetition (a test of the benchmark)",
-        ("--count", int, "values per phase"),
-        ("--reps", int, "repetitions of each phase"),
-        ("--values", int, "distinct Avro values cycled through"),
-        ("--profile", bool, "py-spy on the broker during the last 'on' phase"),
-    )
-    args = p.parse_args(argv)
-    return run_main(lambda: run(args), render, args.json, name="bench_schema_validation")
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from load.scenarios import main
+
+    raise SystemExit(main("schema-validation"))

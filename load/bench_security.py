@@ -1,18 +1,7 @@
 """Security benchmark: produce and consume throughput over PLAINTEXT, SASL_SSL (SCRAM-SHA-256)
-and SSL, and the broker's CPU per message on each (issue 18: SASL_SSL >= 0.7x PLAINTEXT).
+and SSL, and the broker's CPU per message on each (goal: SASL_SSL >= 0.7x PLAINTEXT).
 
-One broker from this checkout with three listeners (PLAINTEXT, SASL_SSL, SSL without client
-certificates), certificates made for the run by ``trustme``, a SCRAM user ``bench`` added to
-the data dir before the first start. Each repetition produces ``--count`` messages of 100 B to a
-fresh one-partition topic through each listener in turn (the order rotating: A B C, B C A, ...),
-then consumes them back through the same listener; clients keep librdkafka's defaults except
-the security settings (and a consumer's group id and ``auto.offset.reset=earliest``). Figures:
-msgs/s (median, min-max), the broker's CPU per message from procfs (above its rest), and
-SASL_SSL/PLAINTEXT and SSL/PLAINTEXT ratios of the medians.
-
-The authorizer's cost (StandardAuthorizer with 1,000 ACLs on vs off, broker CPU per produced
-message, goal <= 1.1x) is ``load/bench_authorizer.py``'s; this JSON says so under
-``authorizer``.
+How it measures, in full: ``docs/benchmarks.md``, "bench security".
 """
 
 from __future__ import annotations
@@ -24,14 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
-from deploy.local.process import BrokerProcess, free_port, sftraffic
-from load.harness.kafka import EndOffsets, create_topic, producer, quiet_logger
+from load.harness.kafka import EndOffsets, create_topic, produce_blocking, producer, quiet_logger
 from load.harness.procfs import Interference, PhaseCpu, probe, rest_cores
-from load.harness.report import document, goal, log, parser, print_footer, print_goals, sized, table
-from load.harness.runner import Processes, rotation, run_main
-from load.harness.stats import median, spread
+from load.harness.report import document, goal, log
+from load.harness.runner import Processes, rotation
+from load.harness.stats import median, rounded, spread
+from testing import BrokerProcess, free_port, sftraffic
 
 PROTOCOLS = ("PLAINTEXT", "SASL_SSL", "SSL")
 USER, PASSWORD, MECH = "bench", "bench-Secret-0123456789", "SCRAM-SHA-256"
@@ -89,22 +76,13 @@ class SecureBroker:
         return seconds
 
 
-def _r(v: float | None, digits: int = 3) -> float | None:
-    return None if v is None else round(v, digits)
-
-
 def produce(b: SecureBroker, protocol: str, topic: str, count: int) -> dict[str, Any]:
     conf = b.conf(protocol)
     p, failures = producer(conf.pop("bootstrap.servers"), **conf)
     noise, phase = Interference([b.proc.pid]), PhaseCpu(b.cpu, rest=b.rest)
     t0 = time.perf_counter()
     for _ in range(count):
-        while True:
-            try:
-                p.produce(topic, VALUE)
-                break
-            except BufferError:
-                p.poll(0.005)
+        produce_blocking(p, topic, VALUE)
     undelivered = p.flush(max(60.0, count / 5_000))
     seconds = time.perf_counter() - t0
     phase.client_done()
@@ -113,8 +91,8 @@ def produce(b: SecureBroker, protocol: str, topic: str, count: int) -> dict[str,
     return {
         "seconds": round(seconds, 3),
         "msgs_s": round(count / seconds),
-        "broker_cpu_us_per_msg": _r(phase.above_rest(count)),
-        "others_busy_share": _r(noise.share()),
+        "broker_cpu_us_per_msg": rounded(phase.above_rest(count)),
+        "others_busy_share": rounded(noise.share()),
         "errors": len(failures) + undelivered + abs(stored - count),
     }
 
@@ -147,14 +125,14 @@ def consume(b: SecureBroker, protocol: str, topic: str, count: int) -> dict[str,
     return {
         "seconds": round(seconds, 3),
         "msgs_s": round(got / seconds),
-        "broker_cpu_us_per_msg": _r(phase.above_rest(count)),
-        "others_busy_share": _r(noise.share()),
+        "broker_cpu_us_per_msg": rounded(phase.above_rest(count)),
+        "others_busy_share": rounded(noise.share()),
         "errors": errors + (count - got),
     }
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    cfg = sized(args, {"count": (1_000_000, 200_000, 20_000), "reps": (4, 2, 1)})
+    cfg = dict(args.sizes)
     doc: dict[str, Any] = document(
         "security", args, cfg | {"protocols": PROTOCOLS, "value_bytes": len(VALUE), "sasl": MECH}
     )
@@ -194,7 +172,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         base = median(r["msgs_s"] for r in runs if r["protocol"] == "PLAINTEXT" and r["kind"] == kind)
         for protocol in PROTOCOLS[1:]:
             m = median(r["msgs_s"] for r in runs if r["protocol"] == protocol and r["kind"] == kind)
-            row[f"{protocol}/PLAINTEXT"] = _r(m / base if m is not None and base else None)
+            row[f"{protocol}/PLAINTEXT"] = rounded(m / base if m is not None and base else None)
         doc["summary"][kind] = row
         doc["goals"].append(
             goal(f"{kind} SASL_SSL/PLAINTEXT", row["SASL_SSL/PLAINTEXT"], GOAL_RATIO, "x", True)
@@ -202,45 +180,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return doc
 
 
-def render(doc: dict[str, Any], console: Console) -> None:
-    rows = []
-    for kind, row in doc.get("summary", {}).items():
-        for protocol in PROTOCOLS:
-            m, c = row[protocol]["msgs_s"], row[protocol]["broker_cpu_us_per_msg"]
-            rows.append(
-                (
-                    kind,
-                    protocol,
-                    f"{m['median']:,.0f} ({m['min']:,.0f}-{m['max']:,.0f})" if m else "n/a",
-                    f"{c['median']:.2f} ({c['min']:.2f}-{c['max']:.2f})" if c else "n/a",
-                    "" if protocol == "PLAINTEXT" else str(row[f"{protocol}/PLAINTEXT"]),
-                )
-            )
-    console.print(
-        table(
-            "security protocols (medians, min-max)",
-            "phase|protocol|>msgs/s|>broker CPU µs/msg|>/PLAINTEXT",
-            *rows,
-        )
-    )
-    console.print(f"authorizer: {doc.get('authorizer')}")
-    print_goals(console, doc.get("goals", []))
-    print_footer(console, doc)
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = parser(
-        "security",
-        __doc__,
-        "200k messages, 2 repetitions",
-        "20k messages, 1 repetition (a test of the benchmark)",
-        ("--count", int, "messages per phase"),
-        ("--reps", int, "repetitions"),
-    )
-    args = p.parse_args(argv)
-    code: int = run_main(lambda: run(args), render, args.json, name="bench_security")
-    return code
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from load.scenarios import main
+
+    raise SystemExit(main("security"))

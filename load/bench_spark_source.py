@@ -1,39 +1,9 @@
 """Spark's source for the correlation job: our Python data source against Spark's own Kafka
 connector (JVM), on the same backlog, alternating, in one run.
 
-1. **One backlog.** A fresh store gets the layout of ``sftraffic up`` and ``--events`` traffic
-   events (12M by default) with their weather readings: the sensor fleet (10,000 sensors,
-   ``KafkaSink``) replays a weekday morning at full speed, as ``load.bench_pipeline``'s stream
-   phase does. The store is ours (``BrokerProcess``) or, with ``--store kafka``, Apache Kafka
-   (``deploy.kafka.KafkaCluster``, one KRaft node, ``-Xmx1g``).
-2. **The same job over it, source by source, alternating.** One SparkSession
-   (``pipelines.spark.session`` with the connector's jars on ``spark.jars``, ``local[2]``), first
-   a warm-up run of the job through each source (the last 2,000 records of every partition,
-   5,000 offsets per trigger, not measured: Python workers, connector classes, the join's
-   generated code), then
-   ``--reps`` repetitions of: the streaming correlation job (``jobs.start_correlation``, what
-   ``sftraffic pipeline correlation --source S`` runs; 1M offsets per trigger, 1 s trigger)
-   from ``earliest`` over the whole backlog with ``--source sftraffic`` (python), then the same
-   with ``--source kafka`` (jvm): A B A B. Every run has fresh checkpoints and Parquet folders.
-3. **Figures.** Per run, ``load.bench_pipeline``'s stream figures: **sustained events/s** =
-   input rows of the data micro-batches after the first (the warm-up) / wall time from the
-   start of the second to the end of the last; overall events/s, the first batch's seconds,
-   the trigger's duration shares, CPU seconds per process kind (Spark JVM, Python workers,
-   broker, ...). Per source the median with min, max and n (``stats.spread``); the ratio
-   python/jvm of the medians and of each repetition's pair. Goal: the Python data source's
-   sustained events/s ≥ 1.0× the JVM connector's. ``--py-spy`` profiles the Python workers
-   during the Python-source runs (where their time goes).
+Goal: the Python data source's sustained events/s >= 1.0x the JVM connector's.
 
-Usage::
-
-    python -m load.bench_spark_source --json load/results/spark-source-ours.json    # 12M, 2 reps
-    python -m load.bench_spark_source --store kafka --events 6000000 --json out.json
-    python -m load.bench_spark_source --quick --json out.json      # a smoke run (about 2 minutes)
-
-Sizes: full = 12M events, 2 repetitions (about 10-12 minutes on an idle 2-core machine);
-quick = 40k events, 10k offsets per trigger, 2 repetitions, no warm-up runs. Results are
-written to the store's result topics and to Parquet under a temporary folder; everything is
-stopped at the end.
+How it measures, in full: ``docs/benchmarks.md``, "bench spark-source".
 """
 
 from __future__ import annotations
@@ -45,12 +15,10 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-from rich.console import Console
 
 from load.bench_pipeline import (
     PipelineBenchConfig,
@@ -63,10 +31,9 @@ from load.bench_pipeline import (
 from load.harness import report
 from load.harness.kafka import EndOffsets
 from load.harness.report import log, verdict
-from load.harness.runner import run_main
 from load.harness.stats import spread
 
-GOAL_RATIO = 1.0  # python / jvm, sustained events/s (issue 17)
+GOAL_RATIO = 1.0  # python / jvm, sustained events/s
 LABELS = {"python": "sftraffic", "jvm": "kafka"}  # label -> pipelines.jobs source
 STORES = ("ours", "kafka")
 KAFKA_HEAP = "1g"
@@ -190,7 +157,11 @@ def _run_figures(res: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run(cfg: SourceBenchConfig) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    return measure(args.cfg)
+
+
+def measure(cfg: SourceBenchConfig) -> dict[str, Any]:
     from deploy.spark.connector import SPARK_VERSION
     from pipelines.spark import session
 
@@ -268,72 +239,17 @@ def run(cfg: SourceBenchConfig) -> dict[str, Any]:
     return doc
 
 
-def render(doc: dict[str, Any], console: Console) -> None:
-    rows: list[tuple[Any, ...]] = []
-    for r in doc.get("runs", []):
-        rows.append(
-            (
-                r["rep"],
-                r["source"],
-                f"{r.get('sustained_events_per_s') or 0:,}",
-                f"{r.get('overall_events_per_s') or 0:,}",
-                r.get("first_batch_s"),
-                r.get("micro_batches"),
-                (r.get("cpu") or {}).get("cores_busy"),
-            )
-        )
-    store_name = (doc.get("store") or {}).get("store", doc["config"]["store"])
-    title = f"Spark source, correlation job over {doc['config']['events']:,} events on {store_name}"
-    console.print(
-        report.table(
-            title, "rep|source|>sustained ev/s|>overall ev/s|>first batch s|>batches|>cores busy", *rows
-        )
-    )
-    for label, s in (doc.get("sources") or {}).items():
-        sp = s["sustained_events_per_s"] or {}
-        console.print(
-            f"{label} ({s['source']}): sustained median {sp.get('median')} "
-            f"(min {sp.get('min')}, max {sp.get('max')}, n {sp.get('n')})"
-        )
-    console.print(
-        f"ratio python/jvm: {doc.get('ratio_python_over_jvm')} (by repetition {doc.get('ratio_by_rep')})"
-    )
-    report.print_goals(console, doc["goals"])
-    for e in doc["errors"]:
-        console.print(f"[red]error: {e}[/red]")
-    report.print_footer(console, doc)
-
-
-def parse_args(argv: list[str] | None = None) -> tuple[SourceBenchConfig, argparse.Namespace]:
-    p = report.parser(
-        "spark_source",
-        __doc__,
-        "a smoke run: 40k events, 2 repetitions (about 2 minutes)",
-        None,
-        ("--events", int, "traffic events of the backlog (full 12,000,000)"),
-        ("--reps", int, "repetitions, each the Python source then the JVM connector (full 2)"),
-        ("--max-offsets-per-trigger", int, "offsets per source and micro-batch (full 1,000,000)"),
-        ("--master", str, "Spark master (default local[2])"),
-        ("--py-spy", bool, "profile the Python workers during the Python-source runs"),
-    )
-    p.add_argument(
-        "--store", choices=STORES, default="ours", help="ours, or Apache Kafka (deploy.kafka, single node)"
-    )
-    a = p.parse_args(argv)
+def check(a: argparse.Namespace, error: Callable[[str], Any]) -> None:
+    """The options into ``a.cfg`` (a :class:`SourceBenchConfig`)."""
     mode = report.mode(a)
     given = {k: getattr(a, k) for k in ("events", "reps", "max_offsets_per_trigger", "master")}
     kw = MODES[mode] | {k: v for k, v in given.items() if v is not None}
-    cfg = SourceBenchConfig(mode=mode, store=a.store, py_spy=a.py_spy, **kw)
-    if cfg.reps < 1 or cfg.events < 1:
-        p.error("--reps and --events must be positive")
-    return cfg, a
-
-
-def main(argv: list[str] | None = None) -> int:
-    cfg, args = parse_args(argv)
-    code: int = run_main(lambda: run(cfg), render, args.json, name="bench_spark_source")
-    return code
+    a.cfg = SourceBenchConfig(mode=mode, store=a.store or "ours", py_spy=a.py_spy, **kw)
+    if a.cfg.reps < 1 or a.cfg.events < 1:
+        error("--reps and --events must be positive")
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from load.scenarios import main
+
+    raise SystemExit(main("spark-source"))

@@ -1,33 +1,6 @@
 """Stream-store peers of ``sftraffic bench``: Redis Streams and NATS JetStream on 127.0.0.1.
 
-Each server is started here on a free loopback port with a fresh data directory, measured, and
-stopped by its pid:
-
-* Redis (``redis-server --save "" --appendonly yes --appendfsync everysec``): every write goes to
-  the append-only file, fsynced once a second (like our broker's page-cache durability);
-* NATS JetStream (``nats-server -js``): one file-storage stream per phase, one replica.
-
-Figures (100-byte values, as ``load.bench_broker``), per repetition:
-
-* produce msgs/s. Redis: XADD in non-transactional redis-py pipelines of 1,000, timed until the
-  last reply. NATS: ``js.publish_async`` with up to 4,000 publishes in flight, timed until every
-  PubAck (the server stored the message);
-* consume msgs/s. Redis: one consumer of a fresh group, XREADGROUP COUNT 1,000 then XACK of the
-  batch. NATS: a pull consumer (AckPolicy.ALL) fetching 1,000 at a time and acking the last
-  message of each batch;
-* latency at a fixed rate (10k msgs/s): publish to acknowledgement, from each message's
-  scheduled send time, so a client that falls behind its schedule pays for it. Redis (a
-  synchronous client) sends whatever is due in one pipeline; NATS publishes each message at its
-  time and takes the PubAck's arrival;
-* server CPU µs/msg (user+system of the server process from /proc/PID/stat) over each phase and
-  until the server is idle again.
-
-Both servers have one acknowledgement mode: the reply comes once the server has stored the
-message. That one figure is therefore also their "acks=all" figure in the ratios.
-
-The results are :class:`load.bench_broker.SystemReport` objects with the same figure keys as the
-Kafka brokers' (the same :class:`load.bench_broker.Session` runs the phases), so ``sftraffic
-bench`` puts all systems in one table and computes ratios with :func:`load.bench_broker.ratios`.
+How it measures, in full: ``docs/benchmarks.md``, "Redis Streams and NATS JetStream (bench)".
 """
 
 from __future__ import annotations

@@ -1,28 +1,14 @@
-"""Transactions benchmark (issue 19), one run: what transactions cost the producer and the reader.
+"""Transactions benchmark, one run: what transactions cost the producer and the reader.
 
-One broker from this checkout (``BrokerProcess``, a fresh data dir), a topic of 3 partitions,
-confluent-kafka, 100-byte values, linger 5 ms. Each repetition runs, in an order that rotates
-(so the shared machine's drift does not favour one side):
-
-* **produce**: an idempotent producer, and a transactional producer committing every 100 ms,
-  each for ``--seconds``; msgs/s from the first ``produce()`` to the end of ``flush()``;
-* **consume**: the transactional topic read from the start (``assign``, no group) at
-  ``read_uncommitted`` and at ``read_committed`` (the broker's LSO, the aborted-transactions
-  list; the client's filtering of control batches); msgs/s until every record is read.
-
-Goals (the issue's): transactional >= 0.8x idempotent; read_committed >= 0.9x read_uncommitted
+Goals: transactional >= 0.8x idempotent; read_committed >= 0.9x read_uncommitted
 (medians over the repetitions).
 
-Usage::
-
-    python -m load.bench_transactions [--seconds 8] [--reps 3] [--json load/results/transactions-DATE.json]
+How it measures, in full: ``docs/benchmarks.md``, "bench transactions".
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import logging
 import statistics
 import tempfile
 import time
@@ -31,19 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from deploy.local.process import BrokerProcess
+from load.harness.kafka import quiet_logger
+from load.harness.report import document, goal, log
+from load.harness.runner import Processes, rotation
+from testing import BrokerProcess
 
 PARTITIONS = 3
 VALUE = b"x" * 100
-
-
-def _quiet() -> logging.Logger:
-    lg = logging.getLogger("bench.transactions")
-    lg.addHandler(logging.NullHandler())
-    lg.propagate = False
-    return lg
 
 
 def produce(bootstrap: str, topic: str, transactional: bool, seconds: float) -> tuple[float, int]:
@@ -52,7 +34,7 @@ def produce(bootstrap: str, topic: str, transactional: bool, seconds: float) -> 
         "bootstrap.servers": bootstrap,
         "linger.ms": 5,
         "enable.idempotence": True,
-        "logger": _quiet(),
+        "logger": quiet_logger(),
     }
     if transactional:
         conf["transactional.id"] = f"bench-{uuid.uuid4().hex[:8]}"
@@ -88,7 +70,7 @@ def consume(bootstrap: str, topic: str, isolation: str, total: int) -> float:
             "group.id": f"bench-{uuid.uuid4().hex[:8]}",
             "isolation.level": isolation,
             "enable.auto.commit": False,
-            "logger": _quiet(),
+            "logger": quiet_logger(),
         }
     )
     try:
@@ -105,59 +87,47 @@ def consume(bootstrap: str, topic: str, isolation: str, total: int) -> float:
         c.close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seconds", type=float, default=8.0)
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--json", type=Path)
-    args = ap.parse_args(argv)
+def repetition(bootstrap: str, admin: Any, rep: int, seconds: float) -> dict[str, float]:
+    """One repetition: both producers, then both isolation levels, in an order that alternates."""
+    idem, txn = f"idem-{rep}", f"txn-{rep}"
+    for t in (idem, txn):
+        admin.create_topics([NewTopic(t, PARTITIONS, 1)])[t].result(30)
+    run: dict[str, float] = {}
+    total = 0
+    for transactional in rotation([False, True], rep + 1):
+        rate, n = produce(bootstrap, txn if transactional else idem, transactional, seconds)
+        run["transactional" if transactional else "idempotent"] = rate
+        total = n if transactional else total
+    for isolation in rotation(["read_uncommitted", "read_committed"], rep + 1):
+        run[isolation] = consume(bootstrap, txn, isolation, total)
+    log(f"rep {rep + 1}: " + ", ".join(f"{k} {v:,.0f} msg/s" for k, v in run.items()))
+    return run
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    doc = document("transactions", args, dict(args.sizes) | {"partitions": PARTITIONS})
     runs: list[dict[str, float]] = []
-    with tempfile.TemporaryDirectory(prefix="bench-txn-") as tmp:
-        b = BrokerProcess(Path(tmp) / "broker").start()
-        try:
-            admin = AdminClient({"bootstrap.servers": b.bootstrap, "logger": _quiet()})
-            for rep in range(args.reps):
-                idem, txn = f"idem-{rep}", f"txn-{rep}"
-                for t in (idem, txn):
-                    admin.create_topics([NewTopic(t, PARTITIONS, 1)])[t].result(30)
-                run: dict[str, float] = {}
-                order = [False, True] if rep % 2 == 0 else [True, False]
-                for transactional in order:
-                    topic = txn if transactional else idem
-                    rate, n = produce(b.bootstrap, topic, transactional, args.seconds)
-                    run["transactional" if transactional else "idempotent"] = rate
-                    if transactional:
-                        total = n
-                levels = ["read_uncommitted", "read_committed"]
-                for isolation in levels if rep % 2 == 0 else levels[::-1]:
-                    run[isolation] = consume(b.bootstrap, txn, isolation, total)
-                runs.append(run)
-                shown = ", ".join(f"{k} {v:,.0f} msg/s" for k, v in run.items())
-                print(f"rep {rep + 1}: {shown}", flush=True)
-        finally:
-            b.stop()
+    with tempfile.TemporaryDirectory(prefix="bench-txn-") as tmp, Processes() as procs:
+        b = procs.start(BrokerProcess(Path(tmp) / "broker"))
+        admin = AdminClient({"bootstrap.servers": b.bootstrap}, logger=quiet_logger())
+        runs = [repetition(b.bootstrap, admin, rep, args.seconds) for rep in range(args.reps)]
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     produce_ratio = med["transactional"] / med["idempotent"]
     consume_ratio = med["read_committed"] / med["read_uncommitted"]
-    result = {
+    return doc | {
         "seconds": args.seconds,
         "reps": runs,
         "median": med,
         "transactional_vs_idempotent": round(produce_ratio, 3),
         "read_committed_vs_read_uncommitted": round(consume_ratio, 3),
-        "goals": {
-            "transactional >= 0.8x idempotent": produce_ratio >= 0.8,
-            "read_committed >= 0.9x read_uncommitted": consume_ratio >= 0.9,
-        },
+        "goals": [
+            goal("transactional / idempotent produce", round(produce_ratio, 3), 0.8, "x", True),
+            goal("read_committed / read_uncommitted", round(consume_ratio, 3), 0.9, "x", True),
+        ],
     }
-    print(
-        f"median: transactional/idempotent {produce_ratio:.2f} (goal >= 0.8), "
-        f"read_committed/read_uncommitted {consume_ratio:.2f} (goal >= 0.9)"
-    )
-    if args.json is not None:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-    return 0 if all(result["goals"].values()) else 1  # type: ignore[union-attr]
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from load.scenarios import main
+
+    raise SystemExit(main("transactions"))

@@ -1,42 +1,10 @@
 """Produce validation benchmark: what walking every produced batch's records costs (the leader's
 ``records.check_records``, Kafka's LogValidator), end to end and per batch, in one run.
 
-1. **End to end, side by side**: our broker from this checkout (``ours``: records validated, by
-   the walk this install built: compiled by mypyc or pure Python, see ``config.walk``) and
-   from another checkout (``ours-baseline``, ``--baseline-src DIR``: a ``git worktree`` of the
-   commit before validation), both running at once; every phase runs on each in turn, the order
-   rotating per repetition (``load.harness.runner.rotation``). A phase: confluent-kafka produces
-   ``--count`` JSON sensor events (~190 bytes, 1,000 keys) to one partition with
-   ``compression.type`` lz4, zstd or none, acks=1, linger 5 ms, 1 MB batches, from the first
-   ``produce()`` to the end of ``flush()``. Figures per system and codec (medians over the
-   repetitions, with min/max): msgs/s, MB/s of values, broker CPU µs/msg (until idle after the
-   phase), client CPU, the share of the machine other processes took. Goals, for each codec:
-   with validation >= 0.8x the throughput without, and at most 0.2 µs more broker CPU per
-   message (decompressing lz4/zstd batches, which the broker did not do before, takes ~0.12).
-2. **In process, per batch**: the same events encoded as batches (``records.build_batch``,
-   the codec, 500 and 4,000 records per batch), timed one batch at a time (medians): the
-   record check alone (decompress + walk), the append path without it (header/CRC check +
-   ``Log.append`` into a temporary directory, what the broker did before), and
-   ``Log.append_as_leader`` (both). ``append / append_as_leader`` is the throughput ratio of a
-   broker bound by its own CPU, which the client on a 2-core machine hides end to end.
+Goals, per codec: with validation >= 0.8x the throughput without and at most 0.2 µs more
+broker CPU per message; the compiled record walk under 0.2 µs per record.
 
-3. **The walk alone, per record**: the same batches' records sections (decompressed) walked by
-   ``framework.protocol.record_walk`` as built (the mypyc extension) and by the same module run
-   from its source as Python, and ``records.check_records`` (copy/decompress + walk) with each,
-   per record (medians). Goal: the compiled walk well under 0.2 µs per record (0.1).
-
-``--profile`` records ``py-spy`` on ``ours`` during its lz4 phase of the last repetition and
-reports where the samples fall (``framework/`` frames). py-spy sees Python frames only: the
-compiled walk's time shows as ``check_records``'s own (the pure walk's as ``record_walk.walk``).
-
-Usage::
-
-    git worktree add --detach /tmp/before-validation <commit before validation>
-    python -m load.bench_validation --baseline-src /tmp/before-validation \\
-        --json load/results/validation-$(date +%F).json [--quick] [--profile]
-    git worktree remove /tmp/before-validation
-
-Without ``--baseline-src`` only ``ours`` runs (no ratio, the goals say n/a).
+How it measures, in full: ``docs/benchmarks.md``, "bench validation".
 """
 
 from __future__ import annotations
@@ -55,8 +23,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from rich.console import Console
-
 from framework.protocol import record_walk
 from framework.protocol import records as rb
 from framework.storage.log import Log
@@ -64,9 +30,9 @@ from framework.storage.log_config import LogConfig
 from load.harness.kafka import EndOffsets, create_topic, producer
 from load.harness.procfs import BUSY_SHARE, Interference, PhaseCpu
 from load.harness.profiler import Profiler, count_collapsed
-from load.harness.report import document, log, parser, print_footer, print_goals, sized, table, verdict
-from load.harness.runner import Processes, rotation, run_main
-from load.harness.stats import median, spread
+from load.harness.report import document, log, verdict
+from load.harness.runner import Processes, rotation
+from load.harness.stats import median, rounded, spread
 from load.peers import OursLauncher, Server
 
 CODECS = ("lz4", "zstd", "none")
@@ -227,10 +193,6 @@ def _quiet(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return quiet or runs
 
 
-def _rounded(value: float | None, digits: int) -> float | None:
-    return None if value is None else round(value, digits)
-
-
 def summarise(runs: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, by_codec in runs.items():
@@ -241,9 +203,9 @@ def summarise(runs: dict[str, Any]) -> dict[str, Any]:
                 cpu["median"] = round(cpu["median"], 3)
             out.setdefault(name, {})[codec] = {
                 "msgs_s": spread(r["msgs_s"] for r in use),
-                "mb_s": _rounded(median(r["mb_s"] for r in use), 2),
+                "mb_s": rounded(median(r["mb_s"] for r in use), 2),
                 "broker_cpu_us_per_msg": cpu,
-                "client_cores": _rounded(median(r["client_cores"] for r in use), 2),
+                "client_cores": rounded(median(r["client_cores"] for r in use), 2),
                 "reps_used": len(use),
             }
     return out
@@ -306,7 +268,7 @@ def per_batch(values: list[bytes], batches: int) -> list[dict[str, Any]]:
                 without.close()
                 with_check.close()
             size = statistics.median(len(d) for d in encoded)
-            row = {
+            row: dict[str, Any] = {
                 "codec": codec,
                 "records_per_batch": n,
                 "batch_bytes": int(size),
@@ -339,11 +301,12 @@ def walk_builds() -> dict[str, ModuleType]:
 @contextlib.contextmanager
 def walking_with(module: ModuleType) -> Iterator[None]:
     """``records.check_records`` walks with ``module`` meanwhile."""
-    saved, rb.record_walk = rb.record_walk, module
+    names = vars(rb)  # the module's namespace: check_records looks record_walk up there
+    saved, names["record_walk"] = names["record_walk"], module
     try:
         yield
     finally:
-        rb.record_walk = saved
+        names["record_walk"] = saved
 
 
 def walk_per_record(values: list[bytes], batches: int) -> list[dict[str, Any]]:
@@ -351,7 +314,7 @@ def walk_per_record(values: list[bytes], batches: int) -> list[dict[str, Any]]:
     out = []
     now = int(time.time() * 1000)
     # the broker's window with the default message.timestamp.before/after.max.ms (Long.MAX_VALUE)
-    window = {"min_timestamp": now - rb.LONG_MAX, "max_timestamp": now + rb.LONG_MAX}
+    window: dict[str, Any] = {"min_timestamp": now - rb.LONG_MAX, "max_timestamp": now + rb.LONG_MAX}
     builds = walk_builds()
     for codec in CODECS:
         for n in BATCH_RECORDS:
@@ -388,7 +351,7 @@ def walk_per_record(values: list[bytes], batches: int) -> list[dict[str, Any]]:
 
 # -- the run -------------------------------------------------------------------------------------------
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    cfg = sized(args, {"count": (500_000, 100_000, 20_000), "reps": (3, 2, 1), "batches": (40, 15, 3)})
+    cfg = dict(args.sizes)
     doc = document("validation", args, cfg | {"codecs": list(CODECS), "baseline_src": args.baseline_src})
     doc["config"]["walk"] = "compiled (mypyc)" if record_walk.COMPILED else "pure Python"
     values = sensor_events()
@@ -444,93 +407,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return doc
 
 
-def render(doc: dict[str, Any], console: Console) -> None:
-    if "summary" not in doc:
-        console.print("\n".join(doc["errors"]))
-        return
-    rows = []
-    for name, by_codec in doc["summary"].items():
-        for codec, s in by_codec.items():
-            tp, cpu = s["msgs_s"], s["broker_cpu_us_per_msg"]
-            rows.append(
-                (
-                    codec,
-                    name,
-                    f"{tp['median']:,.0f} ({tp['min']:,}-{tp['max']:,})" if tp else "-",
-                    s["mb_s"],
-                    f"{cpu['median']} ({cpu['min']}-{cpu['max']})" if cpu else "-",
-                    s["client_cores"],
-                    s["reps_used"],
-                )
-            )
-    cols = "codec|system|>msgs/s (min-max)|>MB/s|>broker µs/msg (min-max)|>client cores|>reps"
-    console.print(table("produce, confluent-kafka, 1 partition, acks=1", cols, *sorted(rows)))
-    for codec, r in doc["ratios"].items():
-        console.print(
-            f"{codec}: ours/ours-baseline throughput {r['throughput']}, broker CPU per message "
-            f"{r['broker_cpu_per_msg']}x, +{r.get('broker_cpu_added_us')} µs (a broker-bound run would "
-            f"get {r['broker_bound_throughput']}x)"
-        )
-    rows = [
-        (
-            r["codec"],
-            r["records_per_batch"],
-            f"{r['batch_bytes']:,}",
-            r["check_us"],
-            r["check_us_per_record"],
-            r["append_without_check_us"],
-            r["append_as_leader_us"],
-            r["cpu_bound_ratio"],
-        )
-        for r in doc["per_batch"]
-    ]
-    cols = "codec|>records|>batch bytes|>check µs|>µs/record|>append without µs|>append_as_leader µs|>ratio"
-    console.print(table("per batch, in process (medians)", cols, *rows))
-    rows = [
-        (
-            r["codec"],
-            r["records_per_batch"],
-            r.get("walk_compiled_us", "-"),
-            r["walk_pure_us"],
-            r.get("walk_speedup", "-"),
-            r.get("check_compiled_us", "-"),
-            r["check_pure_us"],
-        )
-        for r in doc.get("walk", [])
-    ]
-    cols = "codec|>records|>walk compiled|>walk pure|>speed-up|>check_records compiled|>check_records pure"
-    title = f"µs per record, in process (medians); ours ran the walk {doc['config'].get('walk')}"
-    console.print(table(title, cols, *rows))
-    print_goals(console, doc["goals"])
-    prof = doc.get("profile")
-    if prof and prof.get("parts"):
-        parts = ", ".join(f"{name} {share}%" for name, share in prof["parts"].items())
-        console.print(f"py-spy ours, lz4 phase ({prof['samples']} samples, inclusive): {parts}")
-        top = ", ".join(f"{f} {share}%" for f, share in prof["self"][:6])
-        console.print(f"[dim]  self: {top}")
-    elif prof:
-        console.print(f"[yellow]py-spy: {prof.get('error')}")
-    for e in doc["errors"]:
-        console.print(f"[red]error[/red] {e}")
-    print_footer(console, doc)
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = parser(
-        "validation",
-        __doc__,
-        "100,000 messages per phase, 2 repetitions",
-        "tiny: 20,000 messages, 1 repetition (tests)",
-        ("--count", int, "messages per produce phase (default 500,000)"),
-        ("--reps", int, "repetitions (default 3)"),
-        ("--batches", int, "batches timed per codec and size in process (default 40)"),
-        ("--baseline-src", str, "DIR: our broker from this checkout too, as ours-baseline"),
-        ("--profile", bool, "py-spy ours during its last lz4 phase"),
-        ("--profile-dir", "load/results/profiles", "where py-spy writes"),
-    )
-    args = p.parse_args(argv)
-    return run_main(lambda: run(args), render, args.json, name="bench_validation")
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from load.scenarios import main
+
+    raise SystemExit(main("validation"))

@@ -5,9 +5,9 @@ of the pinned replicated-method ids, framework/metadata/quorum.py REPLICATED_MET
 
 Each checkout a directory holding ``framework/`` (e.g. ``git archive <commit> framework deploy``).
 A one-voter cluster on the old code creates a topic and is SIGKILLed (the journal, no snapshot),
-then the new code starts on the same data dir and must list the topic. Run for issue 21: the
-branch base's journal replays on this branch (topic listed); with the ids unpinned the new
-broker died replaying (``init_cluster() takes 2 positional arguments but 6 were given``).
+then the new code starts on the same data dir and must list the topic. Run it when the list of
+replicated methods changes: with ids that moved, the new broker dies replaying the old journal
+(e.g. ``init_cluster() takes 2 positional arguments but 6 were given``).
 """
 
 import os
@@ -18,17 +18,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from deploy.local.process import free_port, wait_for
 from framework.client.admin import live_broker_ids
+from testing import free_port, wait_for
 
 d = Path(tempfile.mkdtemp(prefix="nvreplay"))
 kport, rport = free_port("127.0.0.1"), free_port("127.0.0.1")
 PY = "/work/main/.venv/bin/python"
 
 
-def start(pythonpath):
+def start(pythonpath: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": pythonpath}
     return subprocess.Popen(
         [

@@ -11,6 +11,10 @@ Headless by default (locust's CSV and HTML reports and our ``summary.json`` go t
 ``--reports``); ``--web`` serves locust's UI on http://127.0.0.1:8089 instead. The exit code is
 non-zero when any request failed (1), when an acknowledged message was never consumed (3), or
 when the services could not start (2). Only 127.0.0.1 is ever targeted.
+
+The store is given as to every client command (``-b/--bootstrap-server``; default
+``$SFTRAFFIC_BOOTSTRAP``); the locust users speak PLAINTEXT to it (and plain MQTT), so security
+settings (``--command-config``, ``-X``, ``$SFTRAFFIC_CLIENT_CONFIG``) are refused in one line.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ import time
 from pathlib import Path
 
 from framework.cli.common import require_modules
+from framework.cli.connection import add_connection, connection
+from framework.client.connection import CONFIG_ENV, LEGACY_CONFIG_ENV
 from framework.errors import StoreError
 from load.harness import services
 from load.harness.report import stderr as console
@@ -44,14 +50,26 @@ SCENARIOS = {
 }
 
 
+EPILOG = """\
+example (the rush-hour shape against what `sftraffic up` runs, reports in ./load-reports):
+  sftraffic load rush-hour -b 127.0.0.1:9092 --mqtt 127.0.0.1:1883 --dashboard http://127.0.0.1:8050"""
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("load", help="locust load tests: smoke, steady, rush-hour, burst")
+    p = sub.add_parser(
+        "load",
+        help="locust load tests: smoke, steady, rush-hour, burst",
+        description="Locust load tests of the system: MQTT devices, direct producers and dashboard "
+        "users; the per-request table and a ledger of every acknowledged message at the end.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("scenario", choices=sorted(SCENARIOS), help="the load shape to run")
     p.add_argument("--users", type=int, help="peak users (default: per scenario, 40-150)")
     p.add_argument("--duration", type=float, help="seconds of load (default: per scenario, 30-180)")
     p.add_argument("--rate", type=float, default=5.0, help="messages/s per device or producer user (5)")
     p.add_argument("--qos", type=int, choices=(0, 1), default=1, help="MQTT QoS of the device users (1)")
-    p.add_argument("-b", "--bootstrap", default="127.0.0.1:9092", help="the store (127.0.0.1:9092)")
+    add_connection(p)
     p.add_argument("--mqtt", default="127.0.0.1:1883", help="Mosquitto with a gateway (127.0.0.1:1883)")
     p.add_argument("--dashboard", default="http://127.0.0.1:8050", help="the dashboard URL")
     p.add_argument(
@@ -75,8 +93,8 @@ class Services(Processes):
 
     def start_all(self) -> dict[str, str]:
         from deploy.local.mosquitto import MosquittoProcess
-        from deploy.local.process import BrokerProcess, free_port
         from sensors.layout import ensure_layout
+        from testing import BrokerProcess, free_port
 
         self.store = self.start(BrokerProcess(self.root / "store-1"), 60)
         console.print(f"[green]✓[/green] event store on {self.store.bootstrap}")
@@ -121,16 +139,32 @@ def locust_command(locustfile: Path, reports: Path, web: bool, host: str) -> lis
 
 
 def run(args: argparse.Namespace) -> int:
-    from deploy.local.process import ManagedProcess, ProcessError
+    from testing import ManagedProcess, ProcessError
 
     file, default_duration, default_users = SCENARIOS[args.scenario]
     duration = args.duration or default_duration
     users = args.users or default_users
     start_services = args.start_services if args.start_services is not None else args.scenario == "smoke"
+    if start_services:
+        if args.bootstrap or args.command_config or args.client_config:
+            raise StoreError(
+                "--start-services (the default of smoke) starts a store of its own: the connection "
+                "options (-b, --command-config, -X) go with --no-start-services"
+            )
+        # the private services speak PLAINTEXT, whatever settings file the shell names
+        os.environ.update({CONFIG_ENV: "", LEGACY_CONFIG_ENV: ""})
+    conn = connection(args)
+    if conn.security():
+        raise StoreError(
+            "the locust users speak PLAINTEXT (and plain MQTT): a secured store is not supported "
+            f"(--command-config, -X, ${CONFIG_ENV})"
+        )
+    if not start_services:
+        conn.check()  # no store there: one line before locust starts
     stamp = time.strftime("%Y%m%d-%H%M%S")
     reports = Path(args.reports or f"load-reports/{args.scenario}-{stamp}").resolve()
     reports.mkdir(parents=True, exist_ok=True)
-    targets = {"bootstrap": args.bootstrap, "mqtt": args.mqtt, "dashboard": args.dashboard}
+    targets = {"bootstrap": conn.bootstrap, "mqtt": args.mqtt, "dashboard": args.dashboard}
     stop = threading.Event()
     on_sigterm_interrupt()  # SIGTERM unwinds like Ctrl-C: the services are stopped
     try:

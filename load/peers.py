@@ -6,7 +6,7 @@ Every system is a :class:`Launcher` that says whether it can run here and starts
 the process, so that CPU time and RSS can be read from ``/proc``). A machine without a peer gets
 "not available" and the benchmark moves on.
 
-* ``ours``: ``sftraffic broker`` of this checkout (:class:`~deploy.local.process.BrokerProcess`);
+* ``ours``: ``sftraffic broker`` of this checkout (:class:`~testing.BrokerProcess`);
 * ``ours-baseline`` (``--peers ours@DIR`` or ``--baseline-src DIR``): the same command run from
   another checkout of the project, e.g. a ``git worktree`` of an older commit, with
   ``PYTHONPATH=DIR`` and DIR as working directory, in the same virtualenv;
@@ -32,10 +32,10 @@ from pathlib import Path
 
 from deploy.kafka import KAFKA_VERSION, KafkaCluster
 from deploy.kafka.resolve import resolved
-from deploy.local.process import BrokerProcess, ManagedProcess, free_port, wait_for
 from load.harness import procfs
 from load.harness.kafka import answers_metadata
 from load.harness.report import git_commit, output, package_version
+from testing import BrokerProcess, ManagedProcess, free_port, wait_for
 
 LOOPBACK = "127.0.0.1"
 

@@ -3,15 +3,16 @@
 import sys
 import tempfile
 import time
+from typing import Any
 
-from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated  # type: ignore[import-untyped]
 
 PW = sys.argv[1] if len(sys.argv) > 1 else None
 d = tempfile.mkdtemp()
 
 
-class S(SyncObj):
-    def __init__(self, me, others, name):
+class S(SyncObj):  # type: ignore[misc]
+    def __init__(self, me: str | None, others: list[str], name: str) -> None:
         conf = SyncObjConf(
             autoTick=False,
             journalFile=f"{d}/{name}.j",
@@ -27,10 +28,12 @@ class S(SyncObj):
             raftMaxTimeout=0.8,
         )
         super().__init__(me, others, conf)
-        self.items = []  # after __init__: pysyncobj's default serializer skips earlier attributes
+        self.items: list[
+            int | str
+        ] = []  # after __init__: pysyncobj's default serializer skips earlier attributes
 
-    @replicated
-    def add(self, x):
+    @replicated  # type: ignore[untyped-decorator]
+    def add(self, x: int | str) -> int:
         self.items.append(x)
         return len(self.items)
 
@@ -39,7 +42,7 @@ addrs = [f"127.0.0.1:{p}" for p in (29301, 29302, 29303)]
 voters = [S(a, [b for b in addrs if b != a], f"v{i}") for i, a in enumerate(addrs)]
 
 
-def tick(objs, secs):
+def tick(objs: list[S], secs: float) -> None:
     end = time.time() + secs
     while time.time() < end:
         for o in objs:
@@ -49,7 +52,7 @@ def tick(objs, secs):
 
 tick(voters, 3)
 leader = next(v for v in voters if v._isLeader())
-res = {}
+res: dict[str, Any] = {}
 for i in range(50):  # > logCompactionMinEntries: the leader compacts its log
     leader.add(i, callback=lambda r, e: None)
 tick(voters, 3)

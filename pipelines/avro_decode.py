@@ -173,7 +173,7 @@ class Batch:
             n[more] += 1
             more = more[b >= 0x80]
             shift += 7
-        out = (val >> np.uint64(1)).astype(np.int64) ^ -(val & np.uint64(1)).astype(np.int64)
+        out: np.ndarray = (val >> np.uint64(1)).astype(np.int64) ^ -(val & np.uint64(1)).astype(np.int64)
         if sel is None:
             self.pos = pos + n
         else:
@@ -264,7 +264,9 @@ class Batch:
             np.cumsum(n, out=offsets[1:])
             gather = np.repeat(start - offsets[:-1], n) + np.arange(offsets[-1])
             chars = self.data[gather]
-            arr = pa.LargeStringArray.from_buffers(len(n), pa.py_buffer(offsets), pa.py_buffer(chars))
+            # an ndarray has the buffer protocol; numpy's stubs declare __buffer__ for Python >= 3.12 only
+            offsets_buf = pa.py_buffer(offsets)  # type: ignore[arg-type]
+            arr = pa.LargeStringArray.from_buffers(len(n), offsets_buf, pa.py_buffer(chars))
             try:
                 arr.validate(full=True)  # UTF-8
             except pa.ArrowInvalid:
@@ -378,7 +380,7 @@ def _scatter(col: Any, present: np.ndarray, mask: np.ndarray, n: int, target: An
     if isinstance(col, pa.Array):
         idx = np.full(n, -1, dtype=np.int64)
         idx[present] = np.arange(len(present))
-        taken = col.take(pa.array(idx, mask=mask))
+        taken = col.take(pa.array(idx, type=pa.int64(), mask=mask))
         return _arrow(taken, None, target)
     full = np.zeros(n, dtype=col.dtype)
     full[present] = col

@@ -7,7 +7,7 @@ topics (``sftraffic-faust-segment_counts-changelog``...), so a restarted worker 
 Values are JSON or Avro (Confluent's wire format, :class:`EventCodec`), so the app runs on
 either format of the demo.
 
-Exactly once (issue 19): the app runs with ``processing_guarantee="exactly_once"``
+Exactly once: the app runs with ``processing_guarantee="exactly_once"``
 (``$SFTRAFFIC_FAUST_GUARANTEE=at_least_once`` turns it off). faust-streaming then gives each
 source partition an aiokafka transactional producer (transactional id
 ``<app>-<topic group>-<partition>``): the records an agent sends (the repartition topic), the
@@ -77,6 +77,7 @@ from typing import Any
 import faust
 from aiokafka.structs import TopicPartition
 from faust.serializers import codecs
+from faust.types import StreamT
 
 from sensors.layout import topic
 
@@ -190,7 +191,7 @@ app = faust.App(
     # a crashed worker's partitions move after this long (faust's default is 60 s)
     broker_session_timeout=SESSION_TIMEOUT_S,
     broker_heartbeat_interval=1.0,
-    # transactions (issue 19): a producer per source partition; changelog, repartition and
+    # transactions: a producer per source partition; changelog, repartition and
     # output records are committed with the source offsets; consumers read_committed
     processing_guarantee=os.environ.get("SFTRAFFIC_FAUST_GUARANTEE", "exactly_once"),
 )
@@ -248,7 +249,7 @@ def apply_event(state: dict[str, Any], event: dict[str, Any]) -> dict[str, Any] 
 
 
 @app.agent(traffic)
-async def count_vehicles(events: faust.Stream) -> None:  # type: ignore[type-arg]
+async def count_vehicles(events: StreamT[Any]) -> None:
     async for event in events.group_by(lambda e: e["segment_id"], name="segment"):
         seg = event["segment_id"]
         new = apply_event(segment_counts[seg], event)

@@ -47,12 +47,16 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from framework.cli.common import add_registry, require_modules
+from framework.errors import StoreError
 from sensors.layout import topic
 
 require_modules("pyspark", "pyarrow", "msgspec")  # `sftraffic pipeline` needs the app extras
+
+if TYPE_CHECKING:
+    from framework.client.connection import Connection
 
 log = logging.getLogger("sftraffic.pipeline")
 
@@ -105,7 +109,7 @@ KAFKA_CONNECTOR_CONSUMER = {
 
 
 def security_options(source: str) -> dict[str, str]:
-    """This process's client security (``$SFTRAFFIC_KAFKA_CONFIG``, librdkafka's names) as
+    """This process's client security (``$SFTRAFFIC_CLIENT_CONFIG`` and ``-X``, librdkafka's names) as
     options of ``source``: ``kafka.<key>`` for our data source; for Spark's Kafka connector (the
     Java client) ``kafka.security.protocol``, ``kafka.sasl.mechanism``, a SCRAM/PLAIN
     ``kafka.sasl.jaas.config`` and the CA as a PEM trust store."""
@@ -192,11 +196,11 @@ def _read(
 
 def _events(spark: Any, cfg: JobConfig, kind: str, batch: bool = False) -> Any:
     """``traffic`` or ``weather_conditions`` events, tagged (see ``transforms.tag_json``)."""
-    from pipelines import schemas, transforms
+    from pipelines import spark_schemas, transforms
 
     schema, required, fields = {
-        "traffic": (schemas.TRAFFIC, schemas.TRAFFIC_REQUIRED, TRAFFIC_FIELDS),
-        "weather_conditions": (schemas.WEATHER, schemas.WEATHER_REQUIRED, WEATHER_FIELDS),
+        "traffic": (spark_schemas.TRAFFIC, spark_schemas.TRAFFIC_REQUIRED, TRAFFIC_FIELDS),
+        "weather_conditions": (spark_schemas.WEATHER, spark_schemas.WEATHER_REQUIRED, WEATHER_FIELDS),
     }[kind]
     vs = transforms.pruned(schema, required, fields)
     tagged = transforms.tag_json(_read(spark, cfg, t(kind), batch, vs, required), schema, required, fields)
@@ -366,7 +370,7 @@ def start_aggregates(spark: Any, cfg: JobConfig, with_alerts: bool = False) -> A
 # -- correlation ------------------------------------------------------------------------------
 def publish_effects(spark: Any, cfg: JobConfig) -> Any:
     """Recompute the weather-effect estimates over all joined history; publish them."""
-    import pandas as pd  # type: ignore[import-untyped]
+    import pandas as pd
 
     from pipelines import transforms
 
@@ -377,14 +381,15 @@ def publish_effects(spark: Any, cfg: JobConfig) -> Any:
     if "://" in cfg.output_dir:  # a cluster file system (s3a://, hdfs://): read it with Spark
         pdf = spark.read.parquet(str(path)).select(*cols).toPandas()
     else:  # local: pyarrow in the driver, ~50 ms instead of a Spark job's ~5 s on 2 cores
-        import pyarrow.dataset as ds  # type: ignore[import-untyped]
+        import pyarrow.dataset as ds
 
         pdf = ds.dataset(str(path), format="parquet").to_table(columns=cols).to_pandas()
     effects = transforms.estimate_weather_effects(pdf)
     if effects.empty:
         return effects
     effects["computed_ms"] = int(time.time() * 1000)
-    effects = effects.where(pd.notna(effects), None)
+    # pandas accepts None as the replacement; pandas-stubs type ``other`` as a Scalar without None
+    effects = effects.where(pd.notna(effects), None)  # type: ignore[call-overload]
     records = effects.to_dict("records")
     ResultProducer.get(cfg.bootstrap).send(
         t("weather_effects"), [(f"{r['segment_id']}|{r['condition']}", json.dumps(r)) for r in records]
@@ -624,63 +629,92 @@ def run_batch(
     from pipelines import transforms
 
     dead_letters = cfg.event_from_ms is None and cfg.event_until_ms is None
-    took: dict[str, float] = {}
-    clock = [time.monotonic()]
-
-    def lap(name: str) -> None:
-        now = time.monotonic()
-        took[name] = round(now - clock[0], 1)
-        clock[0] = now
-
+    run = _BatchRun(spark, cfg, publish, out_tx)
     tagged = _events(spark, cfg, "traffic", batch=True)
     if dead_letters:
         tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
     traffic, bad = transforms.split_json(tagged)
-    out: dict[str, Any] = {}
     joined: Any = None  # the joined windows, kept (staged, not in the history) with out_tx
     aggs = transforms.traffic_aggregates(traffic, cfg.window, None).persist()
     if job in ("aggregates", "all"):
-        _parquet(aggs, cfg, "aggregates", out=out_tx)
-        out["aggregates"] = aggs.count()
-        lap("aggregates")
-        if publish:
-            _to_topic(aggs, cfg, t("traffic_aggregates"), "segment_id", "window_start", out=out_tx)
-            lap("aggregates_published")
+        run.aggregates(aggs)
     if job in ("correlation", "all"):
+        joined = run.correlation(aggs)
+    if job in ("anomalies", "all"):
+        run.anomalies(aggs, joined)
+    if joined is not None:
+        joined.unpersist()
+    if dead_letters:
+        run.out["dead_letters"] = bad.count()
+        _dead_letters(bad, cfg)
+        tagged.unpersist()
+        run.lap("dead_letters")
+    aggs.unpersist()
+    run.out["seconds_by_step"] = run.took
+    return run.out
+
+
+class _BatchRun:
+    """The steps of :func:`run_batch` over the persisted windows ``aggs``: each writes its
+    Parquet history (staged in ``out_tx`` when given), counts its rows into ``out``, publishes
+    when asked, and records its seconds (``took``, from the end of the step before)."""
+
+    def __init__(self, spark: Any, cfg: JobConfig, publish: bool, out_tx: Any) -> None:
+        self.spark, self.cfg, self.publish, self.out_tx = spark, cfg, publish, out_tx
+        self.out: dict[str, Any] = {}
+        self.took: dict[str, float] = {}
+        self._clock = time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.took[name] = round(now - self._clock, 1)
+        self._clock = now
+
+    def _to_topic(self, df: Any, name: str) -> None:
+        _to_topic(df, self.cfg, t(name), "segment_id", "window_start", out=self.out_tx)
+
+    def aggregates(self, aggs: Any) -> None:
+        _parquet(aggs, self.cfg, "aggregates", out=self.out_tx)
+        self.out["aggregates"] = aggs.count()
+        self.lap("aggregates")
+        if self.publish:
+            self._to_topic(aggs, "traffic_aggregates")
+            self.lap("aggregates_published")
+
+    def correlation(self, aggs: Any) -> Any:
+        """The windows joined with the weather; returned (still persisted) when ``out_tx``
+        stages them, else None, the weather effects computed from the history."""
+        from pipelines import transforms
+
+        spark, cfg = self.spark, self.cfg
         weather, _ = transforms.split_json(_events(spark, cfg, "weather_conditions", batch=True))
         joined = transforms.aggregates_with_weather(
             aggs, weather, transforms.segment_stations(spark), cfg.window
         ).persist()
-        _parquet(joined, cfg, "traffic_weather", out=out_tx)
-        out["traffic_weather"] = joined.count()
-        lap("traffic_weather")
-        if publish:
-            _to_topic(joined, cfg, t("traffic_weather"), "segment_id", "window_start", out=out_tx)
-            lap("traffic_weather_published")
-        if out_tx is None:
-            joined.unpersist()
-            joined = None
-            out["effects"] = publish_effects(spark, cfg)
-            lap("effects")
-    if job in ("anomalies", "all"):
-        base = baselines(spark, cfg, pending=joined)  # the history, and the staged windows
-        alerts = transforms.congestion_alerts(aggs, base, cfg.congestion_ratio).persist()
-        _parquet(alerts, cfg, "alerts", out=out_tx)
-        out["alerts"] = alerts.count()
-        if publish:
-            _to_topic(alerts, cfg, t("congestion_alerts"), "segment_id", "window_start", out=out_tx)
-        alerts.unpersist()
-        lap("alerts")
-    if joined is not None:
+        _parquet(joined, cfg, "traffic_weather", out=self.out_tx)
+        self.out["traffic_weather"] = joined.count()
+        self.lap("traffic_weather")
+        if self.publish:
+            self._to_topic(joined, "traffic_weather")
+            self.lap("traffic_weather_published")
+        if self.out_tx is not None:
+            return joined
         joined.unpersist()
-    if dead_letters:
-        out["dead_letters"] = bad.count()
-        _dead_letters(bad, cfg)
-        tagged.unpersist()
-        lap("dead_letters")
-    aggs.unpersist()
-    out["seconds_by_step"] = took
-    return out
+        self.out["effects"] = publish_effects(spark, cfg)
+        self.lap("effects")
+        return None
+
+    def anomalies(self, aggs: Any, joined: Any) -> None:
+        from pipelines import transforms
+
+        base = baselines(self.spark, self.cfg, pending=joined)  # the history, and the staged windows
+        alerts = transforms.congestion_alerts(aggs, base, self.cfg.congestion_ratio).persist()
+        _parquet(alerts, self.cfg, "alerts", out=self.out_tx)
+        self.out["alerts"] = alerts.count()
+        if self.publish:
+            self._to_topic(alerts, "congestion_alerts")
+        alerts.unpersist()
+        self.lap("alerts")
 
 
 # -- backfill ---------------------------------------------------------------------------------
@@ -766,12 +800,25 @@ def warm_up(spark: Any, cfg: JobConfig) -> None:
 
 
 # -- CLI --------------------------------------------------------------------------------------
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from framework.cli.common import add_bootstrap
+EPILOG = """\
+example (the three jobs in one Spark application, streaming until Ctrl-C):
+  sftraffic pipeline all -b 127.0.0.1:9092 --checkpoint-dir .sftraffic/checkpoints"""
 
-    p = sub.add_parser("pipeline", help="run the Spark jobs (aggregates, correlation, anomalies, all)")
-    p.add_argument("job", choices=[*JOBS, "all"])
-    add_bootstrap(p)
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from framework.cli.connection import add_connection
+
+    p = sub.add_parser(
+        "pipeline",
+        help="run the Spark jobs (aggregates, correlation, anomalies, all)",
+        description="The Spark jobs over the store's topics: traffic aggregates, traffic x weather, "
+        "congestion alerts; streaming (default) or one batch. The store's connection and security "
+        "reach every Kafka client of the jobs, the Python workers' too.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("job", choices=[*JOBS, "all"], help="which job: aggregates, correlation, anomalies or all")
+    add_connection(p)
     p.add_argument("--batch", action="store_true", help="one batch over the topics' current contents")
     p.add_argument("--master", help="Spark master (default $SFTRAFFIC_SPARK_MASTER or local[*])")
     p.add_argument("--checkpoint-dir", default=".sftraffic/checkpoints")
@@ -806,12 +853,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "own Kafka connector (JVM jars, resolved with Maven into .cache/maven on first use)",
     )
     p.add_argument(
-        "--kafka-config",
-        metavar="FILE",
-        help="the Kafka clients' security settings (librdkafka's names: security.protocol, sasl.*, "
-        "ssl.ca.location; KEY=VALUE lines; default $SFTRAFFIC_KAFKA_CONFIG)",
-    )
-    p.add_argument(
         "--format",
         choices=["json", "avro"],
         default="json",
@@ -822,28 +863,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=run)
 
 
-def preflight(bootstrap: str) -> None:
-    """Fail with one line before starting Spark when the store or the topics are missing."""
-    from framework.cli.common import ensure_reachable
-    from framework.client.security import check_credentials
+def preflight(conn: Connection) -> None:
+    """Fail with one line before starting Spark when the store does not answer, refuses the
+    credentials, or the topics cannot be made."""
     from sensors.layout import ensure_layout
 
-    ensure_reachable(bootstrap)
-    check_credentials(bootstrap)
-    ensure_layout(bootstrap, extra_topics=result_topics())
+    conn.check()
+    ensure_layout(conn.bootstrap, extra_topics=result_topics())
 
 
-def run(args: argparse.Namespace) -> int:
-    from framework.client.security import configure
-    from pipelines.spark import session
-
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
-    if args.kafka_config:
-        configure(args.kafka_config)
+def _job_config(args: argparse.Namespace, conn: Connection) -> JobConfig:
     cfg = JobConfig(
-        bootstrap=args.bootstrap,
+        bootstrap=conn.bootstrap,
         checkpoint_dir=args.checkpoint_dir,
         output_dir=args.output_dir,
         trigger=args.trigger,
@@ -857,16 +888,37 @@ def run(args: argparse.Namespace) -> int:
         registry_url=args.registry,
     )
     if cfg.value_format == "avro" and cfg.source != "sftraffic":
-        raise SystemExit("sftraffic pipeline: --format avro needs --source sftraffic (it decodes Avro)")
-    backfill: tuple[int, int] | None = None
-    if args.backfill:
-        a, _, b = args.backfill.partition(",")
+        raise StoreError("--format avro needs --source sftraffic (it decodes Avro)")
+    return cfg
+
+
+def _backfill_range(args: argparse.Namespace) -> tuple[int, int] | None:
+    """--backfill FROM,UNTIL, which goes with the streaming 'all' job only."""
+    if not args.backfill:
+        return None
+    a, _, b = args.backfill.partition(",")
+    try:
         backfill = (int(a), int(b))
-        if args.batch or args.job != "all":
-            raise SystemExit("sftraffic pipeline: --backfill goes with the streaming 'all' job")
+    except ValueError:
+        raise StoreError(f"--backfill {args.backfill!r}: expected FROM,UNTIL in epoch ms") from None
+    if args.batch or args.job != "all":
+        raise StoreError("--backfill goes with the streaming 'all' job")
+    return backfill
+
+
+def run(args: argparse.Namespace) -> int:
+    from framework.cli.connection import configure_process
+    from pipelines.spark import session
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    conn = configure_process(args)  # Spark's Python workers inherit the settings file too
+    cfg = _job_config(args, conn)
+    backfill = _backfill_range(args)
     since = args.since if args.since is not None else (backfill[1] if backfill else None)
     cfg.event_from_ms = since
-    preflight(cfg.bootstrap)
+    preflight(conn)
     import signal
 
     stop = [False]
@@ -887,8 +939,15 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
         if eff is not None and len(eff):
             print(eff[eff["segment_id"] == "*"].to_string(index=False))
-        spark.stop()
-        return 0
+    else:
+        _stream(spark, cfg, args, stop)
+    spark.stop()
+    return 0
+
+
+def _stream(spark: Any, cfg: JobConfig, args: argparse.Namespace, stop: list[bool]) -> None:
+    """The streaming queries of ``args.job`` until SIGTERM (``stop``), Ctrl-C or --timeout;
+    a query that stops ends the command in one line."""
     queries = []
     if args.job == "all":  # the alerts come from the aggregates query's windows
         queries.extend(start_aggregates(spark, cfg, with_alerts=True))
@@ -902,10 +961,8 @@ def run(args: argparse.Namespace) -> int:
             try:
                 supervise(queries)
             except QueryStopped as exc:
-                raise SystemExit(f"sftraffic pipeline: {exc}") from None
+                raise StoreError(f"{exc}") from None
             time.sleep(0.5)
     except KeyboardInterrupt:
         pass
     stop_gracefully(queries)
-    spark.stop()
-    return 0

@@ -1,9 +1,9 @@
-"""Exactly-once result writes for the streaming queries' ``foreachBatch`` sinks (issue 19).
+"""Exactly-once result writes for the streaming queries' ``foreachBatch`` sinks.
 
 Spark replays a micro-batch (same batch id, same offsets, same rows) when the application
 stopped after the sink ran and before Spark committed the batch to its checkpoint. A sink must
-then write nothing twice. The previous scheme wrote the results, then a ledger file with the
-batch id: a crash between the two re-emitted every window of that batch.
+then write nothing twice. Writing the results, then a ledger file with the batch id, is not
+enough: a crash between the two would emit every window of that batch again.
 
 :class:`TransactionalSink` writes a batch's result records **and** its batch id in one Kafka
 transaction (KIP-98): the results go to their topics, the id to the ledger topic

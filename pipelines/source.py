@@ -58,9 +58,10 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import msgspec
 import pyarrow as pa
@@ -83,6 +84,9 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer, KafkaError, Message
 
 NAME = "sftraffic"
 BATCH_ROWS = 20_000
@@ -179,7 +183,7 @@ class JsonValues:
                 row.append(None)
         return row, raw
 
-    def column(self, values: list[bytes | None]) -> pa.Array:
+    def column(self, values: list[bytes | None]) -> pa.Array[Any]:
         try:
             # the common case, every value a good object: one decoder call for the whole batch
             objs = self.batch_decoder.decode(b"[" + b",".join(values) + b"]")  # type: ignore[arg-type]
@@ -194,7 +198,7 @@ class JsonValues:
         arrays.append(pa.nulls(len(values), type=pa.string()))
         return pa.StructArray.from_arrays(arrays, fields=list(self.arrow_type))
 
-    def _column_per_record(self, values: list[bytes | None]) -> pa.Array:
+    def _column_per_record(self, values: list[bytes | None]) -> pa.Array[Any]:
         dec = self.decoder.decode
         attrs = self.attrs
         cols: list[list[Any]] = [[] for _ in attrs]
@@ -340,14 +344,14 @@ class AvroValues:
         except TypeError:  # a null value
             return set()
 
-    def _batch(self, values: list[bytes | None], heads: set[bytes] | None = None) -> pa.Array | None:
+    def _batch(self, values: list[bytes | None], heads: set[bytes] | None = None) -> pa.Array[Any] | None:
         """The column decoded all at once (:func:`pipelines.avro_decode.compile_columns`) when
         every value is Avro of one schema id, undamaged, with every required field; else None.
         ``heads``: :meth:`_heads` of the values, when the caller has it."""
         heads = self._heads(values) if heads is None else heads
         return self._one_id(values, next(iter(heads))) if len(heads) == 1 else None
 
-    def _one_id(self, values: list[bytes | None], head: bytes) -> pa.Array | None:
+    def _one_id(self, values: list[bytes | None], head: bytes) -> pa.Array[Any] | None:
         if len(head) != 5 or head[0] != 0:
             return None
         sid = int.from_bytes(head[1:5], "big")
@@ -365,7 +369,7 @@ class AvroValues:
         cols.append(pa.nulls(len(values), type=pa.string()))
         return pa.StructArray.from_arrays(cols, fields=list(self.arrow_type))
 
-    def _mixed(self, values: list[bytes | None]) -> pa.Array | None:
+    def _mixed(self, values: list[bytes | None]) -> pa.Array[Any] | None:
         """Each schema id's values decoded at once (as :meth:`_batch`), the others record by
         record, the rows put back in order; None when no id's values could be."""
         groups: dict[bytes | None, list[int]] = {}
@@ -394,7 +398,7 @@ class AvroValues:
         back[where] = np.arange(len(where))
         return pa.concat_arrays(parts).take(pa.array(back))
 
-    def column(self, values: list[bytes | None]) -> pa.Array:
+    def column(self, values: list[bytes | None]) -> pa.Array[Any]:
         if len(values) >= MIN_BATCH:
             heads = self._heads(values)
             # one schema id (or none): nothing to gain from grouping
@@ -403,7 +407,7 @@ class AvroValues:
                 return fast
         return self._per_record(values)
 
-    def _per_record(self, values: list[bytes | None]) -> pa.Array:
+    def _per_record(self, values: list[bytes | None]) -> pa.Array[Any]:
         names, checks, required = self.json.names, self.json.checks, self.json.required
         nulls = (None,) * len(names)
         rows: list[Any] = []
@@ -468,7 +472,7 @@ def value_decoder(opts: Options) -> JsonValues | AvroValues | None:
 
 
 def _arrow_schema(include_headers: bool) -> pa.Schema:
-    fields = [
+    fields: list[pa.Field[Any]] = [
         pa.field("key", pa.binary()),
         pa.field("value", pa.binary()),
         pa.field("topic", pa.string()),
@@ -592,7 +596,8 @@ class Options:
 def security_options(o: dict[str, str]) -> dict[str, str]:
     """The security settings of lower-cased options ``o`` (``kafka.sasl.username`` ...), over
     this process's own (:func:`framework.client.security.client_security`)."""
-    from framework.client.security import client_security, is_security_key
+    from framework.client.connection import is_security_key
+    from framework.client.security import client_security
 
     conf = client_security()
     conf.update({k[6:]: v for k, v in o.items() if k.startswith("kafka.") and is_security_key(k[6:])})
@@ -702,11 +707,11 @@ def _split(start: dict[str, dict[str, int]], end: dict[str, dict[str, int]], max
     return out
 
 
-def read_range(opts: Options, r: Range) -> Iterator[pa.RecordBatch]:
-    """Executor side: the records of one offset range as Arrow record batches."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+def _range_consumer(opts: Options) -> Consumer:
+    """The executor's consumer of offset ranges: manual assignment, no commits, big fetches."""
+    from confluent_kafka import Consumer
 
-    c = Consumer(
+    return Consumer(
         {
             **dict(opts.security),
             "bootstrap.servers": opts.bootstrap,
@@ -720,94 +725,159 @@ def read_range(opts: Options, r: Range) -> Iterator[pa.RecordBatch]:
             "queued.min.messages": 200_000,
             # librdkafka pauses a partition's fetches for this long once its queue holds
             # queued.min.messages; the default (1 s) idles a reader that drains the queue in
-            # a fraction of that (issue 17: the consume stalls traced with client defaults)
+            # a fraction of that (the consume stalls seen with the client's defaults)
             "fetch.queue.backoff.ms": 10,
         }
     )
+
+
+def _range_schema(opts: Options) -> tuple[pa.Schema, JsonValues | AvroValues | None]:
+    """The Arrow schema of a range's record batches, and the value decoder (None: raw ``value``)."""
     schema_ = _arrow_schema(opts.include_headers)
     json_values = value_decoder(opts)
     if json_values is not None:
         schema_ = schema_.remove(schema_.get_field_index("value"))
         schema_ = schema_.append(pa.field("json", json_values.arrow_type))
-    try:
-        lo, _hi = c.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=10, cached=False)
-        start = r.start
-        if start < lo:
-            if opts.fail_on_data_loss:
+    return schema_, json_values
+
+
+def _start_offset(c: Consumer, opts: Options, r: Range) -> int:
+    """Where reading ``r`` starts: its start, or the log start when retention deleted records
+    before it (an error unless failOnDataLoss=false)."""
+    from confluent_kafka import TopicPartition
+
+    lo, _hi = c.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=10, cached=False)
+    start = r.start
+    if start < lo:
+        if opts.fail_on_data_loss:
+            raise SourceError(
+                f"{r.topic}-{r.partition}: offsets {start}..{lo - 1} were deleted (retention) "
+                "before they were read; "
+                "set failOnDataLoss=false to skip them"
+            )
+        start = lo
+    return start
+
+
+def _records(msgs: list[Message], r: Range) -> list[Message]:
+    """The records among one consume()'s messages; an error other than a partition's end raises."""
+    from confluent_kafka import KafkaError
+
+    recs = [m for m in msgs if m.error() is None]
+    if len(recs) != len(msgs):
+        for m in msgs:
+            err = m.error()
+            if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                raise SourceError(f"{r.topic}-{r.partition}: {err.str()}")
+    return recs
+
+
+def _consume_range(c: Consumer, opts: Options, r: Range, start: int) -> Iterator[list[Message]]:
+    """The records of ``r`` from ``start``, a consume() call's worth at a time (none past its
+    end: the last list may be empty); SourceError when nothing comes for pollTimeoutMs."""
+    from confluent_kafka import TopicPartition
+
+    c.assign([TopicPartition(r.topic, r.partition, start)])
+    nxt = start
+    deadline = time.monotonic() + opts.poll_timeout_s
+    while nxt < r.end:
+        # Never ask for more records than the range still holds: consume() waits its whole
+        # timeout for a batch it cannot fill, which idled the last call of every range.
+        msgs = c.consume(min(CONSUME_MAX, r.end - nxt), timeout=1.0)
+        if not msgs:
+            if time.monotonic() > deadline:
                 raise SourceError(
-                    f"{r.topic}-{r.partition}: offsets {start}..{lo - 1} were deleted (retention) "
-                    "before they were read; "
-                    "set failOnDataLoss=false to skip them"
+                    f"{r.topic}-{r.partition}: no data at offset {nxt} within {opts.poll_timeout_s:.0f}s"
                 )
-            start = lo
+            continue
+        recs = _records(msgs, r)
+        if not recs:
+            continue
+        deadline = time.monotonic() + opts.poll_timeout_s
+        # a consumed record (no error) always has an offset; records come in offset order
+        past_end = cast(int, recs[-1].offset()) >= r.end
+        if past_end:
+            recs = [m for m in recs if cast(int, m.offset()) < r.end]
+        if recs:
+            nxt = cast(int, recs[-1].offset()) + 1
+        if past_end:
+            nxt = r.end
+        yield recs
+
+
+class _RangeColumns:
+    """The columns of the records read from one range since the last record batch was cut."""
+
+    def __init__(self, r: Range, include_headers: bool) -> None:
+        self.r = r
+        self.include_headers = include_headers
+        self._clear()
+
+    def _clear(self) -> None:
+        self.keys: list[Any] = []
+        self.values: list[Any] = []
+        self.offsets: list[int] = []
+        self.stamps: list[int] = []
+        self.types: list[int] = []
+        self.headers: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def add(self, recs: list[Message]) -> None:
+        # whole-batch comprehensions: a fraction of the per-record appends' cost
+        self.keys += [m.key() for m in recs]
+        self.values += [m.value() for m in recs]
+        self.offsets += cast("list[int]", [m.offset() for m in recs])
+        tts = [m.timestamp() for m in recs]
+        self.stamps += [ts * 1000 for _, ts in tts]
+        self.types += [tt - 1 if tt > 0 else -1 for tt, _ in tts]
+        if self.include_headers:
+            # a consumed record's headers are a list of pairs (the dict form is produce's)
+            self.headers += [
+                [{"key": k, "value": v} for k, v in cast("list[tuple[str, Any]]", m.headers() or [])]
+                for m in recs
+            ]
+
+    def cut(self, schema_: pa.Schema, json_values: JsonValues | AvroValues | None) -> pa.RecordBatch:
+        """The columns so far as one record batch of ``schema_``; they start empty again."""
+        n = len(self.offsets)
+        cols: dict[str, list[Any]] = {
+            "key": self.keys,
+            "value": self.values,
+            "topic": [self.r.topic] * n,
+            "partition": [self.r.partition] * n,
+            "offset": self.offsets,
+            "timestamp": self.stamps,
+            "timestampType": self.types,
+        }
+        if self.include_headers:
+            cols["headers"] = self.headers
+        if json_values is None:
+            batch = pa.RecordBatch.from_pydict(cols, schema=schema_)
+        else:
+            arrays = [pa.array(cols[f.name], type=f.type) for f in schema_ if f.name != "json"]
+            arrays.append(json_values.column(self.values))
+            batch = pa.RecordBatch.from_arrays(arrays, schema=schema_)
+        self._clear()
+        return batch
+
+
+def read_range(opts: Options, r: Range) -> Iterator[pa.RecordBatch]:
+    """Executor side: the records of one offset range as Arrow record batches."""
+    c = _range_consumer(opts)
+    schema_, json_values = _range_schema(opts)
+    try:
+        start = _start_offset(c, opts, r)
         if start >= r.end:
             return
-        c.assign([TopicPartition(r.topic, r.partition, start)])
-        keys: list[Any] = []
-        values: list[Any] = []
-        offsets: list[int] = []
-        stamps: list[int] = []
-        types: list[int] = []
-        headers: list[Any] = []
-        nxt = start
-        import time
-
-        deadline = time.monotonic() + opts.poll_timeout_s
-        while nxt < r.end:
-            # Never ask for more records than the range still holds: consume() waits its whole
-            # timeout for a batch it cannot fill, which idled the last call of every range.
-            msgs = c.consume(min(CONSUME_MAX, r.end - nxt), timeout=1.0)
-            if not msgs:
-                if time.monotonic() > deadline:
-                    raise SourceError(
-                        f"{r.topic}-{r.partition}: no data at offset {nxt} within {opts.poll_timeout_s:.0f}s"
-                    )
-                continue
-            recs = [m for m in msgs if m.error() is None]
-            if len(recs) != len(msgs):
-                for m in msgs:
-                    err = m.error()
-                    if err is not None and err.code() != KafkaError._PARTITION_EOF:
-                        raise SourceError(f"{r.topic}-{r.partition}: {err.str()}")
-            if not recs:
-                continue
-            deadline = time.monotonic() + opts.poll_timeout_s
-            past_end = recs[-1].offset() >= r.end  # records come in offset order
-            if past_end:
-                recs = [m for m in recs if m.offset() < r.end]
-            if recs:
-                # whole-batch comprehensions: a fraction of the per-record appends' cost
-                keys += [m.key() for m in recs]
-                values += [m.value() for m in recs]
-                offsets += [m.offset() for m in recs]
-                tts = [m.timestamp() for m in recs]
-                stamps += [ts * 1000 for _, ts in tts]
-                types += [tt - 1 if tt > 0 else -1 for tt, _ in tts]
-                if opts.include_headers:
-                    headers += [[{"key": k, "value": v} for k, v in (m.headers() or [])] for m in recs]
-                nxt = offsets[-1] + 1
-            if past_end:
-                nxt = r.end
-            if len(offsets) >= BATCH_ROWS or (nxt >= r.end and offsets):
-                n = len(offsets)
-                cols: dict[str, list[Any]] = {
-                    "key": keys,
-                    "value": values,
-                    "topic": [r.topic] * n,
-                    "partition": [r.partition] * n,
-                    "offset": offsets,
-                    "timestamp": stamps,
-                    "timestampType": types,
-                }
-                if opts.include_headers:
-                    cols["headers"] = headers
-                if json_values is None:
-                    yield pa.RecordBatch.from_pydict(cols, schema=schema_)
-                else:
-                    arrays = [pa.array(cols[f.name], type=f.type) for f in schema_ if f.name != "json"]
-                    arrays.append(json_values.column(values))
-                    yield pa.RecordBatch.from_arrays(arrays, schema=schema_)
-                keys, values, offsets, stamps, types, headers = [], [], [], [], [], []
+        columns = _RangeColumns(r, opts.include_headers)
+        for recs in _consume_range(c, opts, r, start):
+            columns.add(recs)
+            if len(columns) >= BATCH_ROWS:
+                yield columns.cut(schema_, json_values)
+        if len(columns):
+            yield columns.cut(schema_, json_values)
     finally:
         c.close()
 
@@ -816,7 +886,7 @@ class _Reader(DataSourceReader):
     def __init__(self, opts: Options) -> None:
         self.opts = opts
 
-    def partitions(self) -> list[Range]:  # type: ignore[override]
+    def partitions(self) -> list[Range]:
         off = _Offsets(self.opts)
         try:
             start = off.resolve(
@@ -829,7 +899,7 @@ class _Reader(DataSourceReader):
             off.close()
         return _split(start, end, self.opts.max_per_partition) or [Range(self.opts.topics[0], 0, 0, 0)]
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, Range)
         yield from read_range(self.opts, partition)
 
@@ -873,12 +943,12 @@ class _StreamReader(DataSourceStreamReader):
             out.setdefault(t, {})[p] = base + int(n * cap / total)
         return out
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[Range]:  # type: ignore[override]
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[Range]:
         s = {t: {p: int(v) for p, v in ps.items()} for t, ps in start.items()}
         e = {t: {p: int(v) for p, v in ps.items()} for t, ps in end.items()}
         return _split(s, e, self.opts.max_per_partition)
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, Range)
         yield from read_range(self.opts, partition)
 
@@ -912,6 +982,10 @@ def _write_rows(opts: dict[str, str], rows: Iterator[Any]) -> _Written:
         if err.fatal():
             errors.append(err.str())
 
+    def delivered(err: KafkaError | None, _msg: Message) -> None:
+        if err:
+            errors.append(str(err))
+
     p = Producer(
         producer_config(
             bootstrap,
@@ -941,7 +1015,7 @@ def _write_rows(opts: dict[str, str], rows: Iterator[Any]) -> _Written:
             kwargs["timestamp"] = int(ts.timestamp() * 1000)
         while True:
             try:
-                p.produce(topic, value, key, on_delivery=lambda e, m: e and errors.append(str(e)), **kwargs)
+                p.produce(topic, value, key, on_delivery=delivered, **kwargs)
                 break
             except BufferError:
                 p.poll(0.05)
@@ -959,7 +1033,7 @@ class _Writer(DataSourceWriter):
     def __init__(self, opts: dict[str, str]) -> None:
         self.opts = opts
 
-    def write(self, iterator: Iterator[Any]) -> _Written:  # type: ignore[override]
+    def write(self, iterator: Iterator[Any]) -> _Written:
         return _write_rows(self.opts, iterator)
 
 
@@ -967,7 +1041,7 @@ class _StreamWriter(DataSourceStreamWriter):
     def __init__(self, opts: dict[str, str]) -> None:
         self.opts = opts
 
-    def write(self, iterator: Iterator[Any]) -> _Written:  # type: ignore[override]
+    def write(self, iterator: Iterator[Any]) -> _Written:
         return _write_rows(self.opts, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
@@ -982,7 +1056,7 @@ class SfTrafficDataSource(DataSource):
     def name(cls) -> str:
         return NAME
 
-    def schema(self) -> StructType:  # type: ignore[override]
+    def schema(self) -> StructType:
         opts = Options.parse(dict(self.options))
         st = schema(opts.include_headers)
         if opts.value_schema is not None:

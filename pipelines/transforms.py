@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from pipelines import schemas
+from pipelines import spark_schemas
 
 HEAVY = ("bus", "truck", "semi")
 
@@ -146,14 +146,14 @@ def traffic_aggregates(
 
 def _severity(col: Column) -> Column:
     expr = F.lit(None).cast("int")
-    for name, level in schemas.SEVERITY.items():
+    for name, level in spark_schemas.SEVERITY.items():
         expr = F.when(col == name, F.lit(level)).otherwise(expr)
     return expr
 
 
 def _condition_of(level: Column) -> Column:
     expr = F.lit("clear")
-    for name, lv in schemas.SEVERITY.items():
+    for name, lv in spark_schemas.SEVERITY.items():
         expr = F.when(level == lv, F.lit(name)).otherwise(expr)
     return expr
 
@@ -264,7 +264,7 @@ def baselines_from_history(history: DataFrame) -> DataFrame:
     )
 
 
-def free_flow_baselines(spark: Any) -> DataFrame:
+def free_flow_baselines(spark: SparkSession) -> DataFrame:
     """Fallback baselines before any history exists: the road's free-flow speed, every hour."""
     from sensors import geo
 
@@ -272,7 +272,7 @@ def free_flow_baselines(spark: Any) -> DataFrame:
     return spark.createDataFrame(rows, "segment_id string, hour_of_week int, baseline_kmh double")
 
 
-def segment_stations(spark: Any) -> DataFrame:
+def segment_stations(spark: SparkSession) -> DataFrame:
     from sensors import geo
 
     return spark.createDataFrame(list(geo.STATION_OF_SEGMENT.items()), "segment_id string, station string")
@@ -306,11 +306,30 @@ def estimate_weather_effects(df: pd.DataFrame, min_volume: int = 2) -> pd.DataFr
       clear (a proxy for incident rates).
     * ``precip_corr``: Pearson correlation of precipitation and the speed ratio.
     """
-    from scipy import stats
+    d = _against_clear(df, min_volume)
+    if d is None:
+        return pd.DataFrame()
+    clear_cong = d[d["clear"]]["congested"].mean()
+    free = _free_flowing(d)
+    ols = _robust_ols(free)
+    rows: list[dict[str, Any]] = []
+    for regime in RAIN_REGIMES:
+        sub = d[d["condition"] == regime]
+        fsub = free[free["condition"] == regime]
+        if fsub.empty:
+            continue
+        rows.append(_overall_row(regime, sub, fsub, ols, clear_cong))
+        rows += _segment_rows(regime, fsub)
+    return pd.DataFrame(rows)
 
+
+def _against_clear(df: pd.DataFrame, min_volume: int) -> pd.DataFrame | None:
+    """The windows of at least ``min_volume`` vehicles with their (segment, hour) cell's clear
+    speed: ``hour`` (PST), ``clear``, ``clear_speed``, ``ratio`` to it and ``congested`` (under
+    half of it); None when no window has enough vehicles."""
     d = df[df["volume"] >= min_volume].copy()
     if d.empty:
-        return pd.DataFrame()
+        return None
     d["hour"] = (pd.to_datetime(d["window_start"], utc=True) - pd.Timedelta(hours=8)).dt.hour
     d["clear"] = d["condition"].isin(["clear", "cloudy"])
     # medians per (segment, hour) cell: robust to incidents slowing a few clear windows
@@ -319,113 +338,136 @@ def estimate_weather_effects(df: pd.DataFrame, min_volume: int = 2) -> pd.DataFr
     d = d[d["clear_speed"].notna()]
     d["ratio"] = d["mean_speed_kmh"] / d["clear_speed"]
     d["congested"] = d["ratio"] < 0.5
-    clear_cong = d[d["clear"]]["congested"].mean()
-    # the speed effect is measured outside incident-like slowdowns (counted in congestion_delta)
+    return d
+
+
+def _free_flowing(d: pd.DataFrame) -> pd.DataFrame:
+    """The windows outside incident-like slowdowns (those count in congestion_delta), where the
+    speed effect is measured, with ``log_speed`` and ``minute`` (within the hour, 0..1)."""
     free = d[~d["congested"]].copy()
-    rows = []
-    # regression: log speed on regime dummies with a fixed effect *and a linear time trend*
-    # per (segment, hour) cell (congestion changes within an hour), weighted by volume
     free["log_speed"] = np.log(free["mean_speed_kmh"].clip(lower=0.1))
     ts = pd.to_datetime(free["window_start"], utc=True)
     free["minute"] = ts.dt.minute.to_numpy() / 60.0
+    return free
+
+
+def _within(
+    g: np.ndarray, mnt: np.ndarray, y: np.ndarray, x: np.ndarray, wt: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """y and x with each cell's (``g``) weighted mean and linear time (``mnt``) trend removed."""
+    sw_g = np.bincount(g, weights=wt)
+    m_bar = np.bincount(g, weights=wt * mnt) / np.maximum(sw_g, 1e-9)
+    mc = mnt - m_bar[g]
+    var_g = np.bincount(g, weights=wt * mc * mc)
+
+    def residual(v: np.ndarray) -> np.ndarray:
+        v_bar = np.bincount(g, weights=wt * v) / np.maximum(sw_g, 1e-9)
+        vc = v - v_bar[g]
+        slope = np.bincount(g, weights=wt * mc * vc) / np.where(var_g > 1e-12, var_g, np.inf)
+        out: np.ndarray = vc - slope[g] * mc
+        return out
+
+    return residual(y), np.column_stack([residual(x[:, k]) for k in range(x.shape[1])])
+
+
+def _robust_ols(free: pd.DataFrame) -> dict[str, tuple[float, float, float]]:
+    """Each rain regime's exp(coefficient) and its 95 % CI: log speed on regime dummies with a
+    fixed effect *and a linear time trend* per (segment, hour) cell (congestion changes within
+    an hour), weighted by volume, Tukey's biweight by iteratively reweighted least squares."""
     regimes = [r for r in RAIN_REGIMES if (free["condition"] == r).any()]
+    if not regimes:
+        return {}
+    x = np.column_stack([(free["condition"] == r).astype(float) for r in regimes])
+    g = free.groupby(["segment_id", "hour"]).ngroup().to_numpy()
+    w = free["volume"].to_numpy(dtype=float)
+    y = free["log_speed"].to_numpy()
+    mnt = free["minute"].to_numpy()
+    # windows far below the fit (an incident's slowdown spilling upstream, which outlasts the
+    # shower that raised the incident rate) get weight 0 instead of pulling their regime's estimate
+    rw = np.ones_like(w)
+    for _ in range(ROBUST_ITERATIONS + 1):
+        wt = w * rw
+        yd, xd = _within(g, mnt, y, x, wt)
+        sw = np.sqrt(wt)
+        beta, *_ = np.linalg.lstsq(xd * sw[:, None], yd * sw, rcond=None)
+        resid = yd - xd @ beta
+        u = resid * np.sqrt(w)
+        scale = float(np.median(np.abs(u[rw > 0]))) / 0.6745
+        if scale <= 0:
+            break
+        z = u / (TUKEY_C * scale)
+        rw = np.where(np.abs(z) < 1, (1 - z * z) ** 2, 0.0)
+    dof = max(1, int((wt > 0).sum()) - len(regimes) - 2 * (int(g.max()) + 1))
+    sigma2 = float((wt * resid**2).sum() / dof)
+    xtx = (xd * wt[:, None]).T @ xd
+    cov = sigma2 * np.linalg.pinv(xtx)
     ols: dict[str, tuple[float, float, float]] = {}
-    if regimes:
-        x = np.column_stack([(free["condition"] == r).astype(float) for r in regimes])
-        g = free.groupby(["segment_id", "hour"]).ngroup().to_numpy()
-        w = free["volume"].to_numpy(dtype=float)
-        y = free["log_speed"].to_numpy()
-        mnt = free["minute"].to_numpy()
-
-        def within(wt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            """y and x with each cell's weighted mean and linear time trend removed."""
-            sw_g = np.bincount(g, weights=wt)
-            m_bar = np.bincount(g, weights=wt * mnt) / np.maximum(sw_g, 1e-9)
-            mc = mnt - m_bar[g]
-            var_g = np.bincount(g, weights=wt * mc * mc)
-
-            def residual(v: np.ndarray) -> np.ndarray:
-                v_bar = np.bincount(g, weights=wt * v) / np.maximum(sw_g, 1e-9)
-                vc = v - v_bar[g]
-                slope = np.bincount(g, weights=wt * mc * vc) / np.where(var_g > 1e-12, var_g, np.inf)
-                return vc - slope[g] * mc
-
-            return residual(y), np.column_stack([residual(x[:, k]) for k in range(x.shape[1])])
-
-        # Tukey's biweight by iteratively reweighted least squares: windows far below the fit
-        # (an incident's slowdown spilling upstream, which outlasts the shower that raised the
-        # incident rate) get weight 0 instead of pulling their regime's estimate
-        rw = np.ones_like(w)
-        for _ in range(ROBUST_ITERATIONS + 1):
-            wt = w * rw
-            yd, xd = within(wt)
-            sw = np.sqrt(wt)
-            beta, *_ = np.linalg.lstsq(xd * sw[:, None], yd * sw, rcond=None)
-            resid = yd - xd @ beta
-            u = resid * np.sqrt(w)
-            scale = float(np.median(np.abs(u[rw > 0]))) / 0.6745
-            if scale <= 0:
-                break
-            z = u / (TUKEY_C * scale)
-            rw = np.where(np.abs(z) < 1, (1 - z * z) ** 2, 0.0)
-        dof = max(1, int((wt > 0).sum()) - len(regimes) - 2 * (int(g.max()) + 1))
-        sigma2 = float((wt * resid**2).sum() / dof)
-        xtx = (xd * wt[:, None]).T @ xd
-        cov = sigma2 * np.linalg.pinv(xtx)
-        for k, r in enumerate(regimes):
-            se = float(np.sqrt(max(cov[k, k], 0.0)))
-            ols[r] = (
-                float(np.exp(beta[k])),
-                float(np.exp(beta[k] - 1.96 * se)),
-                float(np.exp(beta[k] + 1.96 * se)),
-            )
-    for regime in RAIN_REGIMES:
-        sub = d[d["condition"] == regime]
-        fsub = free[free["condition"] == regime]
-        if fsub.empty:
-            continue
-        per_cell = fsub.groupby(["segment_id", "hour"])["ratio"].median()
-        n = len(per_cell)
-        mean = float(per_cell.mean())
-        half = float(stats.t.ppf(0.975, n - 1) * per_cell.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
-        corr = (
-            float(sub["precipitation_mm_h"].corr(sub["ratio"]))
-            if sub["precipitation_mm_h"].nunique() > 1
-            else float("nan")
+    for k, r in enumerate(regimes):
+        se = float(np.sqrt(max(cov[k, k], 0.0)))
+        ols[r] = (
+            float(np.exp(beta[k])),
+            float(np.exp(beta[k] - 1.96 * se)),
+            float(np.exp(beta[k] + 1.96 * se)),
         )
-        o = ols.get(regime, (float("nan"),) * 3)
+    return ols
+
+
+def _overall_row(
+    regime: str,
+    sub: pd.DataFrame,
+    fsub: pd.DataFrame,
+    ols: dict[str, tuple[float, float, float]],
+    clear_cong: float,
+) -> dict[str, Any]:
+    """The all-segments row (``segment_id`` "*") of one regime: ``sub`` its windows, ``fsub``
+    those outside slowdowns."""
+    from scipy import stats
+
+    per_cell = fsub.groupby(["segment_id", "hour"])["ratio"].median()
+    n = len(per_cell)
+    mean = float(per_cell.mean())
+    half = float(stats.t.ppf(0.975, n - 1) * per_cell.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
+    corr = (
+        float(sub["precipitation_mm_h"].corr(sub["ratio"]))
+        if sub["precipitation_mm_h"].nunique() > 1
+        else float("nan")
+    )
+    o = ols.get(regime, (float("nan"),) * 3)
+    return {
+        "segment_id": "*",
+        "condition": regime,
+        "n": n,
+        "windows": len(sub),
+        "speed_factor": round(mean, 4),
+        "ci_low": round(mean - half, 4),
+        "ci_high": round(mean + half, 4),
+        "ols_factor": round(o[0], 4),
+        "ols_ci_low": round(o[1], 4),
+        "ols_ci_high": round(o[2], 4),
+        "congestion_delta": round(float(sub["congested"].mean() - clear_cong), 4),
+        "precip_corr": None if np.isnan(corr) else round(corr, 4),
+    }
+
+
+def _segment_rows(regime: str, fsub: pd.DataFrame) -> list[dict[str, Any]]:
+    """One regime's speed factor per segment (the simple ratio; no CI, no regression)."""
+    rows: list[dict[str, Any]] = []
+    for seg, grp in fsub.groupby("segment_id"):
+        pc = grp.groupby("hour")["ratio"].median()
         rows.append(
             {
-                "segment_id": "*",
+                "segment_id": seg,
                 "condition": regime,
-                "n": n,
-                "windows": len(sub),
-                "speed_factor": round(mean, 4),
-                "ci_low": round(mean - half, 4),
-                "ci_high": round(mean + half, 4),
-                "ols_factor": round(o[0], 4),
-                "ols_ci_low": round(o[1], 4),
-                "ols_ci_high": round(o[2], 4),
-                "congestion_delta": round(float(sub["congested"].mean() - clear_cong), 4),
-                "precip_corr": None if np.isnan(corr) else round(corr, 4),
+                "n": len(pc),
+                "windows": len(grp),
+                "speed_factor": round(float(pc.mean()), 4),
+                "ci_low": None,
+                "ci_high": None,
+                "ols_factor": None,
+                "ols_ci_low": None,
+                "ols_ci_high": None,
+                "congestion_delta": None,
+                "precip_corr": None,
             }
         )
-        for seg, grp in fsub.groupby("segment_id"):
-            pc = grp.groupby("hour")["ratio"].median()
-            rows.append(
-                {
-                    "segment_id": seg,
-                    "condition": regime,
-                    "n": len(pc),
-                    "windows": len(grp),
-                    "speed_factor": round(float(pc.mean()), 4),
-                    "ci_low": None,
-                    "ci_high": None,
-                    "ols_factor": None,
-                    "ols_ci_low": None,
-                    "ols_ci_high": None,
-                    "congestion_delta": None,
-                    "precip_corr": None,
-                }
-            )
-    return pd.DataFrame(rows)
+    return rows

@@ -9,6 +9,9 @@ the store takes it; e.g. the last six hours as a backfill, then exit::
 ``--catch-up`` ties the simulated clock to the wall clock: from a past ``--from`` the fleet
 runs as fast as it can until it reaches now, then live (``sftraffic up`` continues a backfill
 this way). ``--progress`` prints a machine-readable line a second (events, simulated time).
+
+The store: ``-b/--bootstrap-server``, ``--command-config FILE`` and ``-X KEY=VALUE`` as every
+client command (:mod:`framework.cli.connection`); the worker processes get the same settings.
 """
 
 from __future__ import annotations
@@ -22,10 +25,14 @@ import ssl
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from framework.cli.common import add_bootstrap, add_registry, ensure_reachable, require_modules
-from framework.client.security import check_credentials, configure
+from framework.cli.common import add_registry, parse_kv, require_modules
+from framework.cli.connection import add_connection, configure_process
+from framework.errors import StoreError
+
+if TYPE_CHECKING:
+    from sensors.fleet import SensorFleet
 
 require_modules("numpy", "msgspec", "paho")  # the fleet, its encoder, MQTT devices
 
@@ -33,13 +40,32 @@ PROGRESS = "sensors progress:"  # the line --progress prints (sftraffic up reads
 DEVICES_PER_PROCESS = 200  # devices logging in as themselves (--mqtt-credentials): see run
 
 
+EPILOG = """\
+example (the last six simulated hours as fast as the store takes them, then exit):
+  sftraffic sensors -b 127.0.0.1:9092 --from -6h --until now --speed max --sample 20"""
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "sensors",
         help="run the simulated San Francisco sensor fleet",
-        description="Simulated pavement sensors, weather stations and infrastructure of San Francisco.",
+        description="Simulated pavement sensors, weather stations and infrastructure of San Francisco, "
+        "publishing to the store directly or over MQTT; live, or a replay of a simulated period.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_bootstrap(p)
+    add_connection(p)
+    _add_publish_options(p)
+    _add_time_options(p)
+    _add_model_options(p)
+    _add_run_options(p)
+    add_registry(p)
+    # `--from -6h`: argparse takes "-6h" for an option unless it looks like a negative number
+    p._negative_number_matcher = re.compile(r"^-\d+(\.\d+)?[a-z]*$")
+    p.set_defaults(func=run)
+
+
+def _add_publish_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sensors", type=int, default=10_000, help="fleet size (default 10000)")
     p.add_argument(
         "--via", choices=["kafka", "mqtt"], default="kafka", help="publish directly to the store or over MQTT"
@@ -51,12 +77,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="--via mqtt: DEVICE:PASSWORD lines; each device then logs in as itself on its own connection",
     )
     p.add_argument("--mqtt-ca", metavar="FILE", help="--via mqtt: TLS, trusting this CA (PEM)")
-    p.add_argument(
-        "--kafka-config",
-        metavar="FILE",
-        help="the Kafka clients' security settings (librdkafka's names, KEY=VALUE lines; default "
-        "$SFTRAFFIC_KAFKA_CONFIG)",
-    )
+
+
+def _add_time_options(p: argparse.ArgumentParser) -> None:
+    """The simulated period and how fast it runs."""
     p.add_argument(
         "--speed",
         type=parse_speed,
@@ -85,6 +109,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="simulated seconds per step of the model (default 1; a replay may take 5: the same "
         "events, each step's vehicles spread over it, a fifth of the per-step work)",
     )
+
+
+def _add_model_options(p: argparse.ArgumentParser) -> None:
+    """What the model simulates (sensors.model)."""
     p.add_argument("--seed", type=int, default=42)
     p.add_argument(
         "--rain-share", type=float, default=0.25, help="share of time it rains (weather ground truth)"
@@ -104,6 +132,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         default=1,
         help="simulate every N-th pavement sensor of the fleet (a lighter replay: 1/N of the vehicles)",
     )
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partitions", type=int, default=6, help="partitions of topics created if missing")
     p.add_argument("--workers", type=int, default=1, help="processes sharing the fleet (direct mode)")
     p.add_argument("--prefix", default="", help="prefix of pavement-sensor ids (keeps two fleets apart)")
@@ -127,10 +158,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         default="json",
         help="value format (--via kafka): avro is Confluent's wire format with schemas in --registry",
     )
-    add_registry(p)
-    # `--from -6h`: argparse takes "-6h" for an option unless it looks like a negative number
-    p._negative_number_matcher = re.compile(r"^-\d+(\.\d+)?[a-z]*$")
-    p.set_defaults(func=run)
 
 
 def parse_speed(text: str) -> float:
@@ -176,10 +203,10 @@ def _period(args: argparse.Namespace) -> tuple[int, float | None]:
     start = parse_when(args.start, now)
     if args.until is not None:
         if args.duration is not None:
-            raise SystemExit("sftraffic sensors: give --until or --duration, not both")
+            raise StoreError("give --until or --duration, not both")
         end = parse_when(args.until, now)
         if end < start:
-            raise SystemExit(f"sftraffic sensors: --until ({end}) is before --from ({start})")
+            raise StoreError(f"--until ({end}) is before --from ({start})")
         return start, (end - start) / 1000
     return start, args.duration
 
@@ -188,7 +215,7 @@ def _tick_ms(seconds: float) -> int:
     """A tick that divides a minute (weather stations report on the minute)."""
     ms = round(seconds * 1000)
     if ms <= 0 or 60_000 % ms:
-        raise SystemExit(f"sftraffic sensors: --tick {seconds}: use a divisor of 60 s (1, 2, 5, 10 ...)")
+        raise StoreError(f"--tick {seconds}: use a divisor of 60 s (1, 2, 5, 10 ...)")
     return ms
 
 
@@ -197,13 +224,14 @@ def _showcase(text: str | None) -> tuple[int, int] | None:
         return None
     a, sep, b = text.partition(",")
     if not sep:
-        raise SystemExit("sftraffic sensors: --showcase FROM,UNTIL")
+        raise StoreError("--showcase FROM,UNTIL")
     now = int(time.time() * 1000)
     return parse_when(a, now), parse_when(b, now)
 
 
 def _worker(
     args: argparse.Namespace,
+    bootstrap: str,
     index: int,
     start: int,
     duration: float | None,
@@ -211,11 +239,13 @@ def _worker(
     sim: Any,
     stop: Any,
 ) -> None:
-    """One worker process of the fleet; a StoreError (a device refused ...) ends it with one line."""
-    from framework.errors import StoreError
+    """One worker process of the fleet; a StoreError (a device refused ...) ends it with one line.
+    It inherits the settings file ($SFTRAFFIC_CLIENT_CONFIG); -X settings are set here again."""
+    from framework.client.security import configure
 
     try:
-        _work(args, index, start, duration, counter, sim, stop)
+        configure(None, parse_kv(args.client_config, "-X"))
+        _work(args, bootstrap, index, start, duration, counter, sim, stop)
     except StoreError as exc:
         print(f"sftraffic sensors: {exc.message}", file=sys.stderr, flush=True)
         sys.exit(2)
@@ -223,6 +253,7 @@ def _worker(
 
 def _work(
     args: argparse.Namespace,
+    bootstrap: str,
     index: int,
     start: int,
     duration: float | None,
@@ -230,58 +261,22 @@ def _work(
     sim: Any,
     stop: Any,
 ) -> None:
-    from sensors.fleet import SensorFleet, load_seq_state, save_seq_state
-    from sensors.model import ModelConfig
-    from sensors.publish import KafkaSink, MqttSink, read_credentials
+    from sensors.fleet import save_seq_state
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the parent sets stop, then the fleet flushes
-    cfg = ModelConfig(
-        seed=args.seed,
-        rain_share=args.rain_share,
-        volume_scale=args.volume_scale,
-        showcase=_showcase(args.showcase),
-    )
-    k = max(1, args.sample)
-    fleet = SensorFleet(
-        args.sensors,
-        cfg,
-        shard=(index * k, args.workers * k),
-        prefix=args.prefix,
-        infrastructure=not args.no_infrastructure,
-        assets=not args.no_assets,
-    )
-    if args.seq_state is not None:
-        fleet.restore_seq(load_seq_state(args.seq_state))
-    if args.via == "mqtt":
-        host, _, port = args.mqtt.rpartition(":")
-        creds = read_credentials(args.mqtt_credentials) if args.mqtt_credentials else None
-        tls = ssl.create_default_context(cafile=args.mqtt_ca) if args.mqtt_ca else None
-        sink: Any = MqttSink(
-            host,
-            int(port),
-            client_prefix=f"sftraffic-devices-{index}{args.prefix}",
-            credentials=creds,
-            tls=tls,
-        )
-        if creds is not None:
-            sink.connect_devices(fleet.sensor_ids)
-    else:
-        encoders = None
-        if args.format == "avro":
-            from sensors.avro import AvroEncoder
-
-            encoders = AvroEncoder(args.registry).by_topic
-        sink = KafkaSink(args.bootstrap, client_id=f"sftraffic-sensors-{index}", encoders=encoders)
+    fleet = _fleet(args, index)
+    sink = _sink(args, bootstrap, index, fleet)
+    tick_ms = _tick_ms(args.tick)
+    sent = 0  # the events already added to the shared counter
 
     def tick(st: Any) -> None:
+        nonlocal sent
         with counter.get_lock():
-            counter.value += st.events - tick.last  # type: ignore[attr-defined]
-        tick.last = st.events  # type: ignore[attr-defined]
+            counter.value += st.events - sent
+        sent = st.events
         sim[index] = st.sim_ms + tick_ms
 
-    tick.last = 0  # type: ignore[attr-defined]
-    tick_ms = _tick_ms(args.tick)
     fleet.run(
         sink,
         start,
@@ -303,17 +298,65 @@ def _work(
         sys.exit(1)
 
 
-def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
+def _fleet(args: argparse.Namespace, index: int) -> SensorFleet:
+    """Worker ``index``'s share of the fleet (every --sample-th sensor of its shard)."""
+    from sensors.fleet import SensorFleet, load_seq_state
+    from sensors.model import ModelConfig
 
-    from sensors.layout import ensure_layout
+    cfg = ModelConfig(
+        seed=args.seed,
+        rain_share=args.rain_share,
+        volume_scale=args.volume_scale,
+        showcase=_showcase(args.showcase),
+    )
+    k = max(1, args.sample)
+    fleet = SensorFleet(
+        args.sensors,
+        cfg,
+        shard=(index * k, args.workers * k),
+        prefix=args.prefix,
+        infrastructure=not args.no_infrastructure,
+        assets=not args.no_assets,
+    )
+    if args.seq_state is not None:
+        fleet.restore_seq(load_seq_state(args.seq_state))
+    return fleet
 
-    console = Console(stderr=True)
-    start, duration = _period(args)
+
+def _sink(args: argparse.Namespace, bootstrap: str, index: int, fleet: SensorFleet) -> Any:
+    """Where worker ``index`` publishes: the store (JSON or Avro), or the MQTT broker (with each
+    device logged in as itself when --mqtt-credentials names them)."""
+    from sensors.publish import KafkaSink, MqttSink, read_credentials
+
+    if args.via == "mqtt":
+        host, _, port = args.mqtt.rpartition(":")
+        creds = read_credentials(args.mqtt_credentials) if args.mqtt_credentials else None
+        tls = ssl.create_default_context(cafile=args.mqtt_ca) if args.mqtt_ca else None
+        sink = MqttSink(
+            host,
+            int(port),
+            client_prefix=f"sftraffic-devices-{index}{args.prefix}",
+            credentials=creds,
+            tls=tls,
+        )
+        if creds is not None:
+            sink.connect_devices(fleet.sensor_ids)
+        return sink
+    encoders = None
+    if args.format == "avro":
+        from sensors.avro import AvroEncoder
+
+        encoders = AvroEncoder(args.registry).by_topic
+    return KafkaSink(bootstrap, client_id=f"sftraffic-sensors-{index}", encoders=encoders)
+
+
+def _preflight(args: argparse.Namespace) -> None:
+    """What can be refused before anything starts, in one line: Avro over MQTT, a registry that
+    does not take the schemas, a bad credentials file. With devices logging in as themselves,
+    enough workers for their connections."""
     if args.format == "avro" and args.via == "mqtt":
-        raise SystemExit(
-            "sftraffic sensors: devices publish JSON over MQTT; the gateway converts it "
-            "(sftraffic gateway --format avro)"
+        raise StoreError(
+            "devices publish JSON over MQTT; the gateway converts it (sftraffic gateway --format avro)"
         )
     if args.format == "avro":  # the schemas registered before any worker starts: one line if not
         import requests
@@ -324,9 +367,7 @@ def run(args: argparse.Namespace) -> int:
             register_all(args.registry)
         except (requests.RequestException, OSError, RegistryError) as exc:
             where = split_url(args.registry)[0]
-            raise SystemExit(f"sftraffic sensors: schema registry {where}: {exc}") from None
-    if args.kafka_config:
-        configure(args.kafka_config)  # the environment of the worker processes too
+            raise StoreError(f"schema registry {where}: {exc}") from None
     if args.mqtt_credentials:
         from sensors.publish import read_credentials
 
@@ -336,16 +377,28 @@ def run(args: argparse.Namespace) -> int:
             # select(), which takes no file descriptor above 1023: at most this many a process
             need = -(-args.sensors // max(1, args.sample) // DEVICES_PER_PROCESS)
             args.workers = max(args.workers, need)
-    ensure_reachable(args.bootstrap)
-    check_credentials(args.bootstrap)
-    ensure_layout(args.bootstrap, partitions=args.partitions)
-    _publish_truth(args)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from sensors.layout import ensure_layout
+
+    console = Console(stderr=True)
+    start, duration = _period(args)
+    conn = configure_process(args)  # the worker processes' environment too
+    _preflight(args)
+    conn.check()  # unreachable, a refused password: one line before any worker starts
+    ensure_layout(conn.bootstrap, partitions=args.partitions)
+    _publish_truth(args, conn.bootstrap)
     ctx = mp.get_context("spawn")
     counter = ctx.Value("q", 0)
     sim = ctx.Array("q", [start] * args.workers)
     stop = ctx.Event()
     procs = [
-        ctx.Process(target=_worker, args=(args, i, start, duration, counter, sim, stop), daemon=True)
+        ctx.Process(
+            target=_worker, args=(args, conn.bootstrap, i, start, duration, counter, sim, stop), daemon=True
+        )
         for i in range(args.workers)
     ]
     for p in procs:
@@ -353,6 +406,23 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     t0 = time.monotonic()
+    _report_while_running(args, procs, counter, sim, console, t0)
+    for p in procs:
+        p.join()
+    if args.seq_state is not None and args.workers > 1:
+        _merge_seq_state(args.seq_state)
+    took = time.monotonic() - t0
+    n = counter.value
+    if args.progress:
+        print(f"{PROGRESS} events={n} sim_ms={min(sim[:])} rate={n / max(took, 1e-6):.0f} done", flush=True)
+    console.print(f"sensors: {n:,} events sent in {took:.1f}s ({n / max(took, 1e-6):,.0f}/s)")
+    return 0 if all(p.exitcode == 0 for p in procs) else 1
+
+
+def _report_while_running(
+    args: argparse.Namespace, procs: list[Any], counter: Any, sim: Any, console: Any, t0: float
+) -> None:
+    """A status line (and with --progress a machine-readable one) a second while workers run."""
     last = (t0, 0)
     while any(p.is_alive() for p in procs):
         time.sleep(1.0)
@@ -364,16 +434,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"{PROGRESS} events={n} sim_ms={min(sim[:])} rate={rate:.0f}", flush=True)
         if not args.quiet:
             console.print(f"[dim]sensors[/dim] {n:,} events sent, {rate:,.0f}/s via {args.via}", end="\r")
-    for p in procs:
-        p.join()
-    if args.seq_state is not None and args.workers > 1:
-        _merge_seq_state(args.seq_state)
-    took = time.monotonic() - t0
-    n = counter.value
-    if args.progress:
-        print(f"{PROGRESS} events={n} sim_ms={min(sim[:])} rate={n / max(took, 1e-6):.0f} done", flush=True)
-    console.print(f"sensors: {n:,} events sent in {took:.1f}s ({n / max(took, 1e-6):,.0f}/s)")
-    return 0 if all(p.exitcode == 0 for p in procs) else 1
 
 
 def _merge_seq_state(path: Path) -> None:
@@ -387,13 +447,13 @@ def _merge_seq_state(path: Path) -> None:
             f.unlink(missing_ok=True)
 
 
-def _publish_truth(args: argparse.Namespace) -> None:
+def _publish_truth(args: argparse.Namespace, bootstrap: str) -> None:
     """Declare the weather effects this fleet simulates (``sensors.ground_truth``)."""
     from sensors import ground_truth
     from sensors.model import ModelConfig
 
     try:
-        ground_truth.publish_model(args.bootstrap, ModelConfig(seed=args.seed, rain_share=args.rain_share))
+        ground_truth.publish_model(bootstrap, ModelConfig(seed=args.seed, rain_share=args.rain_share))
     except Exception as exc:  # the fleet does not depend on it
         print(f"sftraffic sensors: ground truth not published: {exc}", file=sys.stderr)
 

@@ -159,6 +159,16 @@ class SensorFleet:
     def tick(self, t_ms: int, dt_ms: int = 1000) -> Iterator[tuple[str, str, dict[str, Any], int]]:
         """Events for simulated time [t_ms, t_ms + dt_ms): (topic, key, event, timestamp)."""
         speed, rate, _wx = self.model.segment_state(t_ms)
+        yield from self._traffic(t_ms, dt_ms, speed, rate)
+        sec = t_ms // 1000
+        if sec % 60 == 0:
+            yield from self._weather(t_ms)
+        yield from self._infrastructure(t_ms, sec, rate)
+
+    def _traffic(
+        self, t_ms: int, dt_ms: int, speed: np.ndarray, rate: np.ndarray
+    ) -> Iterator[tuple[str, str, dict[str, Any], int]]:
+        """The pavement sensors' vehicles in [t_ms, t_ms + dt_ms), in time order."""
         lam = rate[self.sensor_seg] * (dt_ms / 1000)
         counts = self.rng.poisson(lam)
         idx = np.repeat(np.arange(self.n_traffic), counts)
@@ -221,29 +231,29 @@ class SensorFleet:
                     },
                     ts,
                 )
-        sec = t_ms // 1000
-        if sec % 60 == 0:
-            for j, st in enumerate(self.fleet.stations):
-                reading = weather_reading(self.model, j, t_ms, self.rng)
-                seq = int(self.seq_weather[j])
-                self.seq_weather[j] = seq + 1
-                yield (
-                    self.topic(WEATHER),
-                    st.station_id,
-                    {
-                        "type": "weather",
-                        "sensor_id": st.station_id,
-                        "seq": seq,
-                        "event_time": t_ms,
-                        "station": st.station_id,
-                        "district": st.district,
-                        "lat": st.lat,
-                        "lon": st.lon,
-                        **reading,
-                    },
-                    t_ms,
-                )
-        yield from self._infrastructure(t_ms, sec, rate)
+
+    def _weather(self, t_ms: int) -> Iterator[tuple[str, str, dict[str, Any], int]]:
+        """Every weather station's reading (on the minute)."""
+        for j, st in enumerate(self.fleet.stations):
+            reading = weather_reading(self.model, j, t_ms, self.rng)
+            seq = int(self.seq_weather[j])
+            self.seq_weather[j] = seq + 1
+            yield (
+                self.topic(WEATHER),
+                st.station_id,
+                {
+                    "type": "weather",
+                    "sensor_id": st.station_id,
+                    "seq": seq,
+                    "event_time": t_ms,
+                    "station": st.station_id,
+                    "district": st.district,
+                    "lat": st.lat,
+                    "lon": st.lon,
+                    **reading,
+                },
+                t_ms,
+            )
 
     def _infrastructure(
         self, t_ms: int, sec: int, rate: np.ndarray

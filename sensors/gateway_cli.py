@@ -3,38 +3,64 @@
 Security, both sides optional: towards Mosquitto a username (``--mqtt-username`` or
 ``$SFTRAFFIC_MQTT_USERNAME``) and its password (``--mqtt-password-file`` or
 ``$SFTRAFFIC_MQTT_PASSWORD``), TLS with ``--mqtt-ca FILE`` (or ``--mqtt-tls``: the system's CAs);
-towards the store librdkafka's settings from ``--kafka-config FILE`` (or
-``$SFTRAFFIC_KAFKA_CONFIG``) and ``-X KEY=VALUE`` (``security.protocol=SASL_SSL``,
+towards the store the connection options of every client command (:mod:`framework.cli.connection`):
+``-b/--bootstrap-server``, a properties file ``--command-config FILE`` (``--kafka-config`` kept as
+an alias; default ``$SFTRAFFIC_CLIENT_CONFIG``) and ``-X KEY=VALUE`` (``security.protocol=SASL_SSL``,
 ``sasl.mechanism``, ``sasl.username``, ``sasl.password``, ``ssl.ca.location``), handed to the
-confluent-kafka producer as they are. Credentials are checked once at start: a refused password
-on either side stops the gateway with one line (exit code 2).
+confluent-kafka producer. Credentials are checked once at start: a refused password on either
+side stops the gateway with one line (exit code 2); a store that does not answer yet does not
+(the messages are parked on disk until it does).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import importlib.util
 import logging
 import os
 import signal
 import sys
-import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from framework.cli.common import add_bootstrap, add_registry, parse_kv, require_modules
+from framework.cli.common import add_registry, require_modules
+from framework.cli.connection import add_connection, configure_process
 from framework.client.wire import BrokerUnavailable
 from framework.errors import StoreError
 
-require_modules("msgspec", "paho")  # validation and MQTT (gmqtt is optional: see run)
+require_modules("msgspec", "gmqtt")  # validation and MQTT
 
 if TYPE_CHECKING:
     from sensors.gateway import GatewayConfig, GatewayStats
 
 
+EPILOG = """\
+example (subscribe to Mosquitto, forward to the store; a second gateway shares the load):
+  sftraffic gateway -b 127.0.0.1:9092 --mqtt 127.0.0.1:1883 --id gw-1 --command-config gw.properties"""
+
+
+class _IgnoredMqttClient(argparse.Action):
+    """``--mqtt-client``, deprecated: the gateway has one implementation (gmqtt); one warning line."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        print(
+            f"{parser.prog}: warning: {option} is deprecated and ignored: the gateway runs on gmqtt "
+            "(the threaded paho-mqtt gateway was removed)",
+            file=sys.stderr,
+        )
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("gateway", help="MQTT edge gateway: devices -> store (no message lost)")
-    add_bootstrap(p)
+    p = sub.add_parser(
+        "gateway",
+        help="MQTT edge gateway: devices -> store (no message lost)",
+        description="One MQTT edge gateway: takes the devices' messages from Mosquitto (a shared "
+        "subscription) and produces them to the store, parking them on disk while it is down.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_connection(p)
     p.add_argument("--mqtt", default="127.0.0.1:1883", metavar="HOST:PORT", help="Mosquitto to subscribe to")
     p.add_argument("--id", default="gw-1", help="gateway id (also its MQTT client id and queue name)")
     p.add_argument("--group", default="sftraffic-gateways", help="shared-subscription group of the gateways")
@@ -46,13 +72,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--mqtt-version",
         choices=("3.1.1", "5"),
         default="3.1.1",
-        help="MQTT version towards Mosquitto (5 adds a session expiry; 3.1.1 is faster with paho)",
+        help="MQTT version towards Mosquitto (5 adds a session expiry)",
     )
     p.add_argument(
         "--mqtt-client",
         choices=("gmqtt", "paho"),
-        default="gmqtt",
-        help="gmqtt: asyncio gateway (default, several times faster); paho: the threaded paho-mqtt one",
+        action=_IgnoredMqttClient,
+        help="deprecated, ignored: the gateway runs on gmqtt (one warning line on stderr)",
     )
     p.add_argument(
         "--mqtt-username",
@@ -66,20 +92,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     p.add_argument("--mqtt-ca", metavar="FILE", help="TLS towards Mosquitto, trusting this CA (PEM)")
     p.add_argument("--mqtt-tls", action="store_true", help="TLS towards Mosquitto with the system's CAs")
-    p.add_argument(
-        "--kafka-config",
-        metavar="FILE",
-        help="the store client's security settings, KEY=VALUE lines in librdkafka's names "
-        "(security.protocol, sasl.*, ssl.ca.location; default $SFTRAFFIC_KAFKA_CONFIG)",
-    )
-    p.add_argument(
-        "-X",
-        dest="kafka_overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="one security setting of the store client (wins over --kafka-config)",
-    )
     p.add_argument(
         "--format",
         choices=["json", "avro"],
@@ -101,7 +113,7 @@ def _mqtt_password(args: argparse.Namespace) -> str | None:
     return os.environ.get("SFTRAFFIC_MQTT_PASSWORD")
 
 
-def _config(args: argparse.Namespace) -> GatewayConfig:
+def _config(args: argparse.Namespace, bootstrap: str) -> GatewayConfig:
     from sensors.gateway import GatewayConfig
 
     host, _, port = args.mqtt.rpartition(":")
@@ -110,7 +122,7 @@ def _config(args: argparse.Namespace) -> GatewayConfig:
     if args.mqtt_ca and not os.path.isfile(args.mqtt_ca):
         raise StoreError(f"--mqtt-ca {args.mqtt_ca}: no such file")
     return GatewayConfig(
-        bootstrap=args.bootstrap,
+        bootstrap=bootstrap,
         mqtt_version=5 if args.mqtt_version == "5" else 311,
         mqtt_host=host,
         mqtt_port=int(port),
@@ -155,13 +167,12 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
-    from framework.client.security import check_credentials, configure
     from sensors.gateway import MqttRefused
 
-    cfg = _config(args)
-    configure(args.kafka_config, parse_kv(args.kafka_overrides, "-X"))
+    conn = configure_process(args)
+    cfg = _config(args, conn.bootstrap)
     try:
-        check_credentials(cfg.bootstrap)
+        conn.check()
     except BrokerUnavailable as exc:  # messages are parked on disk until it answers
         logging.getLogger("sftraffic.gateway").warning("%s", exc.message)
     try:
@@ -170,25 +181,14 @@ def run(args: argparse.Namespace) -> int:
         raise StoreError(str(exc)) from None
 
 
-def _run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
-    if args.mqtt_client == "paho":
-        return _run_paho(args, cfg)
-    if importlib.util.find_spec("gmqtt") is None:
-        logging.getLogger("sftraffic.gateway").warning(
-            "gmqtt is not installed (pip install 'sftraffic[app]'): using the slower paho-mqtt gateway"
-        )
-        return _run_paho(args, cfg)
-    return _run_async(args, cfg)
-
-
 def _ready(args: argparse.Namespace) -> None:
     print(f"gateway {args.id} ready", file=sys.stderr, flush=True)
 
 
-def _run_async(args: argparse.Namespace, cfg: GatewayConfig) -> int:
+def _run(args: argparse.Namespace, cfg: GatewayConfig) -> int:
     import asyncio
 
-    from sensors.gateway_async import AsyncGateway, serve
+    from sensors.gateway import Gateway, serve
 
     report = _Reporter(args.quiet)
     every = 5.0
@@ -211,7 +211,7 @@ def _run_async(args: argparse.Namespace, cfg: GatewayConfig) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
 
-        def on_report(gw: AsyncGateway) -> None:
+        def on_report(gw: Gateway) -> None:
             report(gw.stats, gw.degraded, every)
 
         await serve(cfg, stop, lambda gw: _ready(args), every, on_report)
@@ -222,20 +222,4 @@ def _run_async(args: argparse.Namespace, cfg: GatewayConfig) -> int:
         asyncio.run(main())
     else:
         uvloop.run(main())
-    return 0
-
-
-def _run_paho(args: argparse.Namespace, cfg: GatewayConfig) -> int:
-    from sensors.gateway import Gateway
-
-    gw = Gateway(cfg)
-    stop = threading.Event()
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    gw.start()
-    _ready(args)
-    report = _Reporter(args.quiet)
-    while not stop.wait(5.0):
-        report(gw.stats, gw.degraded.is_set(), 5.0)
-    gw.stop()
     return 0

@@ -232,10 +232,10 @@ def day_plan(cfg: ModelConfig, day_start_ms: int) -> DayPlan:
         _apply_showcase(cfg, day_start_ms, conditions, precip)
     incidents: dict[str, list[tuple[int, int]]] = {}
     for seg in geo.SEGMENTS:
-        st = STATION_INDEX[geo.STATION_OF_SEGMENT[seg.segment_id]]
+        row = STATION_INDEX[geo.STATION_OF_SEGMENT[seg.segment_id]]
         events: list[tuple[int, int]] = []
         for minute in range(24 * 60):
-            cond = int(conditions[st, minute // 10])
+            cond = int(conditions[row, minute // 10])
             p = cfg.incident_rate_per_hour / 60 * cfg.effect.incident_multiplier(cond)
             if rng.random() < p:
                 start = day_start_ms + minute * 60_000
@@ -365,7 +365,8 @@ class Model:
         return p.conditions[:, slot]
 
     def weather_of_segments(self, t_ms: int) -> np.ndarray:
-        return self.station_conditions(t_ms)[self.seg_station]
+        conditions: np.ndarray = self.station_conditions(t_ms)[self.seg_station]
+        return conditions
 
     def incident_factor(self, t_ms: int) -> np.ndarray:
         """Per segment speed multiplier from incidents and their upstream spillback."""

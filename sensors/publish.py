@@ -144,6 +144,7 @@ class MqttSink:
         tls: ssl.SSLContext | None = None,
     ) -> None:
         import paho.mqtt.client as mqtt
+        from paho.mqtt.enums import CallbackAPIVersion
 
         self.stream = stream
         self.window = window
@@ -161,7 +162,7 @@ class MqttSink:
             return
         for i in range(connections):
             c = mqtt.Client(
-                mqtt.CallbackAPIVersion.VERSION2, client_id=f"{client_prefix}-{i}", protocol=mqtt.MQTTv5
+                CallbackAPIVersion.VERSION2, client_id=f"{client_prefix}-{i}", protocol=mqtt.MQTTv5
             )
             c.max_inflight_messages_set(window)
             c.max_queued_messages_set(0)
@@ -193,12 +194,13 @@ class MqttSink:
 
     def _start_device(self, device: str) -> tuple[Any, threading.Semaphore, threading.Event, list[Any]]:
         import paho.mqtt.client as mqtt
+        from paho.mqtt.enums import CallbackAPIVersion
 
         assert self.credentials is not None
         password = self.credentials.get(device)
         if password is None:
             raise StoreError(f"no MQTT password for device {device!r} in the credentials")
-        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=device, protocol=mqtt.MQTTv5)
+        c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=device, protocol=mqtt.MQTTv5)
         c.username_pw_set(device, password)
         if self.tls is not None:
             c.tls_set_context(self.tls)

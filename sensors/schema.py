@@ -1,4 +1,4 @@
-"""The JSON schema of the events the fleet publishes (documented in README "Event schema").
+"""The JSON schema of the events the fleet publishes (documented in docs/application/events.md).
 
 Every event is a JSON object with ``type`` ("traffic" | "weather" | "infrastructure"), the
 ``sensor_id`` (also the Kafka key, so a sensor's events stay ordered in one partition), a

@@ -91,6 +91,23 @@ APIS = [
     "alter_partition_reassignments",
     "list_partition_reassignments",
     "unregister_broker",
+    # Kafka 4's protocols: KIP-848 consumer groups, KIP-714 client metrics, KIP-932 share
+    # groups, KIP-853 a quorum that changes
+    "consumer_group_heartbeat",
+    "consumer_group_describe",
+    "get_telemetry_subscriptions",
+    "push_telemetry",
+    "list_config_resources",
+    "share_group_heartbeat",
+    "share_group_describe",
+    "share_fetch",
+    "share_acknowledge",
+    "describe_share_group_offsets",
+    "alter_share_group_offsets",
+    "delete_share_group_offsets",
+    "add_raft_voter",
+    "remove_raft_voter",
+    "update_raft_voter",
 ]
 DATA = ["consumer_protocol_subscription", "consumer_protocol_assignment"]
 
@@ -419,7 +436,7 @@ def main() -> None:
             "import dataclasses",
             "from typing import ClassVar",
             "",
-            "from framework.protocol.schema import ZERO_UUID, Buffer, FieldSpec, spec",
+            "from framework.protocol.fields import ZERO_UUID, Buffer, FieldSpec, spec",
             "",
             f"__all__ = {sorted(exported)!r}",
         ]
@@ -438,7 +455,7 @@ if __name__ == "__main__":
 
 
 def gen_errors() -> None:
-    """framework/protocol/errors.py: Kafka's error codes with their retriable flag and text."""
+    """framework/protocol/error_codes.py: Kafka's error codes with their retriable flag and text."""
     import ast
     import inspect
 
@@ -482,7 +499,7 @@ def gen_errors() -> None:
     for member in kerr.ErrorCode:
         doc = docs.get(member.name, "")
         lines.append(f"    {member.name.upper()} = {int(member)}, {bool(member.retriable)}, {doc!r}")
-    (OUT.parent / "errors.py").write_text("\n".join(lines) + "\n")
+    (OUT.parent / "error_codes.py").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ What this does, once, by a developer (the output is committed; nothing is fetche
    source, licence and the processing, and the licence texts beside it.
 
 Run: ``.venv/bin/python tools/make_sf_map.py`` (about 10 s after the 91 MB download).
-``tests/dashboard/test_map.py`` checks the result: small, San Francisco's shape, and every
+``tests/unit/dashboard/test_basemap.py`` checks the result: small, San Francisco's shape, and every
 monitored road on land.
 """
 

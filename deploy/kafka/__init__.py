@@ -8,7 +8,7 @@
   ``javac`` for small Java programs compiled against the cache;
 * ``python -m deploy.kafka`` (``./run kafka``): start a cluster until Ctrl-C, resolve, or run a tool.
 
-Used by ``./run kafka``, ``./run test-on-kafka``, the compatibility tests (``tests/kafka/``),
+Used by ``./run kafka``, ``./run test-on-kafka``, the compatibility tests (``tests/integration/kafka/``),
 ``sftraffic up --store kafka`` and the ``kafka`` benchmark peer (``load/peers.py``).
 """
 

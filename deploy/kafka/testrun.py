@@ -21,9 +21,7 @@ from deploy.kafka.resolve import ROOT
 # the suites whose tests talk to a broker (unit tests do not; soak tests are --runslow)
 SUITES = [
     "tests/integration",
-    "tests/kafka",
-    "tests/pipelines",
-    "tests/dashboard",
+    "tests/browser",
     "tests/load",
     "tests/system",
 ]

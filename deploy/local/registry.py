@@ -26,7 +26,7 @@ class RegistryProcess(ManagedProcess):
         self.port = port or free_port(host)
         self.scheme = "https" if "--tls-cert" in extra_args else "http"
         cmd = sftraffic(
-            "registry", "--bootstrap", bootstrap, "--listen", f"{host}:{self.port}",
+            "registry", "--bootstrap-server", bootstrap, "--listen", f"{host}:{self.port}",
             "--topic", topic, "--group", group, *extra_args,
         )  # fmt: skip
         super().__init__(name, cmd, ready="registry listening on ", log=log, grace=15.0)

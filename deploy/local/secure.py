@@ -14,9 +14,10 @@ every file holding a key or a password 0600), then reused by later starts:
   PBKDF2 hashes, and nothing is printed or put on a command line.
 * ``<principal>.properties``: each Kafka client's settings in librdkafka's names
   (``security.protocol=SASL_SSL``, ``sasl.mechanism=SCRAM-SHA-256``, ``sasl.username``,
-  ``sasl.password``, ``ssl.ca.location``), handed to that part as ``$SFTRAFFIC_KAFKA_CONFIG``
-  (:mod:`framework.client.security`); ``mqtt-gateway.password`` and ``mqtt-devices.txt``
-  (``device:password`` lines) for the MQTT side; ``mosquitto.passwd``/``mosquitto.acl``.
+  ``sasl.password``, ``ssl.ca.location``), handed to that part as ``$SFTRAFFIC_CLIENT_CONFIG``
+  (:mod:`framework.client.security`; ``up`` sets the old name ``$SFTRAFFIC_KAFKA_CONFIG`` to the
+  same); ``mqtt-gateway.password`` and ``mqtt-devices.txt`` (``device:password`` lines) for the
+  MQTT side; ``mosquitto.passwd``/``mosquitto.acl``.
 * ``registry-auth.json`` (``--format avro``): the schema registry's users, the same names and
   passwords as the store's (salted PBKDF2 hashes, Karapace's format; :func:`registry_auth`),
   and what each may do: the admin everything, the gateway and the fleet register the stream's
@@ -24,8 +25,9 @@ every file holding a key or a password 0600), then reused by later starts:
   own user, ``schema-registry``, which may use ``_schemas`` and its election group only.
 
 The store's users (as ``sftraffic users add --data-dir``) and its ACLs (:func:`acls`: least
-privilege, through the seeds' stream permissions where they fit, as ``sftraffic streams
-grant`` makes them) are written into its data dir before it starts (:func:`prepare_store`).
+privilege, through stream permissions (MapR's produceperm, consumeperm, topicperm, adminperm)
+where they fit, as ``sftraffic streams grant`` makes them) are written into its data dir before
+it starts (:func:`prepare_store`).
 
 A cluster (``up --secure --cluster N``) keeps users and ACLs in its metadata quorum: the users
 go into the first broker's data dir before the first start (proposed to the quorum by that
@@ -202,7 +204,7 @@ def ensure(root: Path, devices: list[str]) -> tuple[Secrets, list[str]]:
 def registry_auth(pw: dict[str, str], stream: str = STREAM) -> dict[str, object]:
     """The schema registry's auth file: the store's users, who may register the stream's
     subjects (``<stream>.<topic>-value``) and who may read them."""
-    from framework.registry.auth import user_entry
+    from registry.auth import user_entry
 
     users = [ADMIN, GATEWAY, SENSORS, SPARK, DASHBOARD]
     subjects = f"Subject:{re.escape(stream)}\\."

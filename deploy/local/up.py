@@ -7,7 +7,9 @@ session, its output appended to ``<data-dir>/logs/<part>.log``):
    ``--cluster N`` N brokers on 9092.. 9092+N-1 (metrics 9644.., controller endpoints
    19092..), data in ``store-1`` .. ``store-N``, topics replicated min(N, 3) times;
    with ``--store kafka`` Apache Kafka instead (:mod:`deploy.kafka`: KRaft, the same ports,
-   data in ``<data-dir>/kafka``); with ``--bootstrap HOST:PORT`` none: an existing Kafka cluster
+   data in ``<data-dir>/kafka``); with ``--external HOST:PORT`` none: an existing Kafka cluster,
+   secured or not (``--command-config FILE``, ``-X KEY=VALUE``: its client settings, as every
+   client command takes them; ``--bootstrap`` is a deprecated alias of ``--external``)
 2. Mosquitto (127.0.0.1:1883) and the stream layout (stream + topics, created if missing)
 3. an MQTT edge gateway
 4. the Spark application (started early: its JVM warms up while the past is replayed) and the
@@ -27,7 +29,7 @@ session, its output appended to ``<data-dir>/logs/<part>.log``):
 StandardAuthorizer; Mosquitto one TLS listener, a password file and per-device ACLs; each part
 logs in as its own user (the gateway, the fleets, Spark, the dashboard; ``up`` itself as the
 admin) with the settings file ``<data-dir>/secure/<user>.properties`` handed to it as
-``$SFTRAFFIC_KAFKA_CONFIG``, and every MQTT device as itself. Certificates and passwords are
+``$SFTRAFFIC_CLIENT_CONFIG``, and every MQTT device as itself. Certificates and passwords are
 made at the first secure start and kept in ``<data-dir>/secure`` (0600) for later ones. With
 ``--cluster N`` every broker's one SASL_SSL listener carries replication too (the brokers log in
 as ``sftraffic-broker``), the quorum's links are encrypted, the users reach the quorum from the
@@ -45,6 +47,12 @@ lost while the demo runs (the cluster carries on); any other part exiting stops 
 Ctrl-C (or SIGTERM) stops every part in reverse order — SIGTERM to its process group, SIGKILL
 after a grace period — so nothing is left running; the pids are kept in ``<data-dir>/up.json``
 meanwhile.
+
+Each part's Kafka clients get their settings file through ``$SFTRAFFIC_CLIENT_CONFIG`` (and the
+old name ``$SFTRAFFIC_KAFKA_CONFIG`` set to the same, so that a value left in the shell never
+wins): its own user's with ``--secure``; with ``--external`` the security settings of
+``--command-config``/``-X`` (or ``$SFTRAFFIC_CLIENT_CONFIG``), copied to
+``<data-dir>/external.properties`` (0600); none (PLAINTEXT) for a store started here.
 """
 
 from __future__ import annotations
@@ -58,16 +66,19 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from deploy.local import secure
+from deploy.local import external, secure
+from deploy.local.external import add_external
 from deploy.local.mosquitto import MosquittoProcess
 from deploy.local.process import ManagedProcess, sftraffic
 from framework.cli.common import require_modules
-from framework.client.security import ENV, configure
+from framework.client.connection import LEGACY_CONFIG_ENV, Connection
+from framework.client.security import ENV, write_properties
 from framework.config import parse_duration_ms
 from framework.errors import StoreError
 from pipelines.jobs import STREAMING_CHECKPOINTS, result_topics
@@ -76,14 +87,28 @@ from sensors import ground_truth
 from sensors.layout import STREAM, ensure_layout, topic
 
 # the parts it starts need the app extras (pyspark: through pipelines.jobs)
-require_modules("numpy", "msgspec", "paho", "dash")
+require_modules("numpy", "msgspec", "paho", "gmqtt", "dash")
 
 # into a file or a pipe, lines stay whole (paths stay copyable); on a terminal rich wraps them
 console = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
 
 
+EPILOG = """\
+examples:
+  sftraffic up --no-spark --backfill 0          # the store, Mosquitto, gateway, fleet, dashboard
+  sftraffic up --external kafka-1:9092 --command-config client.properties   # on a running cluster"""
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("up", help="run the whole demo locally until Ctrl-C")
+    p = sub.add_parser(
+        "up",
+        help="run the whole demo locally until Ctrl-C",
+        description="The whole traffic demo on this machine: the event store (or --external: a "
+        "running Kafka cluster), Mosquitto, an MQTT gateway, the sensor fleet, the Spark jobs and "
+        "the dashboard, until Ctrl-C stops every part.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument(
         "--data-dir", default=".sftraffic", help="where the demo keeps its data (default ./.sftraffic)"
     )
@@ -112,6 +137,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help=f"the backfill replays every N-th pavement sensor (default: about {bf.DEFAULT_SENSORS} "
         f"of them, 1 in {bf.sample_for(10_000)} of 10,000)",
     )
+    _add_store_options(p)
+    add_external(
+        p.add_argument_group("an existing cluster instead of the store"),
+        secured=True,
+        what=" (not with --store, --cluster or --secure)",
+    )
+    p.set_defaults(func=run)
+
+
+def _add_store_options(p: argparse.ArgumentParser) -> None:
+    """The store ``up`` starts (its size, kind and security) and the events' format."""
     p.add_argument(
         "--cluster",
         type=int,
@@ -133,11 +169,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "use; --cluster N nodes)",
     )
     p.add_argument(
-        "--bootstrap",
-        metavar="HOST:PORT",
-        help="use this existing Kafka cluster (any Kafka implementation); no store is started",
-    )
-    p.add_argument(
         "--secure",
         action="store_true",
         help="authentication, TLS and ACLs everywhere: the store on SASL_SSL (SCRAM-SHA-256) with its "
@@ -155,7 +186,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument(
         "--registry-port", type=int, default=8081, help="schema registry port with --format avro (8081)"
     )
-    p.set_defaults(func=run)
 
 
 def _part(name: str, cmd: list[str], ready: str | None, root: Path, env: dict[str, str]) -> ManagedProcess:
@@ -210,26 +240,40 @@ def cluster_parts(
     return parts
 
 
-def kafka_parts(root: Path, size: int, port: int) -> tuple[str, list[ManagedProcess]]:
+def kafka_parts(root: Path, size: int, port: int) -> list[ManagedProcess]:
     """Apache Kafka as the store (``--store kafka``): ``size`` KRaft nodes, Kafka on port..,
     controllers on port+10000.., data in ``<root>/kafka`` (formatted on first use), logs in
-    ``<root>/logs/kafka-N.log``; (its bootstrap, the nodes)."""
+    ``<root>/logs/kafka-N.log``; the nodes, not started (their bootstrap: :func:`bootstrap_of`)."""
     from deploy.kafka import KafkaCluster
 
     cluster = KafkaCluster(size, root / "kafka", port=port, heap="1g", log_dir=root / "logs")
     console.print(f"preparing {cluster.describe()} (Maven resolves it on first use) ...")
-    nodes: list[ManagedProcess] = list(cluster.prepare())
-    return cluster.bootstrap, nodes
+    return list(cluster.prepare())
 
 
 def external_replication(bootstrap: str) -> int:
-    """Replicas for the demo's topics on an existing cluster (``--bootstrap``): min(brokers, 3)."""
+    """Replicas for the demo's topics on an existing cluster (``--external``): min(brokers, 3)."""
     from framework.client.admin import live_broker_ids
 
     ids = live_broker_ids(bootstrap, timeout=10)
     if ids is None:
-        raise StoreError(f"no Kafka broker answers at {bootstrap} (--bootstrap)")
+        raise StoreError(f"no Kafka broker answers at {bootstrap} (--external)")
     return max(1, min(len(ids), 3))
+
+
+def client_env(path: Path | None) -> dict[str, str]:
+    """A part's client settings file as ``$SFTRAFFIC_CLIENT_CONFIG``, and the old name set to the
+    same (a child reads the new name first, the old one when the new is empty: a value of the
+    old one inherited from the shell must not win); ``None``: none, PLAINTEXT."""
+    value = str(path) if path is not None else ""
+    return {ENV: value, LEGACY_CONFIG_ENV: value}
+
+
+def external_client_file(root: Path, conn: Connection) -> Path | None:
+    """The ``--external`` cluster's security settings (file and ``-X`` merged, in librdkafka's
+    names) as ``<root>/external.properties`` (0600) for the parts; None when it has none."""
+    sec = conn.security()
+    return write_properties(root / "external.properties", sec) if sec else None
 
 
 def mosquitto_part(root: Path, port: int, sec: secure.Secrets | None = None) -> MosquittoProcess:
@@ -294,7 +338,7 @@ class Envs:
     def __call__(self, principal: str) -> dict[str, str]:
         if self.sec is None:
             return self.base
-        env = {**self.base, ENV: str(self.sec.properties(principal))}
+        env = {**self.base, **client_env(self.sec.properties(principal))}
         if self.registry_port is not None and principal != secure.REGISTRY:
             env["SFTRAFFIC_REGISTRY"] = self.sec.registry_url(self.registry_port, principal)
             env["REQUESTS_CA_BUNDLE"] = str(self.sec.ca)
@@ -318,9 +362,8 @@ def registry_part(
     return _part("registry", cmd, "registry listening on", root, env)
 
 
-def format_args(args: argparse.Namespace) -> list[str]:
+def format_args(fmt: str) -> list[str]:
     """What the direct fleets and the Spark jobs add for ``--format``."""
-    fmt = getattr(args, "format", "json")
     return [] if fmt == "json" else ["--format", fmt]
 
 
@@ -448,23 +491,23 @@ class Supervisor:
         (self.root / "up.json").unlink(missing_ok=True)
 
 
-def backfill_plan(args: argparse.Namespace, root: Path) -> tuple[bf.Backfill | None, bool]:
+def backfill_plan(demo: Plan) -> tuple[bf.Backfill | None, bool]:
     """(the run's backfill, whether it still has to be replayed).
 
     A data dir keeps its first run's backfill (``backfill/plan.json``): later runs continue it
     (the Spark jobs filter by its end; the batch over it runs once). A data dir whose streaming
     jobs ran without one gets none. Otherwise ``--backfill`` (default 6h with Spark, 0 without).
     """
+    root = demo.root
     plan_file = root / "backfill" / "plan.json"
     if plan_file.exists():
         return bf.Backfill.from_json(plan_file.read_text())[0], False
     if any((root / "checkpoints" / q).exists() for q in STREAMING_CHECKPOINTS):
         return None, False
-    text = args.backfill if args.backfill is not None else ("0" if args.no_spark else bf.DEFAULT_DURATION)
-    duration = parse_duration_ms(text)
+    duration = parse_duration_ms(demo.backfill)
     if duration <= 0:
         return None, False
-    sample = args.backfill_sample or bf.sample_for(args.sensors)
+    sample = demo.backfill_sample or bf.sample_for(demo.sensors)
     return bf.Backfill.ending_now(duration, sample), True
 
 
@@ -473,18 +516,16 @@ def _sim(ms: int) -> str:
     return f"{h}h{m:02d}m" if h else f"{m}m"
 
 
-def replay(
-    sup: Supervisor, plan: bf.Backfill, py: list[str], args: argparse.Namespace, ctx: dict[str, Any]
-) -> dict[str, Any]:
+def replay(sup: Supervisor, plan: bf.Backfill, demo: Plan, ctx: Context) -> dict[str, Any]:
     """Run the backfill's fleets (direct, and a share over MQTT) to the end, with a progress
     bar; return once the store holds every event they sent."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    root, bootstrap, env = ctx["root"], ctx["bootstrap"], ctx["env"]
+    root, bootstrap, env = demo.root, demo.bootstrap, ctx.env
     inputs = [topic(n) for n in ("traffic", "weather_conditions", "infrastructure")]
     base = bf.end_offsets(bootstrap, inputs)
-    cmd = [*py, "sensors", "-b", bootstrap, *plan.replay_args()]
-    direct = [*cmd, *format_args(args), "--sensors", str(args.sensors)]
+    cmd = [*ctx.py, "sensors", "-b", bootstrap, *plan.replay_args()]
+    direct = [*cmd, *format_args(demo.fmt), "--sensors", str(demo.sensors)]
     parts = [
         _part(
             "backfill",
@@ -494,9 +535,9 @@ def replay(
             env(secure.SENSORS),
         )
     ]
-    if args.mqtt_devices:
-        mqtt = ["--via", "mqtt", "--mqtt", ctx["mqtt"], "--sensors", str(args.mqtt_devices)]
-        mqtt += ["--prefix", "mqtt-", "--no-infrastructure", *device_args(ctx["secure"])]
+    if demo.mqtt_devices:
+        mqtt = ["--via", "mqtt", "--mqtt", demo.mqtt, "--sensors", str(demo.mqtt_devices)]
+        mqtt += ["--prefix", "mqtt-", "--no-infrastructure", *device_args(ctx.sec)]
         mqtt += ["--seq-state", str(root / "fleet" / "devices.json")]
         parts.append(_part("backfill-mqtt", [*cmd, *mqtt], None, root, env(secure.SENSORS)))
     seen: dict[str, bf.Progress] = {p.name: bf.Progress(sim_ms=plan.from_ms) for p in parts}
@@ -606,7 +647,52 @@ def _report_batch(spark: ManagedProcess) -> None:
             return
 
 
-def run(args: argparse.Namespace) -> int:
+# -- plan, start, wait -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What ``up`` starts, decided from its arguments alone: no file, process or connection is
+    touched (but the ``--command-config`` file read).
+
+    ``parts`` names the long-running parts in the order they start; between the dashboard and
+    the sensors a backfill's fleets may come and go, decided from the data dir once the store
+    runs (:func:`backfill_plan`)."""
+
+    root: Path
+    # "sftraffic" (the embedded store), "kafka" (Apache Kafka) or "external" (none started)
+    store: str
+    brokers: int  # the store's nodes started here (0 with --external)
+    voters: int | None  # --voters: the first M brokers of the cluster vote (None: all)
+    bootstrap: str
+    external: Connection | None  # the running cluster with --external, and its client settings
+    port: int
+    metrics_port: int
+    mqtt_port: int
+    dashboard_port: int
+    registry_port: int | None  # the schema registry's (--format avro), None: no registry
+    secure: bool
+    fmt: str
+    # the demo's topics' replication factor; None: min(brokers, 3) of the external cluster,
+    # asked once it answers
+    replicas: int | None
+    sensors: int
+    mqtt_devices: int
+    speed: float
+    backfill: str  # --backfill (a duration), its default resolved
+    backfill_sample: int | None
+    parts: tuple[str, ...]
+
+    @property
+    def mqtt(self) -> str:
+        return f"127.0.0.1:{self.mqtt_port}"
+
+    @property
+    def avro(self) -> bool:
+        return self.fmt == "avro"
+
+
+def _check_args(args: argparse.Namespace) -> None:
     if not (args.cluster == 1 or 3 <= args.cluster <= 9):
         raise StoreError(
             f"--cluster {args.cluster}: use 1 (a single node) or 3 to 9 brokers "
@@ -617,179 +703,292 @@ def run(args: argparse.Namespace) -> int:
             f"--voters {args.voters}: an odd number from 3 to --cluster ({args.cluster}); "
             "the other brokers join as observers"
         )
-    if args.secure and (args.bootstrap or args.store != "sftraffic"):
+    if args.secure and (args.external or args.store != "sftraffic"):
         raise StoreError(
-            "--secure runs the embedded store (one node or --cluster): not with --store kafka or --bootstrap"
+            "--secure runs the embedded store (one node or --cluster): not with --store kafka or --external"
         )
-    avro = getattr(args, "format", "json") == "avro"
-    root = Path(args.data_dir).resolve()
+    if args.external and (args.store != "sftraffic" or args.cluster != 1):
+        raise StoreError("--external uses a running cluster: --store and --cluster start one, give either")
+
+
+def _store_parts(store: str, brokers: int) -> list[str]:
+    if store == "external":
+        return []
+    if store == "kafka":
+        return [f"kafka-{i}" for i in range(1, brokers + 1)]
+    return ["store"] if brokers == 1 else [f"store-{i}" for i in range(1, brokers + 1)]
+
+
+def plan(args: argparse.Namespace) -> Plan:
+    """The parts to start, their ports, security and replication, from ``up``'s arguments;
+    a contradiction among them is refused here, before anything starts."""
+    _check_args(args)
+    ext = external.external_connection(args)  # None: a store started here
+    store = "external" if ext is not None else args.store
+    brokers = 0 if ext is not None else args.cluster
+    fmt = getattr(args, "format", "json")
+    backfill = args.backfill if args.backfill is not None else ("0" if args.no_spark else bf.DEFAULT_DURATION)
+    parts = [*_store_parts(store, brokers), "mosquitto", *(["registry"] if fmt == "avro" else [])]
+    parts += ["gateway", *([] if args.no_spark else ["spark"]), "dashboard", "sensors"]
+    parts += ["devices"] if args.mqtt_devices else []
+    return Plan(
+        root=Path(args.data_dir).resolve(),
+        store=store,
+        brokers=brokers,
+        voters=args.voters,
+        bootstrap=ext.bootstrap if ext is not None else bootstrap_of(args.port, args.cluster),
+        external=ext,
+        port=args.port,
+        metrics_port=args.metrics_port,
+        mqtt_port=args.mqtt_port,
+        dashboard_port=args.dashboard_port,
+        registry_port=args.registry_port if fmt == "avro" else None,
+        secure=args.secure,
+        fmt=fmt,
+        replicas=None if ext is not None else min(brokers, 3),
+        sensors=args.sensors,
+        mqtt_devices=args.mqtt_devices,
+        speed=args.speed,
+        backfill=backfill,
+        backfill_sample=args.backfill_sample,
+        parts=tuple(parts),
+    )
+
+
+def bootstrap_of(port: int, size: int) -> str:
+    """The bootstrap of a store of ``size`` nodes started here on port.. (ours or Kafka)."""
+    return ",".join(f"127.0.0.1:{port + i}" for i in range(size))
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the start step makes before the first part: the command line of ``sftraffic``, the
+    secrets (``--secure``), each part's environment and, with ``--store kafka``, its nodes."""
+
+    py: list[str]
+    env: Envs
+    sec: secure.Secrets | None
+    kafka: list[ManagedProcess]
+
+
+def prepare(demo: Plan) -> Context:
+    """Before any part starts: the external cluster checked, the data dir, Kafka's nodes
+    prepared, the secrets made or reused, and the environment of up's own clients and the parts'."""
+    if demo.external is not None:
+        external.check(demo.external)  # unreachable, a refused password: one line before anything starts
+    root = demo.root
     root.mkdir(parents=True, exist_ok=True)
-    py = sftraffic()
-    kafka: list[ManagedProcess] = []
-    if args.bootstrap:
-        bootstrap = args.bootstrap
-    elif args.store == "kafka":
-        bootstrap, kafka = kafka_parts(root, args.cluster, args.port)
-    else:
-        bootstrap = ",".join(f"127.0.0.1:{args.port + i}" for i in range(args.cluster))
-    mqtt = f"127.0.0.1:{args.mqtt_port}"
+    # the settings file of up's own clients (layout, ground truth) and, but with --secure, the parts'
+    clients = external_client_file(root, demo.external) if demo.external is not None else None
+    kafka = kafka_parts(root, demo.brokers, demo.port) if demo.store == "kafka" else []
     sec: secure.Secrets | None = None
-    if args.secure:
-        sec, made = secure.ensure(root, mqtt_device_ids(args.mqtt_devices))
-        configure(sec.properties(secure.ADMIN))  # up's own clients (layout, ground truth) as the admin
+    if demo.secure:
+        sec, made = secure.ensure(root, mqtt_device_ids(demo.mqtt_devices))
+        clients = sec.properties(secure.ADMIN)  # up's own clients as the admin
         what = f"made {' and '.join(made)}" if made else "certificates and passwords reused"
         console.print(
             f"[green]✓[/green] security: {what} in {sec.dir} (mode 0600; each part's in its "
             f"<user>.properties, the MQTT devices' in {sec.mqtt_devices.name})"
         )
-    base_env = {"SFTRAFFIC_BOOTSTRAP": bootstrap, "PYTHONUNBUFFERED": "1"}
-    if avro:  # every part finds the registry there (sensors, gateway, Spark, dashboard)
+    os.environ.update(client_env(clients))
+    # with --secure each part logs in as its own user (Envs), the store's processes as none
+    base_env = {"SFTRAFFIC_BOOTSTRAP": demo.bootstrap, "PYTHONUNBUFFERED": "1"}
+    base_env |= client_env(clients if sec is None else None)
+    if demo.registry_port is not None:  # every part finds it there (sensors, gateway, Spark, dashboard)
         scheme = "https" if sec is not None else "http"
-        base_env["SFTRAFFIC_REGISTRY"] = f"{scheme}://127.0.0.1:{args.registry_port}"
+        base_env["SFTRAFFIC_REGISTRY"] = f"{scheme}://127.0.0.1:{demo.registry_port}"
         if sec is not None:  # up's own registry client (it registers the schemas) trusts the CA
             os.environ["REQUESTS_CA_BUNDLE"] = str(sec.ca)
-    env = Envs(base_env, sec, args.registry_port if avro else None)
-    ctx = {"root": root, "bootstrap": bootstrap, "mqtt": mqtt, "env": env, "secure": sec}
-    sup = Supervisor(root)
-    sup.install_signals()
-    replicas = min(args.cluster, 3)
-    try:
-        if args.bootstrap:
-            replicas = external_replication(bootstrap)
-            console.print(f"[green]✓[/green] the Kafka cluster at {bootstrap} (not started here)")
-        elif kafka:
-            what = f"Apache Kafka ({args.cluster} KRaft node{'s' if args.cluster > 1 else ''}) on {bootstrap}"
-            sup.launch(kafka, 120, what, survivable=args.cluster > 1)
-        elif args.cluster == 1:
-            settings = None
-            if sec is not None:
-                secure.prepare_store(root / "store-1", sec)  # its users and ACLs, before it starts
-                settings = secure.broker_settings(sec, bootstrap)
-            sup.launch(
-                store_part(py, root, bootstrap, args.metrics_port, env.base, settings),
-                60,
-                f"event store on {bootstrap}{' (SASL_SSL, SCRAM-SHA-256, ACLs)' if sec else ''}",
-            )
-        else:
-            if sec is not None:
-                secure.prepare_cluster(root / "store-1", sec)  # its users, proposed to the quorum
-            sup.launch(
-                cluster_parts(
-                    py, root, args.cluster, args.port, args.metrics_port, env.base, args.voters, sec
-                ),
-                90,
-                f"{args.cluster}-broker event store cluster on {bootstrap}"
-                f"{' (SASL_SSL, SCRAM-SHA-256, encrypted quorum)' if sec else ''}",
-                survivable=True,
-            )
-            if sec is not None:
-                secure.grant_in_cluster(bootstrap)
-                console.print("[green]✓[/green] the demo's ACLs, through the admin API")
-        sup.launch(
-            mosquitto_part(root, args.mqtt_port, sec),
-            30,
-            f"Mosquitto on {mqtt}{' (TLS, a password per device, ACLs)' if sec else ''}",
-        )
-        ensure_layout(
-            bootstrap,
-            replication_factor=replicas,
-            extra_topics=result_topics(),
-        )
-        ground_truth.ensure_topic(bootstrap, replication_factor=replicas)
-        console.print(f"[green]✓[/green] stream {STREAM} and its topics")
-        if avro:
-            from sensors.avro import register_all
+    return Context(sftraffic(), Envs(base_env, sec, demo.registry_port), sec, kafka)
 
-            url = env.base["SFTRAFFIC_REGISTRY"]
-            secured = " (HTTPS, HTTP Basic users, ACLs)" if sec is not None else ""
-            sup.launch(
-                registry_part(py, root, bootstrap, args.registry_port, env(secure.REGISTRY), sec),
-                60,
-                f"schema registry on {url}{secured}",
-            )
-            ids = register_all(sec.registry_url(args.registry_port, secure.ADMIN) if sec else url)
-            names = ", ".join(f"{t}-value id {i}" for t, i in ids.items())
-            console.print(f"[green]✓[/green] Avro schemas registered: {names}")
-        fmt = "avro" if avro else "json"
-        sup.launch(gateway_part(py, root, bootstrap, mqtt, env(secure.GATEWAY), sec, fmt), 60, "MQTT gateway")
-        plan, fresh = backfill_plan(args, root)
-        plan_file = root / "backfill" / "plan.json"
-        stored = root / "backfill" / "stored"
-        if plan is not None and not fresh and not stored.exists():
-            console.print("[yellow]backfill interrupted: the batch jobs take what was stored[/yellow]")
-            stored.touch()
-        spark = None
-        if not args.no_spark:
-            cmd = [*py, "pipeline", "all", "-b", bootstrap, "--checkpoint-dir", str(root / "checkpoints")]
-            cmd += ["--output-dir", str(root / "parquet"), "--trigger", "2 seconds", *format_args(args)]
-            if plan is not None:
-                cmd += ["--backfill", f"{plan.from_ms},{plan.until_ms}", "--wait-for", str(stored)]
-            spark = _part("spark", cmd, "pipeline all running", root, env(secure.SPARK))
-            sup.start(spark)  # its JVM warms up meanwhile
-        dash = f"dashboard on http://127.0.0.1:{args.dashboard_port}"
-        sup.launch(dashboard_part(py, root, bootstrap, args.dashboard_port, env(secure.DASHBOARD)), 60, dash)
-        if plan is not None and fresh:
-            console.print(
-                f"backfill: replaying {_sim(plan.duration_ms)} of simulated time ({plan.describe()}), "
-                f"1 in {plan.sample} pavement sensors, a showery spell with coastal fog"
-            )
-            bf.save_plan(plan_file, plan, state="replaying")
-            _publish_backfill(bootstrap, plan, state="replaying")
-            figures = replay(sup, plan, py, args, ctx)
-            bf.save_plan(plan_file, plan, state="stored", **figures)
-            stored.touch()
-            _publish_backfill(bootstrap, plan, state="stored", **figures)
-        if spark is not None and plan is not None:
-            # the batch first, with the machine to itself: the live fleets catch up afterwards
-            doing = _spark_doing(spark)
-            wait_line(sup, spark, "backfill batch done", 300, "batch jobs over the backfill", doing)
-            _report_batch(spark)
-        live = [*py, "sensors", "-b", bootstrap, "--speed", str(args.speed), "--quiet"]
-        if plan is not None:
-            live += plan.live_args() if fresh and args.speed == 1 else plan.showcase_arg()
-        fleet = root / "fleet"
+
+def _start_store(demo: Plan, ctx: Context, sup: Supervisor) -> int:
+    """The store (or the external cluster checked); the demo's topics' replication factor."""
+    root, bootstrap, sec = demo.root, demo.bootstrap, ctx.sec
+    if demo.external is not None:
+        replicas = external_replication(bootstrap)
+        console.print(f"[green]✓[/green] the Kafka cluster at {bootstrap} (not started here)")
+        return replicas
+    if demo.store == "kafka":
+        what = f"Apache Kafka ({demo.brokers} KRaft node{'s' if demo.brokers > 1 else ''}) on {bootstrap}"
+        sup.launch(ctx.kafka, 120, what, survivable=demo.brokers > 1)
+    elif demo.brokers == 1:
+        settings = None
+        if sec is not None:
+            secure.prepare_store(root / "store-1", sec)  # its users and ACLs, before it starts
+            settings = secure.broker_settings(sec, bootstrap)
         sup.launch(
-            _part(
-                "sensors",
-                [
-                    *live,
-                    *format_args(args),
-                    "--sensors",
-                    str(args.sensors),
-                    "--seq-state",
-                    str(fleet / "sensors.json"),
-                ],
-                None,
-                root,
-                env(secure.SENSORS),
-            ),
-            10,
-            f"{args.sensors:,} sensors producing directly",
+            store_part(ctx.py, root, bootstrap, demo.metrics_port, ctx.env.base, settings),
+            60,
+            f"event store on {bootstrap}{' (SASL_SSL, SCRAM-SHA-256, ACLs)' if sec else ''}",
         )
-        if args.mqtt_devices:
-            devices = [*live, "--via", "mqtt", "--mqtt", mqtt, "--sensors", str(args.mqtt_devices)]
-            devices += ["--prefix", "mqtt-", "--no-infrastructure", *device_args(sec)]
-            devices += ["--seq-state", str(fleet / "devices.json")]
-            sup.launch(
-                _part("devices", devices, None, root, env(secure.SENSORS)),
-                10,
-                f"{args.mqtt_devices} MQTT devices via the gateway",
-            )
-        if spark is not None:
-            sup.wait_ready(spark, 300, "Spark streaming jobs", _spark_doing(spark))
-        ours = not args.bootstrap and args.store == "sftraffic"
-        metrics = f"   metrics: http://127.0.0.1:{args.metrics_port}/metrics" if ours else ""
-        console.print(
-            f"\n[bold]dashboard: http://127.0.0.1:{args.dashboard_port}[/bold]   store: {bootstrap}"
-            f"{'' if ours else ' (Apache Kafka)' if kafka else ' (external)'}   MQTT: {mqtt}{metrics}"
+    else:
+        if sec is not None:
+            secure.prepare_cluster(root / "store-1", sec)  # its users, proposed to the quorum
+        sup.launch(
+            cluster_parts(
+                ctx.py, root, demo.brokers, demo.port, demo.metrics_port, ctx.env.base, demo.voters, sec
+            ),
+            90,
+            f"{demo.brokers}-broker event store cluster on {bootstrap}"
+            f"{' (SASL_SSL, SCRAM-SHA-256, encrypted quorum)' if sec else ''}",
+            survivable=True,
         )
         if sec is not None:
-            console.print(
-                f"secured: store SASL_SSL (SCRAM-SHA-256), MQTT over TLS; CA {sec.ca}; "
-                f"client settings (passwords, 0600) in {sec.dir}/<user>.properties"
-            )
-        console.print("press Ctrl-C to stop everything")
-        sup.watch()
+            secure.grant_in_cluster(bootstrap)
+            console.print("[green]✓[/green] the demo's ACLs, through the admin API")
+    assert demo.replicas is not None  # a store started here
+    return demo.replicas
+
+
+def _start_messaging(demo: Plan, ctx: Context, sup: Supervisor, replicas: int) -> None:
+    """Mosquitto, the stream's layout, the schema registry (``--format avro``) and the gateway."""
+    root, bootstrap, sec = demo.root, demo.bootstrap, ctx.sec
+    sup.launch(
+        mosquitto_part(root, demo.mqtt_port, sec),
+        30,
+        f"Mosquitto on {demo.mqtt}{' (TLS, a password per device, ACLs)' if sec else ''}",
+    )
+    ensure_layout(
+        bootstrap,
+        replication_factor=replicas,
+        extra_topics=result_topics(),
+    )
+    ground_truth.ensure_topic(bootstrap, replication_factor=replicas)
+    console.print(f"[green]✓[/green] stream {STREAM} and its topics")
+    if demo.registry_port is not None:  # "registry" in demo.parts
+        from sensors.avro import register_all
+
+        url = ctx.env.base["SFTRAFFIC_REGISTRY"]
+        secured = " (HTTPS, HTTP Basic users, ACLs)" if sec is not None else ""
+        sup.launch(
+            registry_part(ctx.py, root, bootstrap, demo.registry_port, ctx.env(secure.REGISTRY), sec),
+            60,
+            f"schema registry on {url}{secured}",
+        )
+        ids = register_all(sec.registry_url(demo.registry_port, secure.ADMIN) if sec else url)
+        names = ", ".join(f"{t}-value id {i}" for t, i in ids.items())
+        console.print(f"[green]✓[/green] Avro schemas registered: {names}")
+    gateway = gateway_part(ctx.py, root, bootstrap, demo.mqtt, ctx.env(secure.GATEWAY), sec, demo.fmt)
+    sup.launch(gateway, 60, "MQTT gateway")
+
+
+def _start_spark(
+    demo: Plan, ctx: Context, sup: Supervisor, backfill: bf.Backfill | None, stored: Path
+) -> ManagedProcess | None:
+    """Spark's application, not waited for: its JVM warms up while the past is replayed."""
+    if "spark" not in demo.parts:
+        return None
+    root = demo.root
+    cmd = [*ctx.py, "pipeline", "all", "-b", demo.bootstrap, "--checkpoint-dir", str(root / "checkpoints")]
+    cmd += ["--output-dir", str(root / "parquet"), "--trigger", "2 seconds", *format_args(demo.fmt)]
+    if backfill is not None:
+        cmd += ["--backfill", f"{backfill.from_ms},{backfill.until_ms}", "--wait-for", str(stored)]
+    spark = _part("spark", cmd, "pipeline all running", root, ctx.env(secure.SPARK))
+    sup.start(spark)
+    return spark
+
+
+def _run_backfill(demo: Plan, ctx: Context, sup: Supervisor, backfill: bf.Backfill, stored: Path) -> None:
+    """Replay the backfill's simulated past, its plan file and the ground truth kept up to date."""
+    plan_file = demo.root / "backfill" / "plan.json"
+    console.print(
+        f"backfill: replaying {_sim(backfill.duration_ms)} of simulated time ({backfill.describe()}), "
+        f"1 in {backfill.sample} pavement sensors, a showery spell with coastal fog"
+    )
+    bf.save_plan(plan_file, backfill, state="replaying")
+    _publish_backfill(demo.bootstrap, backfill, state="replaying")
+    figures = replay(sup, backfill, demo, ctx)
+    bf.save_plan(plan_file, backfill, state="stored", **figures)
+    stored.touch()
+    _publish_backfill(demo.bootstrap, backfill, state="stored", **figures)
+
+
+def _start_fleets(
+    demo: Plan, ctx: Context, sup: Supervisor, backfill: bf.Backfill | None, fresh: bool
+) -> None:
+    """The live sensors producing directly and the MQTT devices (from the backfill's end on)."""
+    root = demo.root
+    live = [*ctx.py, "sensors", "-b", demo.bootstrap, "--speed", str(demo.speed), "--quiet"]
+    if backfill is not None:
+        live += backfill.live_args() if fresh and demo.speed == 1 else backfill.showcase_arg()
+    fleet = root / "fleet"
+    sensors = [*live, *format_args(demo.fmt), "--sensors", str(demo.sensors)]
+    sensors += ["--seq-state", str(fleet / "sensors.json")]
+    sup.launch(
+        _part("sensors", sensors, None, root, ctx.env(secure.SENSORS)),
+        10,
+        f"{demo.sensors:,} sensors producing directly",
+    )
+    if "devices" in demo.parts:
+        devices = [*live, "--via", "mqtt", "--mqtt", demo.mqtt, "--sensors", str(demo.mqtt_devices)]
+        devices += ["--prefix", "mqtt-", "--no-infrastructure", *device_args(ctx.sec)]
+        devices += ["--seq-state", str(fleet / "devices.json")]
+        sup.launch(
+            _part("devices", devices, None, root, ctx.env(secure.SENSORS)),
+            10,
+            f"{demo.mqtt_devices} MQTT devices via the gateway",
+        )
+
+
+def _report_ready(demo: Plan, ctx: Context) -> None:
+    ours = demo.store == "sftraffic"
+    metrics = f"   metrics: http://127.0.0.1:{demo.metrics_port}/metrics" if ours else ""
+    kind = "" if ours else " (Apache Kafka)" if demo.store == "kafka" else " (external)"
+    console.print(
+        f"\n[bold]dashboard: http://127.0.0.1:{demo.dashboard_port}[/bold]   store: {demo.bootstrap}"
+        f"{kind}   MQTT: {demo.mqtt}{metrics}"
+    )
+    if ctx.sec is not None:
+        console.print(
+            f"secured: store SASL_SSL (SCRAM-SHA-256), MQTT over TLS; CA {ctx.sec.ca}; "
+            f"client settings (passwords, 0600) in {ctx.sec.dir}/<user>.properties"
+        )
+
+
+def start(demo: Plan, ctx: Context, sup: Supervisor) -> None:
+    """Start the plan's parts in order through ``sup``, each ready before the next but Spark
+    (its JVM warms up meanwhile); the backfill and the batch jobs over it before the live fleets."""
+    replicas = _start_store(demo, ctx, sup)
+    _start_messaging(demo, ctx, sup, replicas)
+    backfill, fresh = backfill_plan(demo)
+    stored = demo.root / "backfill" / "stored"
+    if backfill is not None and not fresh and not stored.exists():
+        console.print("[yellow]backfill interrupted: the batch jobs take what was stored[/yellow]")
+        stored.touch()
+    spark = _start_spark(demo, ctx, sup, backfill, stored)
+    dash = f"dashboard on http://127.0.0.1:{demo.dashboard_port}"
+    board = dashboard_part(ctx.py, demo.root, demo.bootstrap, demo.dashboard_port, ctx.env(secure.DASHBOARD))
+    sup.launch(board, 60, dash)
+    if backfill is not None and fresh:
+        _run_backfill(demo, ctx, sup, backfill, stored)
+    if spark is not None and backfill is not None:
+        # the batch first, with the machine to itself: the live fleets catch up afterwards
+        doing = _spark_doing(spark)
+        wait_line(sup, spark, "backfill batch done", 300, "batch jobs over the backfill", doing)
+        _report_batch(spark)
+    _start_fleets(demo, ctx, sup, backfill, fresh)
+    if spark is not None:
+        sup.wait_ready(spark, 300, "Spark streaming jobs", _spark_doing(spark))
+    _report_ready(demo, ctx)
+
+
+def wait(sup: Supervisor) -> None:
+    """Until Ctrl-C (or SIGTERM): a lost cluster broker is reported, any other part exiting
+    ends the wait (the caller then stops every part)."""
+    console.print("press Ctrl-C to stop everything")
+    sup.watch()
+
+
+def run(args: argparse.Namespace) -> int:
+    """``sftraffic up``: plan, start, wait; then every part stopped, in reverse order."""
+    demo = plan(args)
+    ctx = prepare(demo)
+    sup = Supervisor(demo.root)
+    sup.install_signals()
+    try:
+        start(demo, ctx, sup)
+        wait(sup)
     except KeyboardInterrupt:
         pass
     finally:

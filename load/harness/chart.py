@@ -6,7 +6,7 @@ chart of an existing result (default: the JSON's path with ``.png``).
 
 One panel per figure — produce acks=1, produce acks=all, consume msgs/s, p99 latency at the
 fixed rate, server CPU µs per produced message, server RSS with 1,000 partitions — and in each
-one bar per system: the primary (ours, or ``--bootstrap``'s external broker), Tansu, noida-db,
+one bar per system: the primary (ours, or ``--external``'s broker), Tansu, noida-db,
 Apache Kafka (when the result has it), Redis Streams, NATS JetStream. Every bar is labelled with
 its value and, for the peers, the ratio ours/peer (as in the table: above 1 is better for the
 ↑ figures, below 1 for the ↓ ones). A system that did not run (not installed, did not start, not
@@ -44,7 +44,7 @@ DETAIL_FIGURES = {"rss_mb_1000_partitions": "rss_mb_1000_partitions"}
 # Why a system that ran can have no value for a figure (footer).
 MISSING = {
     "rss_mb_1000_partitions": "RSS with 1,000 partitions is measured for the Kafka-API brokers, in full runs",
-    "server_cpu_us_per_msg_produce": "server CPU needs the server's pid (--broker-pid with --bootstrap)",
+    "server_cpu_us_per_msg_produce": "server CPU needs the server's pid (--broker-pid with --external)",
 }
 
 # The peers always shown (n/a when they did not run), in this order after the primary; "kafka"

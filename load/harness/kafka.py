@@ -7,7 +7,7 @@ import socket
 import time
 from typing import Any
 
-from deploy.local.process import wait_for
+from testing import wait_for
 
 
 def quiet_logger() -> logging.Logger:
@@ -20,10 +20,21 @@ def quiet_logger() -> logging.Logger:
     return lg
 
 
+def produce_blocking(p: Any, topic: str, value: bytes, wait: float = 0.005, **kw: Any) -> None:
+    """``p.produce``, waiting while librdkafka's local queue is full (it sends and serves
+    delivery reports meanwhile)."""
+    while True:
+        try:
+            p.produce(topic, value, **kw)
+            return
+        except BufferError:
+            p.poll(wait)
+
+
 def admin(bootstrap: str) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
+    return AdminClient({"bootstrap.servers": bootstrap}, logger=quiet_logger())
 
 
 def answers_metadata(bootstrap: str, timeout: float = 2.0) -> bool:
@@ -48,7 +59,7 @@ def create_topic(
     """Create ``name`` and wait until every broker of ``bootstrap`` (comma-separated) shows each
     partition with a leader: some brokers answer CreateTopics before the topic is servable, and
     the brokers of a cluster apply the change a moment apart."""
-    from confluent_kafka.admin import NewTopic
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     client = admin(bootstrap)
     new = NewTopic(name, num_partitions=partitions, replication_factor=replication, config=config or {})
@@ -82,12 +93,13 @@ class EndOffsets:
 
     def __init__(self, bootstrap: str, topics: list[str], partitions: int | None = None) -> None:
         from confluent_kafka import TopicPartition
-        from confluent_kafka.admin import OffsetSpec
+        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
         self.admin = admin(bootstrap)
         md = self.admin.list_topics(timeout=10).topics if partitions is None else {}
         parts = {t: list(md[t].partitions) if partitions is None else range(partitions) for t in topics}
-        self.specs = {TopicPartition(t, p): OffsetSpec.latest() for t in topics for p in parts[t]}
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]  # an unannotated classmethod
+        self.specs = {TopicPartition(t, p): latest for t in topics for p in parts[t]}
 
     def by_topic(self) -> dict[str, int]:
         out: dict[str, int] = {}

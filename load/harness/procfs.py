@@ -170,7 +170,8 @@ class PhaseCpu:
     def __init__(self, server: CpuProbe | None = None, rest: float = 0.0) -> None:
         self.server, self.server0 = server, server() if server is not None else None
         self.own0, self.client_s = own_cpu(), 0.0
-        self.rest, self.t0, self.used, self.seconds = rest, time.monotonic(), None, 0.0
+        self.rest, self.t0, self.seconds = rest, time.monotonic(), 0.0
+        self.used: float | None = None
 
     def client_done(self) -> float:
         self.client_s = own_cpu() - self.own0

@@ -1,9 +1,10 @@
-"""What a benchmark writes: the machine it ran on, its goals, the head of its JSON, the console,
-and the command line of the single-system benchmarks.
+"""What a benchmark writes: the machine it ran on, its goals, the head of its JSON, the console
+table, and its section of the docs' benchmarks page.
 
-JSON documents go where ``--json`` says (``load/results/<benchmark>-<date>.json`` for the
-results kept in the repository); every document has ``machine`` (:func:`machine_info`) and,
-for the single-system benchmarks, ``goals`` (:func:`goal`) and ``errors``.
+JSON documents go where ``--json`` says (``load/results/``, not in git, with ``--publish``);
+every document has ``machine`` (:func:`machine_info`) and, for the single-system benchmarks,
+``goals`` (:func:`goal`) and ``errors``. ``--publish`` writes the run's section of
+``docs/benchmarks.md`` (:func:`publish`), the page that keeps the published figures.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rich.console import Console
 from rich.markup import escape
@@ -79,9 +80,16 @@ def machine_info(module: str) -> dict[str, Any]:
         "confluent_kafka": package_version("confluent-kafka"),
         "librdkafka": libversion()[0],
         "git_commit": git_commit(),
-        "command": shlex.join([Path(sys.executable).name, "-m", module, *sys.argv[1:]]),
+        "command": command(module),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+
+
+def command(module: str) -> str:
+    """This run's command line: ``sftraffic ...`` or ``python -m MODULE ...``."""
+    if Path(sys.argv[0]).name == "sftraffic" or sys.argv[0].endswith("framework/cli/main.py"):
+        return shlex.join(["sftraffic", *sys.argv[1:]])
+    return shlex.join([Path(sys.executable).name, "-m", module, *sys.argv[1:]])
 
 
 def loadavg() -> list[float]:
@@ -134,6 +142,43 @@ def print_footer(console: Console, doc: dict[str, Any]) -> None:
     )
 
 
+def _shown(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
+    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+
+def figure_rows(path: str, value: Any) -> list[tuple[str, str]]:
+    """``value`` as (path, shown) rows: one per scalar leaf; a spread (median, min, max) in one row."""
+    if isinstance(value, dict):
+        if {"median", "min", "max"} <= value.keys():
+            spread = f"{_shown(value['min'])}-{_shown(value['max'])}"
+            return [(path, f"{_shown(value['median'])} ({spread})" if value["median"] is not None else "n/a")]
+        return [row for k, v in value.items() for row in figure_rows(f"{path}.{k}" if path else str(k), v)]
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return [row for i, v in enumerate(value) for row in figure_rows(f"{path}[{i}]", v)]
+    return [(path, ", ".join(map(_shown, value)) if isinstance(value, list) else _shown(value))]
+
+
+def lookup(doc: dict[str, Any], path: str) -> Any:
+    """``doc["a"]["b"]`` for "a.b"; None where a key is missing."""
+    value: Any = doc
+    for key in path.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def render_figures(doc: dict[str, Any], console: Console, title: str, figures: tuple[str, ...]) -> None:
+    """The console view of a benchmark: the JSON's ``figures`` (keys, "a.b" for nested ones) as
+    rows, its goals, its errors and the machine."""
+    rows = [row for key in figures if (v := lookup(doc, key)) is not None for row in figure_rows(key, v)]
+    console.print(table(title, "figure|>value", *((escape(k), escape(v)) for k, v in rows)))
+    print_goals(console, doc.get("goals") or [])
+    for e in doc.get("errors") or []:
+        console.print(f"[red]error:[/red] {escape(str(e))}")
+    print_footer(console, doc)
+
+
 def log(text: str) -> None:
     stderr.print(f"[dim]{time.strftime('%H:%M:%S')}[/dim] {text}")
 
@@ -142,8 +187,9 @@ def table(title: str, columns: str, *rows: Any, **kw: Any) -> Table:
     """A rich table with ``rows``; ``columns`` separated by "|", a name starting with ">" is
     right-aligned, with "^" centred."""
     t = Table(title=title, **kw)
+    align: dict[str, Literal["right", "center"]] = {">": "right", "^": "center"}
     for c in columns.split("|"):
-        t.add_column(c.lstrip(">^"), justify={">": "right", "^": "center"}.get(c[:1], "left"))
+        t.add_column(c.lstrip(">^"), justify=align.get(c[:1], "left"))
     for row in rows:
         t.add_row(*map(str, row))
     return t
@@ -151,32 +197,8 @@ def table(title: str, columns: str, *rows: Any, **kw: Any) -> Table:
 
 def document(benchmark: str, args: argparse.Namespace, config: dict[str, Any]) -> dict[str, Any]:
     """The head of a single-system benchmark's JSON: name, machine, config (with the mode), errors."""
-    machine = machine_info(f"load.bench_{benchmark}")
+    machine = machine_info(f"load.bench_{benchmark.replace('-', '_')}")
     return {"benchmark": benchmark, "machine": machine, "config": config | {"mode": mode(args)}, "errors": []}
-
-
-def parser(
-    benchmark: str, doc: str | None, quick: str, smoke: str | None, *specs: Any
-) -> argparse.ArgumentParser:
-    """``python -m load.bench_<benchmark>`` with ``--quick`` (| ``--smoke``), ``--json`` and the
-    options ``specs``, each ``(flag, kind, help)``: ``kind`` a type (int, float, str: default None),
-    ``bool`` (a switch) or the default value itself (the option takes its type)."""
-    p = argparse.ArgumentParser(
-        prog=f"python -m load.bench_{benchmark}", description=(doc or "").split("\n\n")[0]
-    )
-    size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help=quick)
-    if smoke:
-        size.add_argument("--smoke", action="store_true", help=smoke)
-    p.add_argument("--json", metavar="FILE", help="write the results as JSON")
-    for flag, kind, text in specs:
-        if kind is bool:
-            p.add_argument(flag, action="store_true", help=text)
-        elif isinstance(kind, type):
-            p.add_argument(flag, type=kind, help=text)
-        else:
-            p.add_argument(flag, type=type(kind), default=kind, help=f"{text} (default {kind})")
-    return p
 
 
 def mode(args: argparse.Namespace) -> str:
@@ -184,8 +206,55 @@ def mode(args: argparse.Namespace) -> str:
     return "smoke" if getattr(args, "smoke", False) else "quick" if args.quick else "full"
 
 
-def sized(args: argparse.Namespace, sizes: dict[str, tuple[Any, Any, Any]]) -> dict[str, Any]:
-    """``{name: (full, quick, smoke)}`` → the values of this run's mode, except those the command
-    line gives (an option named like the key, not None)."""
-    i = ("full", "quick", "smoke").index(mode(args))
-    return {k: v[i] if getattr(args, k, None) is None else getattr(args, k) for k, v in sizes.items()}
+# -- the docs' benchmarks page --------------------------------------------------------------
+ROOT = HERE.parents[1]
+DOCS_PAGE = ROOT / "docs" / "benchmarks.md"
+LATEST = "## Latest published runs"
+
+
+def _markers(name: str) -> tuple[str, str]:
+    return f"<!-- generated: {name} (sftraffic bench --publish) -->", f"<!-- end generated: {name} -->"
+
+
+def section(page_text: str, name: str) -> str | None:
+    """The generated section ``name`` of the page (between its markers), or None."""
+    start, end = _markers(name)
+    if start not in page_text or end not in page_text:
+        return None
+    return page_text.partition(start)[2].partition(end)[0].strip("\n")
+
+
+def publish(name: str, markdown: str, page: Path = DOCS_PAGE) -> Path:
+    """Write ``markdown`` as the generated section ``name`` of the docs' benchmarks page: in
+    place of the section's last version, or at the end under "Latest published runs"."""
+    start, end = _markers(name)
+    text = page.read_text()
+    block = f"{start}\n{markdown.strip()}\n{end}"
+    if section(text, name) is not None:
+        head, _, rest = text.partition(start)
+        text = head + block + rest.partition(end)[2]
+    else:
+        text = text.rstrip("\n") + ("" if LATEST in text else f"\n\n{LATEST}") + f"\n\n{block}\n"
+    page.write_text(text)
+    stderr.print(f"published to {page} ({name})")
+    return page
+
+
+def run_line(doc: dict[str, Any]) -> str:
+    """ "`COMMAND`, DATE": how a published figure was made."""
+    m = doc.get("machine") or {}
+    return f"`{m.get('command') or '?'}`, {str(m.get('started_at') or '?')[:10]}"
+
+
+def goals_markdown(title: str, doc: dict[str, Any]) -> str:
+    """A run's goals as a table: the section any benchmark can publish."""
+    lines = [f"### {title}", "", f"{run_line(doc)}:", "", "| goal | measured | target | met |"]
+    lines.append("|---|---|---|---|")
+    for g in doc.get("goals") or []:
+        if "goal" in g:
+            name, value, target, ok = g["goal"], g["value"], g["target"], g["met"]
+        else:
+            name, value, target, ok = g["name"], g["measured"], g["target"], g["passed"]
+        shown = "—" if value is None else f"{value:,.3g}" if isinstance(value, float) else str(value)
+        lines.append(f"| {name} | {shown} | {target} | {({True: 'yes', False: 'no'}).get(ok, 'n/a')} |")
+    return "\n".join(lines)

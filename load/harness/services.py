@@ -1,7 +1,7 @@
 """The parts of the system a benchmark or load test starts, each a
 :class:`deploy.local.process.ManagedProcess` (own process group, ready line, stopped by pid):
 the MQTT gateway, the dashboard, the sensor fleet. The broker is
-:class:`deploy.local.process.BrokerProcess`, Mosquitto
+:class:`testing.BrokerProcess`, Mosquitto
 :class:`deploy.local.mosquitto.MosquittoProcess`; peers are in :mod:`load.peers`.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deploy.local.process import BrokerProcess, ManagedProcess, sftraffic
+from testing import BrokerProcess, ManagedProcess, sftraffic
 
 # Python children print their ready lines to a pipe: unbuffered, so that they arrive at once.
 UNBUFFERED = {"PYTHONUNBUFFERED": "1"}
@@ -23,11 +23,12 @@ def broker(workdir: Path, **overrides: object) -> BrokerProcess:
 
 
 def gateway(
-    bootstrap: str, mqtt: str, workdir: Path, gateway_id: str = "gw-bench", client: str | None = None
+    bootstrap: str, mqtt: str, workdir: Path, gateway_id: str = "gw-bench", quiet: bool = False
 ) -> ManagedProcess:
-    """``sftraffic gateway`` (the console command, as in production), queue in ``workdir``."""
+    """``sftraffic gateway`` (the console command, as in production), queue in ``workdir``;
+    ``quiet``: no line per batch."""
     cmd = sftraffic("gateway", "-b", bootstrap, "--mqtt", mqtt, "--id", gateway_id)
-    cmd += ["--queue-dir", str(workdir / "queue"), *(["--mqtt-client", client, "--quiet"] if client else [])]
+    cmd += ["--queue-dir", str(workdir / "queue"), *(["--quiet"] if quiet else [])]
     return ManagedProcess(gateway_id, cmd, ready=f"gateway {gateway_id} ready", env=UNBUFFERED, grace=30.0)
 
 

@@ -23,6 +23,11 @@ def percentile(values: Iterable[float], q: float) -> float | None:
     return s[min(len(s), max(1, rank)) - 1]
 
 
+def rounded(value: float | None, digits: int = 3) -> float | None:
+    """``round(value, digits)``, None staying None (a figure that could not be measured)."""
+    return None if value is None else round(value, digits)
+
+
 def median(values: Iterable[float | None]) -> float | None:
     """Median of the values that are not None (None when there are none)."""
     vals = [v for v in values if v is not None]

@@ -1,39 +1,10 @@
 """locust users for the traffic system, and the ledger that proves nothing was lost.
 
 Imported by the scenario locustfiles (``smoke.py``, ``steady.py``, ``rush_hour.py``,
-``burst.py``), each of which adds one :class:`~locust.LoadTestShape`. Configuration comes from
-environment variables set by ``sftraffic load`` (so locust's own command line stays untouched):
-
-=============================  ===============================================================
-``SFTRAFFIC_BOOTSTRAP``        the store (Kafka protocol), default ``127.0.0.1:9092``
-``SFTRAFFIC_MQTT``             Mosquitto, default ``127.0.0.1:1883`` (a gateway must run)
-``SFTRAFFIC_DASHBOARD``        the dashboard, default ``http://127.0.0.1:8050``
-``SFTRAFFIC_LOAD_USERS``       peak users of the shape (default 50)
-``SFTRAFFIC_LOAD_DURATION``    seconds the shape runs (default 60)
-``SFTRAFFIC_LOAD_RATE``        messages per second per device/producer user (default 5)
-``SFTRAFFIC_LOAD_QOS``         MQTT QoS of the device users, 0 or 1 (default 1)
-``SFTRAFFIC_LOAD_SUMMARY``     where to write the JSON summary (produced / consumed / missing)
-``SFTRAFFIC_LOAD_DRAIN``       seconds to wait at the end for every message to be consumed (60)
-=============================  ===============================================================
-
-Users and the request names they report (locust's statistics, CSV and HTML report):
-
-* :class:`MqttDeviceUser`: one simulated pavement sensor over MQTT (paho-mqtt, MQTT 5), a
-  realistic traffic event per task on ``sf/traffic_monitoring/traffic/<sensor-id>``;
-  ``MQTT publish qos1`` = publish until PUBACK (QoS 0: until written to the socket).
-* :class:`KafkaProducerUser`: a sensor producing straight into the store with confluent-kafka;
-  ``kafka produce`` = produce() until the delivery report (acks=all).
-* :class:`KafkaConsumerUser`: a consumer-group member reading ``traffic_monitoring.traffic``;
-  ``kafka end-to-end`` = event time (set by the sending user) until consumed, for this run's
-  messages only.
-* :class:`DashboardUser`: an operator's browser polling the dashboard's JSON API and page.
-
-**Accounting.** Every message a device or producer user got acknowledged (PUBACK / delivery
-report) is entered in the ledger under ``(sensor_id, seq)``. An auditor (a consumer assigned
-to every partition from the offsets at test start, not part of the load) reads the topic; when
-the test stops it waits up to ``SFTRAFFIC_LOAD_DRAIN`` seconds for every acknowledged message
-to appear. Anything missing sets locust's exit code to 3 and is listed in the summary.
-locust itself exits 1 when any request failed. Only loopback addresses are accepted.
+``burst.py``), each of which adds one :class:`~locust.LoadTestShape`. ``sftraffic load`` sets
+the configuration as the ``SFTRAFFIC_*`` environment variables read below (so locust's own
+command line stays untouched). The users, the request names they report, the ledger and the
+exit codes: ``docs/benchmarks.md``, "Load tests".
 
 gevent rules (locust runs users as greenlets): librdkafka is never asked to block
 (``poll(0)`` plus ``gevent.sleep``); paho runs its network loop in a (monkey-patched) thread.
@@ -65,7 +36,7 @@ MQTT_TOPIC = f"sf/{STREAM}/traffic/{{sensor}}"
 LOOPBACK = ("127.", "localhost", "::1")
 
 
-env = os.environ.get
+env = os.environ.get  # set by sftraffic load
 BOOTSTRAP = env("SFTRAFFIC_BOOTSTRAP", "127.0.0.1:9092")
 MQTT_HOST, _, MQTT_PORT = env("SFTRAFFIC_MQTT", "127.0.0.1:1883").rpartition(":")
 DASHBOARD = env("SFTRAFFIC_DASHBOARD", "http://127.0.0.1:8050")
@@ -74,7 +45,7 @@ DURATION = float(env("SFTRAFFIC_LOAD_DURATION", "60"))
 RATE = float(env("SFTRAFFIC_LOAD_RATE", "5"))
 QOS = int(env("SFTRAFFIC_LOAD_QOS", "1"))
 DRAIN_S = float(env("SFTRAFFIC_LOAD_DRAIN", "60"))
-SUMMARY = env("SFTRAFFIC_LOAD_SUMMARY", "")
+SUMMARY = env("SFTRAFFIC_LOAD_SUMMARY", "")  # where the JSON summary goes (produced / consumed / missing)
 RUN_ID = uuid.uuid4().hex[:8]
 for _host, _what in (
     (BOOTSTRAP.rpartition(":")[0], "store"),
@@ -181,12 +152,13 @@ class MqttDeviceUser(User):
 
     def on_start(self) -> None:
         import paho.mqtt.client as mqtt
+        from paho.mqtt.enums import CallbackAPIVersion
 
         self.identity = SensorIdentity("mqtt")
         self.pending: dict[int, tuple[float, int, int]] = {}
         self.connected = gevent.event.Event()
         client = mqtt.Client(
-            mqtt.CallbackAPIVersion.VERSION2, client_id=self.identity.sensor_id, protocol=mqtt.MQTTv5
+            CallbackAPIVersion.VERSION2, client_id=self.identity.sensor_id, protocol=mqtt.MQTTv5
         )
         client.max_inflight_messages_set(100)
         client.on_connect = lambda c, u, f, rc, p=None: self.connected.set()
@@ -382,7 +354,7 @@ class Auditor:
                 key = m.key()
                 if m.error() is not None or key is None or not key.startswith(self.prefix):
                     continue
-                LEDGER.saw(key.decode(), json.loads(m.value())["seq"])
+                LEDGER.saw(key.decode(), json.loads(m.value() or b"{}")["seq"])
             if not msgs:
                 gevent.sleep(0.02)
 

@@ -1,4 +1,4 @@
-"""Spark schemas of the events read and of the results written (README "Pipeline results").
+"""Spark schemas of the events read and of the results written (docs/application/events.md).
 
 Inputs follow :mod:`sensors.schema`. Results:
 
