@@ -10,31 +10,24 @@ extensions) are marked ``sftraffic_only`` with the reason (:data:`SFTRAFFIC_ONLY
 
 from __future__ import annotations
 
-import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from deploy.local.process import BrokerProcess
+from testing import BrokerProcess
+from tests.support.brokers import (
+    ARTIFACTS,
+    EXTERNAL_BOOTSTRAP,
+    TEST_BROKER_SETTINGS,
+    BrokerFactory,
+    ExternalBroker,
+)
 
 # ./run test's workers must honour the xdist groups (see the plugin)
 pytest_plugins = ["tests.support.xdist_guard"]
-
-ARTIFACTS = Path(os.environ.get("SFTRAFFIC_ARTIFACTS", Path(__file__).resolve().parent.parent / "artifacts"))
-
-# an external Kafka cluster to test instead of our broker (./run test-on-kafka)
-EXTERNAL_BOOTSTRAP = os.environ.get("SFTRAFFIC_TEST_BOOTSTRAP", "").strip()
-
-# the broker settings every test broker gets (BrokerFactory, broker); ./run test-on-kafka starts
-# Apache Kafka with the same ones, so a test asking for no more than these can use it
-TEST_BROKER_SETTINGS: dict[str, object] = {
-    "log.retention.check.interval.ms": 500,
-    "group.initial.rebalance.delay.ms": 0,
-}
 
 # Tests that cannot run against an external Kafka, by node id prefix (a module, a test, or a
 # parametrized case), and why; applied as the sftraffic_only marker at collection.
@@ -65,7 +58,7 @@ SFTRAFFIC_ONLY: dict[str, str] = {
         f"{_OWN}: damages a segment file in its data dir, restarts it"
     ),
     "tests/integration/test_metrics.py": "sftraffic's Prometheus endpoint (metrics.listen)",
-    # security (issue 18): our brokers started with listeners, SASL users in their data dirs,
+    # security: our brokers started with listeners, SASL users in their data dirs,
     # the authorizer or quota windows; test-on-kafka's Kafka has one PLAINTEXT listener and none
     "tests/integration/test_security.py": f"{_OWN}: SASL/TLS listeners, users added to its data dir",
     "tests/integration/test_security_cluster.py": f"{_OWN}: 3 brokers replicating over SASL_SSL",
@@ -74,8 +67,10 @@ SFTRAFFIC_ONLY: dict[str, str] = {
     "tests/integration/test_quotas.py": f"{_OWN}: quota windows set at start, a 3-broker cluster",
     "tests/integration/test_mqtt_security.py": f"{_OWN}: SASL_SSL only, users and ACLs in its data dir",
     "tests/system/test_up_secure.py": "sftraffic up --secure starts its own secured store",
-    "tests/pipelines/test_secure_source.py": f"{_OWN}: SASL_SSL only, users and ACLs in its data dir",
-    # what our broker answers beyond or unlike Kafka (README "Apache Kafka as the judge")
+    "tests/integration/pipelines/test_secure_source.py": (
+        f"{_OWN}: SASL_SSL only, users and ACLs in its data dir"
+    ),
+    # what our broker answers beyond or unlike Kafka (docs/reference/kafka-compatibility.md)
     "tests/integration/test_bad_input.py::test_bad_crc_is_rejected_and_nothing_written": (
         "asserts our error_message for a CRC failure (Kafka: CORRUPT_MESSAGE without a message)"
     ),
@@ -106,11 +101,11 @@ SFTRAFFIC_ONLY: dict[str, str] = {
     "tests/integration/test_gateway.py::TestGateway::test_full_disk_queue_holds_acks_and_loses_nothing": (
         f"{_OWN}: stops the store so that the gateway's disk queue fills"
     ),
-    "tests/dashboard/test_dashboard.py::test_banner_appears_when_the_store_stops": f"{_OWN}: stops it",
+    "tests/browser/test_dashboard.py::test_banner_appears_when_the_store_stops": f"{_OWN}: stops it",
     # the store's own pieces
     "tests/system/test_store_without_extras.py": "installs and runs the sftraffic store alone",
     "tests/system/test_up.py": (
-        "sftraffic up with the embedded store (tests/kafka/test_up_on_kafka.py runs up on Kafka)"
+        "sftraffic up with the embedded store (tests/system/test_up_on_kafka.py runs up on Kafka)"
     ),
 }
 
@@ -150,110 +145,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _xdist_group(item: pytest.Item) -> str:
     """Under ``pytest -n N --dist loadgroup`` (``./run test``), tests sharing a session-wide
     resource run on one worker: the local SparkSession (the ``spark`` fixture), Apache Kafka's
-    cluster and tools, and the whole-system runs (each starts Spark, Chromium and a fleet: two at
-    once would only compete for the cores)."""
+    cluster and tools (the ``kafka`` marker), and the whole-system runs (each starts Spark, Chromium
+    and a fleet: two at once would only compete for the cores)."""
     if "spark" in getattr(item, "fixturenames", ()):
         return "spark"
-    if item.nodeid.startswith("tests/kafka/"):
+    if item.get_closest_marker("kafka"):
         return "kafka"
     if item.get_closest_marker("system"):
         return "system"
     # otherwise a module's tests stay together, in order, sharing its module-scoped fixtures
     return item.nodeid.split("::", 1)[0]
-
-
-def quiet_logger() -> logging.Logger:
-    lg = logging.getLogger("tests.librdkafka")
-    lg.addHandler(logging.NullHandler())
-    lg.propagate = False
-    return lg
-
-
-class ExternalBroker:
-    """A broker somebody else runs (``SFTRAFFIC_TEST_BOOTSTRAP``): only its address; not ours to
-    stop, no logs, no data dir."""
-
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = bootstrap
-        self.host, _, port = bootstrap.split(",", maxsplit=1)[0].rpartition(":")
-        self.port = int(port)
-
-    def alive(self) -> bool:
-        return True
-
-    def logs(self) -> str:
-        pytest.skip("sftraffic only: the rest reads our broker's log lines (the Kafka part passed)")
-
-    def tail(self, n: int = 15) -> str:
-        return self.logs()
-
-    def stop(self, grace: float | None = None) -> int:
-        return 0
-
-    def __getattr__(self, name: str) -> Any:
-        pytest.skip(f"sftraffic only: uses the broker's {name!r}, which an external Kafka has not")
-
-
-def external_for(overrides: dict[str, object] | None, **kw: Any) -> ExternalBroker:
-    """The external broker for a test that asks for ``overrides``/``kw``; skips the test when it
-    needs what a shared external cluster cannot give (its own process, data dir or settings)."""
-    own = {k: v for k, v in (overrides or {}).items() if TEST_BROKER_SETTINGS.get(k, object()) != v}
-    wants = sorted({*own, *(k for k, v in kw.items() if v is not None)})
-    if wants:
-        pytest.skip(f"sftraffic only: needs a broker of its own ({', '.join(wants)})")
-    empty_cluster(EXTERNAL_BOOTSTRAP)
-    return ExternalBroker(EXTERNAL_BOOTSTRAP)
-
-
-def empty_cluster(bootstrap: str, timeout: float = 60.0) -> None:
-    """Delete every topic but the internal ones, and every consumer group: a test asking the
-    factory for a broker expects a fresh, empty one (fixed names such as the demo's topics would
-    otherwise hold earlier tests' records)."""
-    import time
-
-    from confluent_kafka.admin import AdminClient
-
-    a = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
-    groups = [g.group_id for g in a.list_consumer_groups(request_timeout=30).result(30).valid]
-    for fut in (a.delete_consumer_groups(groups, request_timeout=30) if groups else {}).values():
-        try:
-            fut.result(30)
-        except Exception:  # a group with members cannot go; it keeps its name
-            pass
-    names = [t for t in a.list_topics(timeout=30).topics if not t.startswith("__")]
-    for fut in (a.delete_topics(names, operation_timeout=30) if names else {}).values():
-        fut.result(30)
-    deadline = time.monotonic() + timeout
-    while set(names) & set(a.list_topics(timeout=30).topics) and time.monotonic() < deadline:
-        time.sleep(0.2)
-
-
-class BrokerFactory:
-    """Start brokers for a test; every one is stopped at teardown (logs kept on failure).
-
-    With ``SFTRAFFIC_TEST_BOOTSTRAP`` it returns the external broker instead (see
-    :func:`external_for`).
-    """
-
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.brokers: list[BrokerProcess] = []
-
-    def __call__(
-        self, overrides: dict[str, object] | None = None, data_dir: Path | None = None, **kw: Any
-    ) -> BrokerProcess:
-        if EXTERNAL_BOOTSTRAP:
-            return external_for(overrides, data_dir=data_dir, **kw)  # type: ignore[return-value]
-        d = data_dir or (self.tmp / f"broker-{len(self.brokers)}")
-        base = dict(TEST_BROKER_SETTINGS)
-        base.update(overrides or {})
-        b = BrokerProcess(d, overrides=base, **kw).start()
-        self.brokers.append(b)
-        return b
-
-    def close(self) -> None:
-        for b in self.brokers:
-            b.stop()
 
 
 @pytest.fixture
@@ -291,15 +192,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 @pytest.fixture
 def topic_name() -> Callable[[str], str]:
     return lambda prefix="t": f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def create_topic(
-    bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None
-) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    a = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
-    fut = a.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})]
-    )
-    fut[name].result(30)

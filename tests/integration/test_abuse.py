@@ -1,11 +1,11 @@
-"""Abuse from 127.0.0.1 while a well-behaved client produces (issue 18).
+"""Abuse from 127.0.0.1 while a well-behaved client produces.
 
 One broker with a PLAINTEXT and a SASL_PLAINTEXT listener (SCRAM-SHA-256 user ``alice``). A
 confluent-kafka producer logged in as alice sends 100 messages/s for the whole module and times
 each acknowledgement; its quiet p99 is measured first. Each test then throws one kind of abuse
 at the broker and checks that (a) every message of the good client is acknowledged, (b) its p99
-during the abuse stays within ``max(2 x quiet p99, quiet p99 + 100 ms)`` (the issue asks 2x;
-on a shared 2-core machine a quiet p99 of a few ms doubles from scheduling noise alone, and with
+during the abuse stays within ``max(2 x quiet p99, quiet p99 + 100 ms)`` (2x alone is too
+tight: on a shared 2-core machine a quiet p99 of a few ms doubles from scheduling noise alone, and with
 the load average at 5-7 from other jobs, clusters of 40-115 ms latencies came every few seconds
 while the broker used 19 % of a core (10,000 failed logins: 4.8 s of broker CPU in 25 s), so a
 +50 ms floor flaked; +100 ms keeps the test about stalls of the broker, which it still catches:
@@ -48,15 +48,15 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from deploy.local.process import BrokerProcess, free_port, wait_for
 from framework.protocol.frames import decode_response, encode_request
 from framework.protocol.messages.api_versions import ApiVersionsRequest
 from framework.protocol.messages.metadata import MetadataRequest
 from framework.protocol.messages.produce import ProduceRequest
 from framework.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from framework.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
-from tests.conftest import quiet_logger
-from tests.integration.test_security import users_add
+from testing import BrokerProcess, free_port, wait_for
+from tests.support.brokers import quiet_logger
+from tests.support.security import users_add
 
 # a good client's p99 held to a bound while others abuse the broker: measured alone (serial)
 pytestmark = [

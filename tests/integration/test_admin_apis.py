@@ -1,8 +1,8 @@
-"""kafka-python's admin calls for the APIs of issue 21 against one broker: ``describe_log_dirs``
+"""kafka-python's admin calls for the cluster admin APIs against one broker: ``describe_log_dirs``
 (DescribeLogDirs 35), ``describe_topic_partitions`` (DescribeTopicPartitions 75, KIP-966) page
 by page, ``describe_metadata_quorum`` (DescribeQuorum 55) and ``create_partitions`` (37) with
 its errors. The assertions hold on Apache Kafka too (``./run test-on-kafka``); the cluster side
-is tests/kafka/test_admin_cluster.py."""
+is tests/integration/kafka/test_admin_cluster.py."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewPartitions
 from kafka.errors import InvalidPartitionsError, UnknownTopicOrPartitionError
 
-from tests.conftest import create_topic
+from tests.support.brokers import create_topic
 
 pytestmark = pytest.mark.integration
 

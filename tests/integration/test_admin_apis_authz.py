@@ -1,4 +1,4 @@
-"""The admin APIs of issue 21 with Kafka's StandardAuthorizer, over SASL/SCRAM with kafka-python:
+"""The cluster admin APIs with Kafka's StandardAuthorizer, over SASL/SCRAM with kafka-python:
 DescribeLogDirs and DescribeQuorum need Describe on the cluster; DescribeTopicPartitions shows
 only the topics the principal may Describe (left out of an all-topics answer, refused without
 their id when named). The broker and users are set up as in test_authorization.py."""
@@ -18,8 +18,8 @@ from confluent_kafka.admin import (
 from kafka.admin import KafkaAdminClient
 from kafka.errors import ClusterAuthorizationFailedError, TopicAuthorizationFailedError
 
-from deploy.local.process import BrokerProcess, free_port
-from tests.integration.test_authorization import MECH, Site, password, secured, users_add
+from testing import BrokerProcess, free_port
+from tests.support.authorization import MECH, Site, password, secured, users_add
 
 pytestmark = [
     pytest.mark.integration,

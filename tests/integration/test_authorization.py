@@ -1,6 +1,6 @@
-"""Authorization with real clients (issue 18, part B): ACLs through confluent-kafka's AdminClient,
-the seeds' stream permissions through ``sftraffic streams grant|revoke|describe``, and what each
-user may then do, over SASL/SCRAM on 127.0.0.1.
+"""Authorization with real clients: ACLs through confluent-kafka's AdminClient, stream
+permissions (MapR's produceperm, consumeperm, topicperm, adminperm) through ``sftraffic streams
+grant|revoke|describe``, and what each user may then do, over SASL/SCRAM on 127.0.0.1.
 
 One broker with a PLAINTEXT and a SASL_PLAINTEXT listener and StandardAuthorizer on; users made
 with ``sftraffic users add --data-dir`` before its first start; ``User:admin`` is the super user.
@@ -12,8 +12,6 @@ where the inter-broker listener is SASL too (the brokers' user is a super user).
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,13 +24,11 @@ from confluent_kafka.admin import (
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
-    AdminClient,
     NewTopic,
     ResourcePatternType,
     ResourceType,
 )
 
-from deploy.local.process import BrokerProcess, ClusterProcesses, free_port, sftraffic
 from framework.client.wire import from_client_config
 from framework.protocol.messages.describe_acls import DescribeAclsRequest, DescribeAclsResponse
 from framework.protocol.messages.offset_commit import (
@@ -41,84 +37,13 @@ from framework.protocol.messages.offset_commit import (
     OffsetCommitRequestTopic,
     OffsetCommitResponse,
 )
-from tests.conftest import quiet_logger
+from testing import BrokerProcess, ClusterProcesses, free_port
+from tests.support.authorization import MECH, Site, password, secured, users_add
 
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.sftraffic_only(reason="starts brokers with SASL listeners, users and an authorizer"),
 ]
-
-AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-USERS = ("admin", "prod", "cons", "sadmin", "tadmin", "carol", "nobody", "broker", "txer")
-MECH = "SCRAM-SHA-256"
-
-
-def password(user: str) -> str:
-    return f"{user}-pw-0123456789"
-
-
-def users_add(data_dir: Path) -> None:
-    for u in USERS:
-        subprocess.run(
-            sftraffic("users", "add", u, "--password", password(u), "--data-dir", str(data_dir)),
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
-
-
-def secured(ports: dict[str, int], **more: object) -> dict[str, object]:
-    return {
-        "listeners": ",".join(f"{n}://127.0.0.1:{p}" for n, p in ports.items()),
-        "sasl.enabled.mechanisms": f"{MECH},PLAIN",
-        "authorizer.class.name": AUTHORIZER,
-        "super.users": "User:admin;User:broker",
-        "group.initial.rebalance.delay.ms": 0,
-        **more,
-    }
-
-
-class Site:
-    """Brokers (one, or a cluster) and how each user reaches them over SASL."""
-
-    def __init__(self, sasl_bootstrap: str, plain_bootstrap: str) -> None:
-        self.sasl = sasl_bootstrap
-        self.plain = plain_bootstrap
-
-    def conf(self, user: str, **more: Any) -> dict[str, Any]:
-        return {
-            "bootstrap.servers": self.sasl,
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": MECH,
-            "sasl.username": user,
-            "sasl.password": password(user),
-            "logger": quiet_logger(),
-            **more,
-        }
-
-    def admin(self, user: str = "admin") -> AdminClient:
-        return AdminClient(self.conf(user))
-
-    def cli(self, *args: str, user: str = "admin", check: bool = True) -> subprocess.CompletedProcess[str]:
-        sec = ["-X", "security.protocol=SASL_PLAINTEXT", "-X", f"sasl.mechanism={MECH}"]
-        sec += ["-X", f"sasl.username={user}", "-X", f"sasl.password={password(user)}"]
-        out = subprocess.run(
-            sftraffic("streams", *args, "--bootstrap", self.sasl.split(",")[0], *sec),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ, "COLUMNS": "200"},
-            check=False,
-        )
-        if check:
-            assert out.returncode == 0, out.stdout + out.stderr
-        return out
-
-    def topics(self, *names: str, partitions: int = 1, rf: int = 1) -> None:
-        a = self.admin()
-        futs = a.create_topics([NewTopic(n, num_partitions=partitions, replication_factor=rf) for n in names])
-        for f in futs.values():
-            f.result(30)
 
 
 @pytest.fixture(scope="module")
@@ -281,7 +206,7 @@ def describe_acls_error(bootstrap: str, user: str | None) -> int:
         return c.send(req, DescribeAclsResponse).error_code
 
 
-# -- the seeds' stream permissions ----------------------------------------------------------------
+# -- stream permissions ---------------------------------------------------------------------------
 def test_producer_writes_but_does_not_read_consumer_the_reverse(site: Site) -> None:
     site.cli("grant", "traffic", "prod", "--produce")
     site.cli("grant", "traffic", "cons", "--consume")
@@ -361,9 +286,9 @@ def test_a_stream_admin_grants_on_its_stream_only(site: Site) -> None:
     assert err is None and got
 
     refused = site.cli("grant", "weather", "carol", "--consume", user="sadmin", check=False)
-    assert refused.returncode == 2 and "CLUSTER_AUTHORIZATION_FAILED" in refused.stdout
+    assert refused.returncode == 2 and "CLUSTER_AUTHORIZATION_FAILED" in refused.stderr
     refused = site.cli("grant", "traffic", "carol", "--produce", user="tadmin", check=False)
-    assert refused.returncode == 2 and "CLUSTER_AUTHORIZATION_FAILED" in refused.stdout
+    assert refused.returncode == 2 and "CLUSTER_AUTHORIZATION_FAILED" in refused.stderr
 
     # the topic admin creates and configures the stream's topics, not others
     ta = site.admin("tadmin")
@@ -413,7 +338,7 @@ def test_an_idempotent_producer_needs_write_somewhere(site: Site) -> None:
 
 
 def test_a_transactional_producer_needs_write_on_its_transactional_id(site: Site) -> None:
-    """Issue 19: Write on the transactional id (prefixed here) for InitProducerId and the rest of
+    """Write on the transactional id (prefixed here) for InitProducerId and the rest of
     the transaction, Write on the topic for its records; another id is refused."""
     site.topics("txer.out")
     a = site.admin()

@@ -1,6 +1,6 @@
-"""The application on Avro (issue 20): fleet and gateway write Confluent's wire format with the
+"""The application on Avro: fleet and gateway write Confluent's wire format with the
 schemas of sensors/avro.py registered in sftraffic registry; Confluent's deserializer reads it;
-the evolution story (v1 and v2 producers side by side, old and new readers, an incompatible
+schema evolution (v1 and v2 producers side by side, old and new readers, an incompatible
 v3 refused naming its field)."""
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from deploy.local.mosquitto import MosquittoProcess
-from deploy.local.process import wait_for
 from deploy.local.registry import RegistryProcess
 from sensors import avro, layout
 from sensors.fleet import SensorFleet
 from sensors.model import ModelConfig
 from sensors.publish import KafkaSink, MqttSink
-from tests.conftest import quiet_logger
-from tests.integration.test_gateway import GatewayProc, event
+from testing import wait_for
+from tests.support.brokers import quiet_logger
+from tests.support.gateway import GatewayProc, event
 
 pytestmark = pytest.mark.integration
 

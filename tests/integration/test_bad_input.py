@@ -12,7 +12,6 @@ from confluent_kafka import Producer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deploy.local.process import BrokerProcess
 from framework.client.wire import WireClient
 from framework.protocol import records as rb
 from framework.protocol.frames import encode_request
@@ -28,8 +27,9 @@ from framework.protocol.messages.produce import (
     ProduceResponse,
     TopicProduceData,
 )
-from tests.conftest import create_topic, quiet_logger
-from tests.integration.test_clients import consume_all
+from testing import BrokerProcess
+from tests.support.brokers import create_topic, quiet_logger
+from tests.support.clients import consume_all
 
 pytestmark = pytest.mark.integration
 

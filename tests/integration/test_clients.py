@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from deploy.local.process import BrokerProcess
 from framework.client.producer import partition_for, producer_config
-from tests.conftest import create_topic, quiet_logger
+from testing import BrokerProcess
+from tests.support.brokers import create_topic, quiet_logger
+from tests.support.clients import consume_all
 
 pytestmark = pytest.mark.integration
 
@@ -28,32 +29,6 @@ PARTS = 4
 
 def _value(i: int) -> bytes:
     return b"%08d:" % i + b"x" * 90
-
-
-def consume_all(
-    bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60, **conf: Any
-) -> list[Any]:
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"check-{topic}",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "logger": quiet_logger(),
-            **conf,
-        }
-    )
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out: list[Any] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(out) < expected and time.monotonic() < deadline:
-            for m in c.consume(10_000, timeout=0.5):
-                if m.error() is None:
-                    out.append(m)
-    finally:
-        c.close()
-    return out
 
 
 def check_order_and_content(
@@ -253,7 +228,7 @@ def test_log_append_time_topic(broker: BrokerProcess, topic_name: Any) -> None:
 
 
 def test_same_key_same_partition_for_each_client(broker: BrokerProcess, topic_name: Any) -> None:
-    """Per client: a key always maps to one partition (clients' defaults differ, see README)."""
+    """Per client: a key always maps to one partition (defaults differ: docs/concepts/partitions.md)."""
     from kafka import KafkaProducer
 
     topic = topic_name("keys")

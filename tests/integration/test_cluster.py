@@ -25,19 +25,12 @@ from confluent_kafka import (
     TopicCollection,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
-from deploy.local.process import BrokerProcess, ClusterProcesses, wait_for
 from framework.client.wire import WireClient
 from framework.coordinator.offsets_topic import TOPIC as OFFSETS_TOPIC
 from framework.coordinator.offsets_topic import partition_for
-from framework.protocol.errors import ErrorCode
-from framework.protocol.messages.create_topics import (
-    CreatableTopic,
-    CreatableTopicConfig,
-    CreateTopicsRequest,
-    CreateTopicsResponse,
-)
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.delete_topics import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
@@ -50,173 +43,26 @@ from framework.protocol.messages.list_offsets import (
     ListOffsetsTopic,
 )
 from framework.protocol.messages.metadata import MetadataRequest, MetadataResponse
-from tests.conftest import ARTIFACTS, quiet_logger
+from testing import ClusterProcesses, wait_for
+from tests.support.brokers import ARTIFACTS, quiet_logger
+from tests.support.cluster import (
+    OVERRIDES,
+    admin,
+    bootstrap_of,
+    create_raw,
+    create_topic,
+    delivery_of,
+    full_isr,
+    healthy,
+    led_view,
+    metadata_of,
+    partitions_of,
+    read_partitions,
+    running,
+    settle,
+)
 
 pytestmark = pytest.mark.integration
-
-OVERRIDES: dict[str, object] = {
-    "broker.session.timeout.ms": 2000,
-    "replica.lag.time.max.ms": 3000,
-    "group.initial.rebalance.delay.ms": 0,
-}
-
-View = dict[int, tuple[int, list[int], list[int]]]  # partition -> (leader, replicas, isr)
-
-
-# -- helpers ---------------------------------------------------------------------------------
-def admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
-
-
-def create_topic(
-    bootstrap: str,
-    name: str,
-    partitions: int = 3,
-    replication: int = 3,
-    config: dict[str, str] | None = None,
-) -> None:
-    a = admin(bootstrap)  # referenced until the result is in: a destroyed client fails its futures
-    fut = a.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=replication, config=config or {})]
-    )
-    fut[name].result(30)
-
-
-def metadata_of(b: BrokerProcess) -> MetadataResponse:
-    """Metadata as this very broker answers it (librdkafka may ask any broker it learned of)."""
-    with WireClient(b.bootstrap, timeout=5) as c:
-        return c.send(MetadataRequest(topics=None, allow_auto_topic_creation=False), MetadataResponse)
-
-
-def partitions_of(b: BrokerProcess, topic: str) -> View | None:
-    """The topic's partitions as broker ``b`` reports them; None if it lists no such topic."""
-    for t in metadata_of(b).topics:
-        if t.name == topic and t.error_code == 0:
-            return {p.partition_index: (p.leader_id, p.replica_nodes, p.isr_nodes) for p in t.partitions}
-    return None
-
-
-def led_view(b: BrokerProcess, topic: str, timeout: float = 10) -> View:
-    """The topic's partitions once broker ``b`` has applied its creation and each has a leader
-    (a topic created through one broker reaches the others' metadata a moment later)."""
-    found: View = {}
-
-    def ready() -> bool:
-        view = partitions_of(b, topic)
-        if view is None or any(leader < 0 for leader, _r, _i in view.values()):
-            return False
-        found.update(view)
-        return True
-
-    wait_for(ready, timeout, 0.05, f"{topic} with leaders on broker {b.node_id}")
-    return found
-
-
-def full_isr(b: BrokerProcess, topic: str, partitions: list[int] | None = None) -> bool:
-    view = partitions_of(b, topic)
-    return view is not None and all(
-        leader >= 0 and sorted(isr) == sorted(replicas)
-        for part, (leader, replicas, isr) in view.items()
-        if partitions is None or part in partitions
-    )
-
-
-def settle(cluster: ClusterProcesses, topic: str, partitions: int) -> None:
-    """One acks=all record per partition, then wait for every ISR to be full: the tests that
-    kill a broker start from fully replicated partitions whose followers have all fetched.
-
-    (Until 07d5b22 a new leader dropped the followers it had not heard from yet at its first
-    ISR check, test_new_topics_keep_their_full_isr_while_every_broker_is_healthy; settling
-    keeps that failure mode from showing up as a different test's failover failure.)"""
-    for part in range(partitions):
-        assert delivery_of(cluster.bootstrap, topic, part, acks="all") is None
-    for b in running(cluster):
-        wait_for(lambda b=b: full_isr(b, topic), 15, 0.05, f"{topic} fully in sync on broker {b.node_id}")
-
-
-def running(cluster: ClusterProcesses) -> list[BrokerProcess]:
-    return [b for b in cluster.brokers if b.proc is not None and b.proc.poll() is None]
-
-
-def bootstrap_of(brokers: list[BrokerProcess]) -> str:
-    return ",".join(b.bootstrap for b in brokers)
-
-
-def healthy(cluster: ClusterProcesses) -> bool:
-    """Every broker runs, lists all brokers, and every partition has a leader and its full ISR."""
-    ids = sorted(b.node_id for b in cluster.brokers)
-    try:
-        for b in cluster.brokers:
-            md = metadata_of(b)
-            if sorted(x.node_id for x in md.brokers) != ids:
-                return False
-            for t in md.topics:
-                for p in t.partitions:
-                    if p.leader_id < 0 or sorted(p.isr_nodes) != sorted(p.replica_nodes):
-                        return False
-    except Exception:
-        return False
-    return True
-
-
-def delivery_of(bootstrap: str, topic: str, partition: int, **conf: Any) -> KafkaError | None:
-    """Produce one message and return its delivery error (None: acknowledged)."""
-    out: list[KafkaError | None] = []
-    p = Producer({"bootstrap.servers": bootstrap, "logger": quiet_logger(), **conf})
-    p.produce(topic, value=b"probe", partition=partition, on_delivery=lambda e, _m: out.append(e))
-    left = p.flush(30)
-    assert left == 0 and len(out) == 1, "no delivery report"
-    return out[0]
-
-
-def read_partitions(bootstrap: str, topic: str, partitions: int) -> list[Any]:
-    """Every message below each partition's high watermark (read with assign, no group)."""
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{topic}",
-            "enable.auto.commit": False,
-            "logger": quiet_logger(),
-        }
-    )
-    try:
-        highs = {
-            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1] for p in range(partitions)
-        }
-        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        out: list[Any] = []
-        last: dict[int, int] = {p: -1 for p in range(partitions)}
-        deadline = time.monotonic() + 60
-        while any(last[p] + 1 < highs[p] for p in highs) and time.monotonic() < deadline:
-            for m in c.consume(10_000, timeout=0.5):
-                if m.error() is None:
-                    out.append(m)
-                    last[m.partition()] = max(last[m.partition()], m.offset())
-        assert all(last[p] + 1 >= highs[p] for p in highs), f"read up to {last}, high watermarks {highs}"
-        return out
-    finally:
-        c.close()
-
-
-def create_raw(b: BrokerProcess, topic: str, partitions: int, replication: int, **config: str) -> int:
-    """CreateTopics sent to exactly this broker (librdkafka sends it to the controller)."""
-    with WireClient(b.bootstrap, timeout=20) as c:
-        resp = c.send(
-            CreateTopicsRequest(
-                topics=[
-                    CreatableTopic(
-                        name=topic,
-                        num_partitions=partitions,
-                        replication_factor=replication,
-                        configs=[CreatableTopicConfig(name=k, value=v) for k, v in config.items()],
-                    )
-                ],
-                timeout_ms=15_000,
-            ),
-            CreateTopicsResponse,
-        )
-    assert [t.name for t in resp.topics] == [topic], resp
-    return resp.topics[0].error_code
 
 
 # -- the cluster -----------------------------------------------------------------------------
@@ -393,16 +239,11 @@ def test_new_topics_keep_their_full_isr_while_every_broker_is_healthy(
 
 
 # -- leader SIGKILL under an idempotent acks=all producer ------------------------------------
-def test_acks_all_idempotent_producer_loses_nothing_when_the_leader_is_sigkilled(
-    cluster: ClusterProcesses, name: Callable[[str], str]
-) -> None:
-    topic = name("failover")
-    create_topic(cluster.bootstrap, topic, 3, 3, {"min.insync.replicas": "2"})
-    before = led_view(cluster.brokers[0], topic)
-    victim = cluster.brokers[before[0][0] - 1]  # leads partition 0
-    survivors = [b for b in cluster.brokers if b is not victim]
-
-    n = 30_000
+def _produce_killing_the_leader(
+    bootstrap: str, topic: str, n: int, victim: Any
+) -> dict[int, tuple[int, int | None]]:
+    """Produce ``n`` numbered messages, SIGKILL ``victim`` halfway while some are acknowledged
+    and some are not; every message is acknowledged in the end. Value -> (partition, offset)."""
     acked: dict[int, tuple[int, int | None]] = {}  # value -> (partition, offset)
     errors: list[KafkaError] = []
 
@@ -414,7 +255,7 @@ def test_acks_all_idempotent_producer_loses_nothing_when_the_leader_is_sigkilled
 
     p = Producer(
         {
-            "bootstrap.servers": cluster.bootstrap,
+            "bootstrap.servers": bootstrap,
             "acks": "all",
             "enable.idempotence": True,
             "linger.ms": 5,
@@ -443,20 +284,11 @@ def test_acks_all_idempotent_producer_loses_nothing_when_the_leader_is_sigkilled
     assert 0 < acked_at_kill < produced_at_kill, "nothing was in flight when the leader was killed"
     assert errors == [], errors[:3]
     assert len(acked) == n
+    return acked
 
-    # Metadata: new leaders, the dead broker out of every ISR and off the broker list
-    def failed_over() -> bool:
-        view = partitions_of(survivors[0], topic)
-        return view is not None and all(
-            leader not in (-1, victim.node_id) and victim.node_id not in isr
-            for leader, _r, isr in view.values()
-        )
 
-    wait_for(failed_over, 20, 0.1, f"broker {victim.node_id} out of the ISRs of {topic}")
-    assert victim.node_id not in [b.node_id for b in metadata_of(survivors[0]).brokers]
-
-    # every acknowledged message is there exactly once, where its ack said, in key order
-    msgs = read_partitions(bootstrap_of(survivors), topic, 3)
+def _assert_every_ack_once_in_key_order(msgs: list[Any], acked: dict[int, tuple[int, int | None]]) -> None:
+    """Every acknowledged message is in ``msgs`` exactly once, where its ack said, in key order."""
     values = [int(m.value()) for m in msgs]
     dups = [v for v, c in Counter(values).items() if c > 1]
     assert dups == [], f"{len(dups)} duplicated, e.g. {dups[:5]}"
@@ -472,7 +304,11 @@ def test_acks_all_idempotent_producer_loses_nothing_when_the_leader_is_sigkilled
         assert in_log_order == sorted(in_log_order), f"key {key!r} reordered in partition {part}"
     assert len({k for _p, k in by_key}) == len(by_key), "a key was written to two partitions"
 
-    # the restarted broker catches up and rejoins every ISR; nothing acknowledged is taken back
+
+def _assert_restarted_victim_rejoins_keeping_every_ack(
+    survivors: list[Any], victim: Any, topic: str, msgs: list[Any]
+) -> None:
+    """The restarted broker catches up and rejoins every ISR; nothing acknowledged is taken back."""
     highs = {part: 0 for part in range(3)}
     for m in msgs:
         highs[m.partition()] = max(highs[m.partition()], m.offset() + 1)
@@ -489,6 +325,36 @@ def test_acks_all_idempotent_producer_loses_nothing_when_the_leader_is_sigkilled
             assert c.get_watermark_offsets(TopicPartition(topic, part), timeout=10) == (0, high)
     finally:
         c.close()
+
+
+def test_acks_all_idempotent_producer_loses_nothing_when_the_leader_is_sigkilled(
+    cluster: ClusterProcesses, name: Callable[[str], str]
+) -> None:
+    topic = name("failover")
+    create_topic(cluster.bootstrap, topic, 3, 3, {"min.insync.replicas": "2"})
+    before = led_view(cluster.brokers[0], topic)
+    victim = cluster.brokers[before[0][0] - 1]  # leads partition 0
+    survivors = [b for b in cluster.brokers if b is not victim]
+
+    acked = _produce_killing_the_leader(cluster.bootstrap, topic, 30_000, victim)
+
+    # Metadata: new leaders, the dead broker out of every ISR and off the broker list
+    def failed_over() -> bool:
+        view = partitions_of(survivors[0], topic)
+        return view is not None and all(
+            leader not in (-1, victim.node_id) and victim.node_id not in isr
+            for leader, _r, isr in view.values()
+        )
+
+    wait_for(failed_over, 20, 0.1, f"broker {victim.node_id} out of the ISRs of {topic}")
+    assert victim.node_id not in [b.node_id for b in metadata_of(survivors[0]).brokers]
+
+    # every acknowledged message is there exactly once, where its ack said, in key order
+    msgs = read_partitions(bootstrap_of(survivors), topic, 3)
+    _assert_every_ack_once_in_key_order(msgs, acked)
+
+    # the restarted broker catches up and rejoins every ISR; nothing acknowledged is taken back
+    _assert_restarted_victim_rejoins_keeping_every_ack(survivors, victim, topic, msgs)
 
 
 # -- a restarted broker's view ---------------------------------------------------------------
@@ -633,6 +499,41 @@ def test_min_insync_replicas_refuses_acks_all_but_not_acks_1(
 
 
 # -- group coordinator failover ---------------------------------------------------------------
+def _produce_numbered(bootstrap: str, topic: str, start: int, stop: int) -> None:
+    """Values ``start`` .. ``stop - 1``, keyed over 13 keys, acknowledged by all replicas."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "logger": quiet_logger()})
+    for i in range(start, stop):
+        p.produce(topic, key=b"k%d" % (i % 13), value=b"%d" % i)
+    assert p.flush(60) == 0, "messages still undelivered"
+
+
+def _group_member(bootstrap: str, group: str, topic: str) -> Consumer:
+    """A member of ``group`` subscribed to ``topic``, committing by hand."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 10_000,
+            "heartbeat.interval.ms": 500,
+            "logger": quiet_logger(),
+        }
+    )
+    c.subscribe([topic])
+    return c
+
+
+def _consume_until(c: Consumer, want: set[int], seen: list[int], timeout: float = 40) -> None:
+    """Append to ``seen`` what ``c`` is given until it holds every value of ``want``."""
+    deadline = time.monotonic() + timeout
+    while not want <= set(seen) and time.monotonic() < deadline:
+        for m in c.consume(1000, timeout=0.3):
+            if m.error() is None:
+                seen.append(int(m.value()))
+    assert want <= set(seen), f"{len(want - set(seen))} of {len(want)} messages not consumed"
+
+
 def test_group_survives_coordinator_sigkill_and_resumes_from_committed_offsets(
     cluster: ClusterProcesses, name: Callable[[str], str]
 ) -> None:
@@ -640,38 +541,15 @@ def test_group_survives_coordinator_sigkill_and_resumes_from_committed_offsets(
     create_topic(cluster.bootstrap, topic, 3, 3)
 
     def produce(start: int, stop: int) -> None:
-        p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "logger": quiet_logger()})
-        for i in range(start, stop):
-            p.produce(topic, key=b"k%d" % (i % 13), value=b"%d" % i)
-        assert p.flush(60) == 0, "messages still undelivered"
+        _produce_numbered(cluster.bootstrap, topic, start, stop)
 
     def consumer() -> Consumer:
-        c = Consumer(
-            {
-                "bootstrap.servers": cluster.bootstrap,
-                "group.id": group,
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "session.timeout.ms": 10_000,
-                "heartbeat.interval.ms": 500,
-                "logger": quiet_logger(),
-            }
-        )
-        c.subscribe([topic])
-        return c
-
-    def consume_until(c: Consumer, want: set[int], seen: list[int], timeout: float = 40) -> None:
-        deadline = time.monotonic() + timeout
-        while not want <= set(seen) and time.monotonic() < deadline:
-            for m in c.consume(1000, timeout=0.3):
-                if m.error() is None:
-                    seen.append(int(m.value()))
-        assert want <= set(seen), f"{len(want - set(seen))} of {len(want)} messages not consumed"
+        return _group_member(cluster.bootstrap, group, topic)
 
     produce(0, 1000)
     c1 = consumer()
     seen1: list[int] = []
-    consume_until(c1, set(range(1000)), seen1)
+    _consume_until(c1, set(range(1000)), seen1)
     c1.commit(asynchronous=False)
     tps = [TopicPartition(topic, p) for p in range(3)]
     committed_before = {tp.partition: tp.offset for tp in c1.committed(tps, timeout=10)}
@@ -696,7 +574,7 @@ def test_group_survives_coordinator_sigkill_and_resumes_from_committed_offsets(
 
     # the member keeps consuming new messages
     produce(1000, 2000)
-    consume_until(c1, set(range(1000, 2000)), seen1)
+    _consume_until(c1, set(range(1000, 2000)), seen1)
     # the offsets committed before the failover are still there, served by the new coordinator
     assert {tp.partition: tp.offset for tp in c1.committed(tps, timeout=15)} == committed_before
     a = admin(bootstrap_of(running(cluster)))
@@ -711,7 +589,7 @@ def test_group_survives_coordinator_sigkill_and_resumes_from_committed_offsets(
     c2 = consumer()
     try:
         seen2: list[int] = []
-        consume_until(c2, set(range(2000, 2500)), seen2)
+        _consume_until(c2, set(range(2000, 2500)), seen2)
         for m in c2.consume(1000, timeout=1.0):  # anything more it would be given
             if m.error() is None:
                 seen2.append(int(m.value()))

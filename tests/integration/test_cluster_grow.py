@@ -1,4 +1,4 @@
-"""Growing and shrinking a cluster (issue 21): 3 controller-quorum voters, then brokers 4 and 5
+"""Growing and shrinking a cluster: 3 controller-quorum voters, then brokers 4 and 5
 started later as non-voting observers of the metadata log; partitions moved onto them under
 idempotent acks=all producers with no failed and no lost write; an observer SIGKILLed is fenced
 by its missing heartbeats and its leaderships move; the replicas moved off 4 and 5 again and both
@@ -16,19 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from deploy.local.process import ClusterProcesses, wait_for
 from framework.client.reassign import alter_reassignments, list_reassignments, unregister_broker
 from framework.client.security import wire_client
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.describe_quorum import (
     DescribeQuorumRequest,
     DescribeQuorumRequestPartitionData,
     DescribeQuorumRequestTopicData,
     DescribeQuorumResponse,
 )
-from tests.integration.test_cluster import OVERRIDES, partitions_of, read_partitions
-from tests.integration.test_cluster_lifecycle import Traffic
-from tests.integration.test_cluster_reassign import create, done_moving
+from testing import ClusterProcesses, wait_for
+from tests.support.cluster import OVERRIDES, Traffic, create, done_moving, partitions_of, read_partitions
 
 pytestmark = [pytest.mark.integration, pytest.mark.sftraffic_only(reason="a 5-broker sftraffic cluster")]
 
@@ -51,6 +49,73 @@ def leaders(c: ClusterProcesses) -> dict[int, int]:
     return {p: lead for p, (lead, _r, _i) in view.items()}
 
 
+def _grow_to_five(c: ClusterProcesses) -> float:
+    """Two observers join; the seconds until both are registered."""
+    t0 = time.monotonic()
+    c.add_broker()
+    c.add_broker()
+    c.wait_registered(5, 30)
+    joined = time.monotonic() - t0
+    q = quorum(c.brokers[0].bootstrap).topics[0].partitions[0]
+    assert sorted(v.replica_id for v in q.current_voters) == [1, 2, 3]
+    assert sorted(o.replica_id for o in q.observers) == [4, 5]
+    return joined
+
+
+def _more_traffic(traffic: Traffic, what: str) -> None:
+    seen = len(traffic.acked)
+    wait_for(lambda: len(traffic.acked) > seen + 2000, 30, 0.05, what)
+
+
+def _rebalance_onto_observers(c: ClusterProcesses, traffic: Traffic) -> None:
+    """Each new broker takes a replica of, and leads, 3 partitions."""
+    got = alter_reassignments(c.bootstrap, {(TOPIC, p): r for p, r in GROWN.items()})
+    assert all(code == 0 for code, _ in got.values()), got
+    wait_for(lambda: done_moving(c, TOPIC, GROWN), 60, 0.1, "the move onto brokers 4 and 5")
+    wait_for(lambda: leaders(c) == {p: r[0] for p, r in GROWN.items()}, 15, 0.1, "4 and 5 leading")
+    _more_traffic(traffic, "traffic through 4 and 5")
+    # a broker still holding replicas, a voter and an unknown id cannot be unregistered
+    assert unregister_broker(c.bootstrap, 4)[0] == ErrorCode.INVALID_REQUEST
+    assert unregister_broker(c.bootstrap, 2)[0] == ErrorCode.INVALID_REQUEST
+    assert unregister_broker(c.bootstrap, 9)[0] == ErrorCode.BROKER_ID_NOT_REGISTERED
+
+
+def _kill_observer_until_fenced(c: ClusterProcesses, traffic: Traffic) -> float:
+    """Broker 4 dies: fenced (no heartbeat for broker.session.timeout.ms), its partitions led by
+    in-sync voters; the seconds that took."""
+    c.brokers[3].kill()
+    t0 = time.monotonic()
+    wait_for(lambda: 4 not in leaders(c).values() and -1 not in leaders(c).values(), 20, 0.1, "4 fenced")
+    fenced_in = time.monotonic() - t0
+    assert c.live_brokers() == [1, 2, 3, 5]
+    _more_traffic(traffic, "traffic after 4 died")
+    return fenced_in
+
+
+def _shrink_back_to_three(c: ClusterProcesses, traffic: Traffic) -> None:
+    """Replicas back to 1-3 (4 is dead: its replicas are simply dropped); 4 and 5 unregistered."""
+    got = alter_reassignments(c.bootstrap, {(TOPIC, p): r for p, r in ORIGINAL.items()})
+    assert all(code == 0 for code, _ in got.values()), got
+    wait_for(lambda: done_moving(c, TOPIC, ORIGINAL), 60, 0.1, "the move off brokers 4 and 5")
+    assert c.brokers[4].stop(grace=30) == 0  # controlled shutdown: it leads nothing any more
+    assert unregister_broker(c.bootstrap, 4) == (0, None)
+    assert unregister_broker(c.bootstrap, 5) == (0, None)
+    _more_traffic(traffic, "traffic on 3 brokers")
+
+
+def _assert_three_brokers_and_every_write(c: ClusterProcesses, traffic: Traffic) -> None:
+    assert traffic.failed == [], f"{len(traffic.failed)} writes failed, e.g. {traffic.failed[:3]}"
+    assert list_reassignments(c.bootstrap) == {}
+    assert c.live_brokers() == [1, 2, 3]
+    q = quorum(c.brokers[0].bootstrap).topics[0].partitions[0]
+    assert q.observers == []
+    assert unregister_broker(c.bootstrap, 4)[0] == ErrorCode.BROKER_ID_NOT_REGISTERED
+    got_back = {(m.partition(), m.offset()): m.value() for m in read_partitions(c.bootstrap, TOPIC, 6)}
+    assert not traffic.lost(got_back), traffic.lost(got_back)
+    dupes = [v for v, n in Counter(got_back.values()).items() if n > 1]
+    assert not dupes, f"written twice: {dupes[:5]}"
+
+
 def test_grow_to_five_move_partitions_fence_an_observer_and_shrink_back(tmp_path: Path) -> None:
     c = ClusterProcesses(tmp_path, 3, overrides=OVERRIDES, voters=3).start()
     try:
@@ -58,57 +123,11 @@ def test_grow_to_five_move_partitions_fence_an_observer_and_shrink_back(tmp_path
         wait_for(lambda: done_moving(c, TOPIC, ORIGINAL), 15, 0.1, "the topic in sync")
         with Traffic(c.bootstrap, TOPIC, 6) as traffic:
             wait_for(lambda: len(traffic.acked) > 2000, 30, 0.05, "traffic flowing")
-            # -- grow: two observers join
-            t0 = time.monotonic()
-            c.add_broker()
-            c.add_broker()
-            c.wait_registered(5, 30)
-            joined = time.monotonic() - t0
-            q = quorum(c.brokers[0].bootstrap).topics[0].partitions[0]
-            assert sorted(v.replica_id for v in q.current_voters) == [1, 2, 3]
-            assert sorted(o.replica_id for o in q.observers) == [4, 5]
-            # -- rebalance onto them: each new broker takes a replica of, and leads, 3 partitions
-            got = alter_reassignments(c.bootstrap, {(TOPIC, p): r for p, r in GROWN.items()})
-            assert all(code == 0 for code, _ in got.values()), got
-            wait_for(lambda: done_moving(c, TOPIC, GROWN), 60, 0.1, "the move onto brokers 4 and 5")
-            wait_for(lambda: leaders(c) == {p: r[0] for p, r in GROWN.items()}, 15, 0.1, "4 and 5 leading")
-            seen = len(traffic.acked)
-            wait_for(lambda: len(traffic.acked) > seen + 2000, 30, 0.05, "traffic through 4 and 5")
-            # a broker still holding replicas, a voter and an unknown id cannot be unregistered
-            assert unregister_broker(c.bootstrap, 4)[0] == ErrorCode.INVALID_REQUEST
-            assert unregister_broker(c.bootstrap, 2)[0] == ErrorCode.INVALID_REQUEST
-            assert unregister_broker(c.bootstrap, 9)[0] == ErrorCode.BROKER_ID_NOT_REGISTERED
-            # -- an observer dies: fenced (no heartbeat for broker.session.timeout.ms), its
-            # partitions led by in-sync voters
-            b4, b5 = c.brokers[3], c.brokers[4]
-            b4.kill()
-            t0 = time.monotonic()
-            wait_for(
-                lambda: 4 not in leaders(c).values() and -1 not in leaders(c).values(), 20, 0.1, "4 fenced"
-            )
-            fenced_in = time.monotonic() - t0
-            assert c.live_brokers() == [1, 2, 3, 5]
-            seen = len(traffic.acked)
-            wait_for(lambda: len(traffic.acked) > seen + 2000, 30, 0.05, "traffic after 4 died")
-            # -- shrink: replicas back to 1-3 (4 is dead: its replicas are simply dropped)
-            got = alter_reassignments(c.bootstrap, {(TOPIC, p): r for p, r in ORIGINAL.items()})
-            assert all(code == 0 for code, _ in got.values()), got
-            wait_for(lambda: done_moving(c, TOPIC, ORIGINAL), 60, 0.1, "the move off brokers 4 and 5")
-            assert b5.stop(grace=30) == 0  # controlled shutdown: it leads nothing any more
-            assert unregister_broker(c.bootstrap, 4) == (0, None)
-            assert unregister_broker(c.bootstrap, 5) == (0, None)
-            seen = len(traffic.acked)
-            wait_for(lambda: len(traffic.acked) > seen + 2000, 30, 0.05, "traffic on 3 brokers")
-        assert traffic.failed == [], f"{len(traffic.failed)} writes failed, e.g. {traffic.failed[:3]}"
-        assert list_reassignments(c.bootstrap) == {}
-        assert c.live_brokers() == [1, 2, 3]
-        q = quorum(c.brokers[0].bootstrap).topics[0].partitions[0]
-        assert q.observers == []
-        assert unregister_broker(c.bootstrap, 4)[0] == ErrorCode.BROKER_ID_NOT_REGISTERED
-        got_back = {(m.partition(), m.offset()): m.value() for m in read_partitions(c.bootstrap, TOPIC, 6)}
-        assert not traffic.lost(got_back), traffic.lost(got_back)
-        dupes = [v for v, n in Counter(got_back.values()).items() if n > 1]
-        assert not dupes, f"written twice: {dupes[:5]}"
+            joined = _grow_to_five(c)
+            _rebalance_onto_observers(c, traffic)
+            fenced_in = _kill_observer_until_fenced(c, traffic)
+            _shrink_back_to_three(c, traffic)
+        _assert_three_brokers_and_every_write(c, traffic)
         print(
             f"grew 3 -> 5 (observers registered in {joined:.1f} s), moved 6 partitions on and off, "
             f"observer fenced in {fenced_in:.1f} s, shrank to 3: {len(traffic.acked)} acknowledged "

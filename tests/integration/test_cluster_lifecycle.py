@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import ElectionType, KafkaError, Producer, TopicPartition
+from confluent_kafka import ElectionType, KafkaError, TopicPartition
 
-from deploy.local.process import ClusterProcesses, wait_for
-from tests.conftest import quiet_logger
-from tests.integration.test_cluster import (
-    OVERRIDES,
+from testing import ClusterProcesses, wait_for
+from tests.support.cluster import (
+    Traffic,
     admin,
     create_topic,
     delivery_of,
@@ -27,90 +26,14 @@ from tests.integration.test_cluster import (
     read_partitions,
     running,
     settle,
+    start_cluster,
 )
 
 pytestmark = pytest.mark.integration
 
 
-def cluster(tmp_path: Path, **extra: object) -> ClusterProcesses:
-    return ClusterProcesses(tmp_path, 3, overrides={**OVERRIDES, **extra}).start()
-
-
-class Traffic:
-    """An idempotent acks=all producer writing until stopped; every delivery report kept."""
-
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
-        self.producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "enable.idempotence": True,
-                "acks": "all",
-                "linger.ms": 5,
-                "logger": quiet_logger(),
-            }
-        )
-        self.topic, self.partitions = topic, partitions
-        self.acked: list[tuple[int, int | None, bytes]] = []  # (partition, offset, value)
-        self.failed: list[KafkaError] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _report(self, err: KafkaError | None, msg: Any) -> None:
-        if err is not None:
-            self.failed.append(err)
-        else:
-            self.acked.append((msg.partition(), msg.offset(), msg.value()))
-
-    def _run(self) -> None:
-        n = 0
-        while not self.stop.is_set():
-            value = f"v{n}".encode()
-            try:
-                self.producer.produce(
-                    self.topic, value, partition=n % self.partitions, on_delivery=self._report
-                )
-                n += 1
-            except BufferError:
-                pass
-            self.producer.poll(0.002)
-        assert self.producer.flush(60) == 0
-
-    def lost(self, got: dict[tuple[int, int], bytes]) -> str:
-        """Empty when every acknowledged record is in ``got`` ((partition, offset) -> value),
-        else a description of the first missing ones and what is there.
-
-        A record acknowledged with an offset must be at that offset. One acknowledged without
-        (librdkafka's "implicitly acked by subsequent batch success": its batch failed, e.g.
-        NOT_LEADER_OR_FOLLOWER from a leader moved away, but the new leader, which had it from
-        replication, accepted the next sequence numbers) must be in its partition somewhere.
-        """
-        where = {v: po for po, v in got.items()}
-
-        def kept(p: int, o: int | None, v: bytes) -> bool:
-            return got.get((p, o)) == v if o is not None else where.get(v, (-1, -1))[0] == p
-
-        missing = [(p, o, v) for p, o, v in self.acked if not kept(p, o, v)]
-        if not missing:
-            return ""
-
-        def say(p: int, o: int | None, v: bytes) -> str:
-            at = "without an offset" if o is None else f"at {p}:{o}, found {got.get((p, o))!r} there"
-            return f"{v!r} acked {at}, itself at {where.get(v)}"
-
-        shown = [say(*m) for m in missing[:8]]
-        return f"{len(missing)} of {len(self.acked)} acknowledged records missing: " + "; ".join(shown)
-
-    def __enter__(self) -> Traffic:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(90)
-
-
 def test_sigterm_under_load_hands_over_leadership_and_stops_cleanly(tmp_path: Path) -> None:
-    c = cluster(tmp_path)
+    c = start_cluster(tmp_path)
     try:
         topic = "handover"
         create_topic(c.bootstrap, topic, partitions=6, config={"min.insync.replicas": "2"})
@@ -140,7 +63,7 @@ def test_sigterm_under_load_hands_over_leadership_and_stops_cleanly(tmp_path: Pa
 
 
 def test_a_restarted_broker_gets_its_preferred_leaderships_back(tmp_path: Path) -> None:
-    c = cluster(tmp_path, **{"leader.imbalance.check.interval.seconds": 1})
+    c = start_cluster(tmp_path, **{"leader.imbalance.check.interval.seconds": 1})
     try:
         topic = "preferred"
         create_topic(c.bootstrap, topic, partitions=6)
@@ -164,7 +87,7 @@ def test_a_restarted_broker_gets_its_preferred_leaderships_back(tmp_path: Path) 
 
 
 def test_elect_leaders_moves_leadership_to_the_preferred_replica(tmp_path: Path) -> None:
-    c = cluster(tmp_path, **{"auto.leader.rebalance.enable": "false"})
+    c = start_cluster(tmp_path, **{"auto.leader.rebalance.enable": "false"})
     try:
         topic = "elect"
         create_topic(c.bootstrap, topic, partitions=3)
@@ -208,7 +131,7 @@ def led_view_or_offline(b: Any, topic: str, part: int) -> int:
 def _offline_with_stale_follower(tmp_path: Path, unclean: str) -> tuple[ClusterProcesses, str, int]:
     """Partition 0 on [1, 2]: broker 2 stopped, more records acknowledged by 1 alone (the ISR
     shrank to [1]), then 1 killed and 2 restarted: no in-sync replica is alive."""
-    c = cluster(tmp_path, **{"replica.lag.time.max.ms": 1000})
+    c = start_cluster(tmp_path, **{"replica.lag.time.max.ms": 1000})
     topic = "unclean"
     a = admin(c.bootstrap)
     from confluent_kafka.admin import NewTopic
@@ -269,7 +192,7 @@ def test_without_unclean_election_the_partition_stays_offline_until_an_in_sync_r
 def test_a_stop_without_a_quorum_is_bounded_and_a_second_signal_forces_it(tmp_path: Path) -> None:
     """Two of three brokers gone: the controlled shutdown cannot commit. The stop still ends
     within its bound, logs flushed and marked clean; a second SIGTERM ends it at once."""
-    c = cluster(tmp_path)
+    c = start_cluster(tmp_path)
     try:
         topic = "lonely"
         create_topic(c.bootstrap, topic, partitions=3)

@@ -1,4 +1,4 @@
-"""Partition reassignment on a 3-broker cluster (issue 21): AlterPartitionReassignments (45) and
+"""Partition reassignment on a 3-broker cluster: AlterPartitionReassignments (45) and
 ListPartitionReassignments (46) as Kafka answers them, replicas moved under acks=all idempotent
 producers with no failed and no lost write, a cancelled move reverting, a move going on after
 the controller is SIGKILLed, and the replication throttle holding a move back (its counters).
@@ -16,16 +16,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import ConfigResource
 
-from deploy.local.process import BrokerProcess, ClusterProcesses, free_port, wait_for
 from framework.client.reassign import alter_reassignments, list_reassignments
 from framework.client.wire import WireClient
-from framework.protocol.errors import ErrorCode
-from tests.conftest import quiet_logger
-from tests.integration.test_cluster import OVERRIDES, partitions_of, read_partitions
-from tests.integration.test_cluster_lifecycle import Traffic
+from framework.protocol.error_codes import ErrorCode
+from testing import BrokerProcess, ClusterProcesses, free_port, wait_for
+from tests.support.cluster import (
+    OVERRIDES,
+    Traffic,
+    admin,
+    create,
+    done_moving,
+    fill,
+    partitions_of,
+    read_partitions,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.sftraffic_only(reason="a 3-broker sftraffic cluster")]
 
@@ -63,52 +69,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ClusterP
         c.stop()
 
 
-def admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
-
-
-def create(bootstrap: str, topic: str, assignment: list[list[int]], **config: str) -> None:
-    a = admin(bootstrap)
-    fs = a.create_topics(
-        [NewTopic(topic, num_partitions=len(assignment), replica_assignment=assignment, config=config)]
-    )
-    fs[topic].result(30)
-
-
-def fill(bootstrap: str, topic: str, partition: int, n: int, size: int) -> None:
-    """``n`` acks=all records of ``size`` bytes."""
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, "logger": quiet_logger()})
-    for i in range(n):
-        while True:
-            try:
-                p.produce(topic, value=bytes([i % 251]) * size, partition=partition)
-                break
-            except BufferError:
-                p.poll(0.05)
-        p.poll(0)
-    assert p.flush(60) == 0
-
-
 def set_configs(bootstrap: str, resources: list[ConfigResource]) -> None:
     a = admin(bootstrap)
     for res in resources:  # librdkafka takes one BROKER resource per call
         for f in a.incremental_alter_configs([res]).values():
             f.result(30)
-
-
-def done_moving(c: ClusterProcesses, topic: str, target: dict[int, list[int]]) -> bool:
-    """Every running broker reports each partition on exactly its target replicas, all in sync."""
-    for b in c.brokers:
-        if not b.alive():
-            continue
-        view = partitions_of(b, topic)
-        if view is None:
-            return False
-        for p, replicas in target.items():
-            leader, have, isr = view[p]
-            if have != replicas or sorted(isr) != sorted(replicas) or leader not in replicas:
-                return False
-    return True
 
 
 def partition_dir(b: BrokerProcess, topic: str, p: int) -> Path:

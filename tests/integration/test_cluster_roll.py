@@ -1,4 +1,4 @@
-"""A rolling restart (issue 21): ``framework.client.roll`` restarts the brokers of a 3-broker
+"""A rolling restart: ``framework.client.roll`` restarts the brokers of a 3-broker
 cluster one at a time, each once every partition is in sync, under an idempotent acks=all
 producer: zero failed writes, zero lost ones, none twice. And ``sftraffic cluster roll``'s
 command line: the order (controller last), a restart command that fails, a bad template.
@@ -16,11 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from deploy.local.process import ClusterProcesses, wait_for
 from framework.client.roll import roll
-from tests.conftest import quiet_logger
-from tests.integration.test_cluster import create_topic, read_partitions, settle
-from tests.integration.test_cluster_lifecycle import Traffic, cluster
+from testing import ClusterProcesses, wait_for
+from tests.support.brokers import quiet_logger
+from tests.support.cluster import Traffic, create_topic, read_partitions, settle, start_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.sftraffic_only(reason="restarts brokers of its own")]
 
@@ -28,7 +27,7 @@ SFTRAFFIC = str(Path(sys.executable).with_name("sftraffic"))
 
 
 def test_a_rolling_restart_under_acks_all_traffic_fails_and_loses_no_write(tmp_path: Path) -> None:
-    c: ClusterProcesses = cluster(tmp_path)
+    c: ClusterProcesses = start_cluster(tmp_path)
     try:
         topic = "rolled"
         create_topic(c.bootstrap, topic, partitions=6, config={"min.insync.replicas": "2"})

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from deploy.local.process import ManagedProcess, free_port
-from tests.deploy import deployfiles as df
-from tests.deploy.deployfiles import Invocation
+from testing import ManagedProcess, free_port
+from tests.support import deployfiles as df
+from tests.support.deployfiles import Invocation
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -225,7 +225,7 @@ def test_the_cluster_forms_over_host_names_and_replicates(
         assert out["brokers"] == [1, 2, 3]
         assert out["advertised"] == f.advertised
         # the layout's topics (with the pipelines' batch ledger) and ground truth: the same set the
-        # drift test (tests/deploy/test_cli_contract.py) checks against the applications' own list
+        # drift test (tests/unit/deploy/test_cli_contract.py) checks against the applications' own list
         assert len(out["topics"]) == 10
         for topic, partitions in out["topics"].items():
             for replicas, _isr in partitions:

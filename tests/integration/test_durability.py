@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from deploy.local.process import wait_for
-from tests.conftest import BrokerFactory, create_topic, quiet_logger
-from tests.integration.test_clients import consume_all
+from testing import wait_for
+from tests.support.brokers import BrokerFactory, create_topic, quiet_logger
+from tests.support.clients import consume_all
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.conftest import create_topic, quiet_logger
+from tests.support.brokers import create_topic, quiet_logger
 
 pytestmark = pytest.mark.integration
 

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from deploy.local.process import BrokerProcess
-from tests.conftest import BrokerFactory, create_topic, quiet_logger
+from testing import BrokerProcess
+from tests.support.brokers import BrokerFactory, create_topic, quiet_logger
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""MQTT devices → real Mosquitto → gateway process → the store (issue 7)."""
+"""MQTT devices → real Mosquitto → gateway process → the store."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from deploy.local.mosquitto import MosquittoProcess
-from deploy.local.process import BrokerProcess, ManagedProcess, sftraffic, wait_for
 from framework.client.producer import partition_for
 from sensors import layout
 from sensors.publish import MqttSink
-from tests.conftest import BrokerFactory, quiet_logger
+from testing import BrokerProcess, wait_for
+from tests.support.brokers import BrokerFactory, quiet_logger
+from tests.support.gateway import GatewayProc, event
 
 pytestmark = pytest.mark.integration
 
@@ -25,72 +26,11 @@ PARTS = 6
 DEVICES = f"sf/{layout.STREAM}/traffic"  # MQTT topics sf/<stream>/<topic>/<sensor-id>
 
 
-class GatewayProc(ManagedProcess):
-    """``sftraffic gateway``; its output appended to ``<workdir>/<gid>.log`` (a restart appends)."""
-
-    def __init__(
-        self,
-        bootstrap: str,
-        mqtt: str,
-        workdir: Path,
-        gid: str = "gw-test",
-        version: str = "3.1.1",
-        extra: tuple[str, ...] = (),
-    ) -> None:
-        cmd = sftraffic("gateway", "-b", bootstrap, "--mqtt", mqtt, "--id", gid)
-        cmd += ["--queue-dir", str(workdir / "queue"), "--mqtt-version", version, *extra]
-        super().__init__(gid, cmd, ready="ready", log=workdir / f"{gid}.log", grace=30.0)
-
-    def start(self, timeout: float = 30.0) -> GatewayProc:
-        super().start(timeout)
-        return self
-
-    def text(self) -> str:
-        assert self.log is not None
-        if self.proc is not None and not self.alive():
-            self.stop()  # reaped: everything it wrote is in the log
-        return self.log.read_text()
-
-
 @pytest.fixture
 def mosquitto(tmp_path: Path) -> Any:
     m = MosquittoProcess(tmp_path / "mosquitto").start()
     yield m
     m.stop()
-
-
-def event(kind: str, sensor: str, seq: int, t: int) -> dict[str, Any]:
-    if kind == "traffic":
-        return {
-            "type": "traffic",
-            "sensor_id": sensor,
-            "seq": seq,
-            "event_time": t,
-            "segment_id": "market-st-00",
-            "speed_kmh": 31.5,
-            "vehicle_class": "car",
-            "lat": 37.79,
-            "lon": -122.39,
-        }
-    if kind == "weather":
-        return {
-            "type": "weather",
-            "sensor_id": sensor,
-            "seq": seq,
-            "event_time": t,
-            "station": sensor,
-            "precipitation_mm_h": 0.0,
-            "visibility_m": 9000,
-            "condition": "clear",
-        }
-    return {
-        "type": "infrastructure",
-        "sensor_id": sensor,
-        "seq": seq,
-        "event_time": t,
-        "kind": "parking",
-        "asset": sensor,
-    }
 
 
 TOPIC_OF = {"traffic": "traffic", "weather": "weather_conditions", "infrastructure": "infrastructure"}
@@ -161,14 +101,10 @@ def store(broker_factory: BrokerFactory) -> BrokerProcess:
 class TestGateway:
     procs: ClassVar[list[GatewayProc]] = []
 
-    @pytest.mark.parametrize("client", ["gmqtt", "paho"])
     def test_mqtt_events_reach_their_topics_partitions_and_order(
-        self, store: BrokerProcess, mosquitto: MosquittoProcess, tmp_path: Path, client: str
+        self, store: BrokerProcess, mosquitto: MosquittoProcess, tmp_path: Path
     ) -> None:
-        """Both implementations: the asyncio one (default) and the paho-mqtt one."""
-        gw = GatewayProc(
-            store.bootstrap, mosquitto.address, tmp_path, extra=("--mqtt-client", client)
-        ).start()
+        gw = GatewayProc(store.bootstrap, mosquitto.address, tmp_path).start()
         try:
             sent = publish(mosquitto, 10_000)
             wait_for(
@@ -328,15 +264,13 @@ class TestGateway:
         finally:
             gw.stop()
 
-    @pytest.mark.parametrize("client", ["gmqtt", "paho"])
     def test_sigterm_stops_cleanly_and_a_restart_gets_the_rest(
-        self, store: BrokerProcess, mosquitto: MosquittoProcess, tmp_path: Path, client: str
+        self, store: BrokerProcess, mosquitto: MosquittoProcess, tmp_path: Path
     ) -> None:
         """SIGTERM mid-stream: the gateway stops taking messages, delivers and acknowledges what it
         has, disconnects and exits 0; the same id started again gets everything else, including
         what was published while no gateway ran (the session keeps its subscription)."""
-        extra = ("--mqtt-client", client)
-        gw = GatewayProc(store.bootstrap, mosquitto.address, tmp_path, extra=extra).start()
+        gw = GatewayProc(store.bootstrap, mosquitto.address, tmp_path).start()
         sent: list[tuple[str, str, int]] = []
         pub = threading.Thread(target=lambda: sent.extend(publish(mosquitto, 10_000)))
         pub.start()
@@ -353,7 +287,7 @@ class TestGateway:
             first_run = gw.text()
             assert "Traceback" not in first_run
             pub.join()
-            gw = GatewayProc(store.bootstrap, mosquitto.address, tmp_path, extra=extra).start()
+            gw = GatewayProc(store.bootstrap, mosquitto.address, tmp_path).start()
             wait_for(
                 lambda: set(seen(store.bootstrap)) >= set(sent), timeout=90, interval=0.5, what="every event"
             )
@@ -362,9 +296,10 @@ class TestGateway:
             dups = sum(v - 1 for v in counts.values())
             # On a starved machine a delivery can outlive the gateway's 10 s message timeout although
             # the store wrote it; the gateway then parks it and sends it again (its degraded path is
-            # at-least-once by design, README "Gateways"). Only a run that never parked owes zero.
+            # at-least-once by design: docs/application/overview.md, "Gateways"). Only a run that
+            # never parked owes zero.
             parked = "store unreachable" in first_run + gw.text()
-            if client == "gmqtt" and not parked:
+            if not parked:
                 twice = sorted(k for k, v in counts.items() if v > 1)
                 assert dups == 0, (
                     f"a clean stop acknowledges everything it delivered: {dups} duplicates, "
@@ -372,8 +307,7 @@ class TestGateway:
                     f"gateway logs:\n{first_run[-2000:]}\n---\n{gw.text()[-2000:]}"
                 )
             else:
-                # paho's network thread may still hold PUBACKs when it disconnects: Mosquitto then
-                # redelivers those few (same sensor_id/seq, so consumers drop them)
+                # what was parked and sent again (same sensor_id/seq, so consumers drop them)
                 assert dups <= 1_000, f"{dups} duplicates after a clean stop"
         finally:
             gw.stop()

@@ -1,4 +1,4 @@
-"""Consumer groups with real clients (issue 6): load sharing, member loss, commits, restarts."""
+"""Consumer groups with real clients: load sharing, member loss, commits, restarts."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from deploy.local.process import BrokerProcess, ManagedProcess, wait_for
-from tests.conftest import BrokerFactory, create_topic, quiet_logger
+from testing import BrokerProcess, ManagedProcess, wait_for
+from tests.support.brokers import BrokerFactory, create_topic, quiet_logger
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""Exactly-once per partition through a faulty network (issue 5).
+"""Exactly-once per partition through a faulty network.
 
 A fault-injection proxy between a confluent-kafka producer and the broker drops produce
 responses after the broker applied them and cuts connections before requests arrive. With
@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from deploy.local.process import free_port
 from framework.client.producer import producer_config
-from tests.conftest import BrokerFactory, create_topic, quiet_logger
-from tests.integration.test_clients import consume_all
+from testing import free_port
+from tests.support.brokers import BrokerFactory, create_topic, quiet_logger
+from tests.support.clients import consume_all
 from tests.support.fault_proxy import FaultProxy
 
 pytestmark = pytest.mark.integration
@@ -88,7 +88,7 @@ def test_without_idempotence_the_same_faults_duplicate(broker_factory: BrokerFac
 def test_one_request_in_flight_keeps_order_without_idempotence(
     broker_factory: BrokerFactory,
 ) -> None:
-    """The seeds' parallel_flushers=False: duplicates may still occur, reordering may not."""
+    """MapR's parallel_flushers=False: duplicates may still occur, reordering may not."""
     conf = producer_config("x", exactly_once=False, parallel_flushers=False)
     ids, _ = run_through_faults(
         broker_factory, idempotent=False, in_flight=conf["max.in.flight.requests.per.connection"]

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from deploy.local.process import free_port
 from framework import config as cfg
 from framework.metadata.quorum import SNAPSHOT_EVERY, ClusterState
 from framework.metadata.store import MetadataStore, TopicInfo
+from testing import free_port
 
 pytestmark = pytest.mark.integration
 CHANGES = 10_000

@@ -1,4 +1,5 @@
-"""The metrics a broker serves on ``/metrics`` move as the broker works (README "Metrics").
+"""The metrics a broker serves on ``/metrics`` move as the broker works
+(docs/reference/metrics.md).
 
 Real broker processes, real confluent-kafka clients, ``/metrics`` scraped over HTTP while they
 work: one broker with a consumer group (bytes and records in and out, request counts, lag that
@@ -19,10 +20,9 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from deploy.local.process import BrokerProcess, ClusterProcesses, free_port, wait_for
 from framework.client.wire import WireClient
 from framework.protocol import records as rb
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic, MetadataResponse
 from framework.protocol.messages.produce import (
     PartitionProduceData,
@@ -30,8 +30,9 @@ from framework.protocol.messages.produce import (
     ProduceResponse,
     TopicProduceData,
 )
-from tests.conftest import ARTIFACTS, BrokerFactory, quiet_logger
-from tests.integration.test_cluster import OVERRIDES, full_isr, led_view, running, settle
+from testing import BrokerProcess, ClusterProcesses, free_port, wait_for
+from tests.support.brokers import ARTIFACTS, BrokerFactory, quiet_logger
+from tests.support.cluster import OVERRIDES, full_isr, led_view, running, settle
 
 pytestmark = pytest.mark.integration
 

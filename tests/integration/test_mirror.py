@@ -1,4 +1,4 @@
-"""``sftraffic mirror`` (issue 21) between two single-node sftraffic clusters, over TCP.
+"""``sftraffic mirror`` between two single-node sftraffic clusters, over TCP.
 
 Records are produced to two topics of the source (keys, headers, timestamps); the mirror runs
 as a subprocess, is SIGKILLed while a producer is still writing, and started again; then the
@@ -17,10 +17,9 @@ import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AdminClient,
     AlterConfigOpType,
@@ -29,80 +28,21 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     NewPartitions,
 )
 
-from deploy.local.process import ManagedProcess, free_port, sftraffic, wait_for
-from framework.mirror.formats import Checkpoint, Heartbeat
-from tests.conftest import BrokerFactory, create_topic, quiet_logger
+from mirror.formats import Checkpoint, Heartbeat
+from testing import ManagedProcess, free_port, sftraffic, wait_for
+from tests.support.brokers import BrokerFactory, create_topic, quiet_logger
+from tests.support.mirror import end_offsets, produce_numbered, read_partition
 
 pytestmark = [pytest.mark.integration, pytest.mark.sftraffic_only(reason="two clusters of its own")]
 
 TOPICS = {"orders": 3, "events": 2}
 PER_TOPIC = 6000  # records per topic, half before the mirror starts, half while it is killed
-BASE_TS = int(time.time() * 1000) - 3_600_000  # an hour ago: within every retention
-
-
-def _produce(bootstrap: str, topic: str, start: int, stop: int, parts: int, pace: float = 0.0) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "logger": quiet_logger(), "linger.ms": 5})
-    for i in range(start, stop):
-        p.produce(
-            topic,
-            f"{topic}-{i}".encode(),
-            f"k{i % 97}".encode(),
-            partition=i % parts,
-            timestamp=BASE_TS + i,
-            headers=[("seq", str(i).encode()), ("empty", b"")],
-        )
-        if pace and i % 100 == 0:
-            p.poll(0)
-            time.sleep(pace)
-    assert p.flush(30) == 0
-
-
-def _read(bootstrap: str, topic: str, partition: int, isolation: str = "read_committed") -> list[Any]:
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "reader-of-everything",
-            "logger": quiet_logger(),
-            "enable.partition.eof": True,
-            "isolation.level": isolation,
-        }
-    )
-    try:
-        low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-        out: list[Any] = []
-        if high <= low:
-            return out
-        c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-        while True:
-            for m in c.consume(5000, 1.0):
-                if m.error() is None:
-                    out.append(m)
-                    if m.offset() >= high - 1:
-                        return out
-                elif m.error().code() == KafkaError._PARTITION_EOF:
-                    return out
-    finally:
-        c.close()
-
-
-def _end(bootstrap: str, topics: dict[str, int]) -> int:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe", "logger": quiet_logger()})
-    try:
-        total = 0
-        for t, n in topics.items():
-            for p in range(n):
-                try:
-                    total += c.get_watermark_offsets(TopicPartition(t, p), timeout=5)[1]
-                except Exception:
-                    pass
-        return total
-    finally:
-        c.close()
 
 
 def _mirror(src: str, dst: str, log: Path, *extra: str) -> ManagedProcess:
     cmd = sftraffic(
-        "mirror", "--source", src, "--target", dst, "--source-alias", "east",
+        "mirror", "--source-bootstrap-server", src, "--target-bootstrap-server", dst,
+        "--source-alias", "east",
         "--topics", "orders|events", "--groups", "reader",
         "--commit-interval", "0.2", "--checkpoint-interval", "0.3", "--refresh-interval", "0.5",
         "--heartbeat-interval", "0.5", "--status-interval", "0.2", "--sync-group-offsets", *extra,
@@ -110,18 +50,9 @@ def _mirror(src: str, dst: str, log: Path, *extra: str) -> ManagedProcess:
     return ManagedProcess("mirror", cmd, ready="copying", log=log).start(timeout=30)
 
 
-def test_mirror_killed_and_restarted_loses_nothing_and_a_group_fails_over(
-    broker_factory: BrokerFactory, tmp_path: Path
-) -> None:
-    t0 = time.monotonic()
-    src, dst = broker_factory().bootstrap, broker_factory().bootstrap
-    create_topic(src, "orders", TOPICS["orders"], config={"retention.ms": "86400000"})
-    create_topic(src, "events", TOPICS["events"])
-    half = PER_TOPIC // 2
-    for t, n in TOPICS.items():
-        _produce(src, t, 0, half, n)
-
-    # a group reads part of orders at the source and commits
+def _group_reads_part_at_source(src: str) -> tuple[list[bytes], list[TopicPartition], set[int]]:
+    """Group ``reader`` reads 1000 records of orders at the source and commits: what it read,
+    its committed offsets and the partitions it committed."""
     g = Consumer(
         {"bootstrap.servers": src, "group.id": "reader", "logger": quiet_logger(),
          "auto.offset.reset": "earliest", "enable.auto.commit": False}
@@ -134,14 +65,21 @@ def test_mirror_killed_and_restarted_loses_nothing_and_a_group_fails_over(
     at_source = g.committed([TopicPartition("orders", p) for p in range(TOPICS["orders"])], timeout=10)
     committed = {tp.partition for tp in at_source if tp.offset >= 0}
     g.close()
+    return read_at_source, at_source, committed
 
-    remote = {f"east.{t}": n for t, n in TOPICS.items()}
-    mirror = _mirror(src, dst, tmp_path / "mirror-1.log")
-    wait_for(lambda: _end(dst, remote) >= half * len(TOPICS), 30, 0.05, "the first half copied")
+
+def _kill_mirror_in_second_half(
+    src: str, dst: str, log: Path, remote: dict[str, int], half: int
+) -> tuple[list[threading.Thread], int]:
+    """The mirror copies the first half, then is SIGKILLed while writers produce the second
+    half: the writers (still running) and the records at the target when it died."""
+    mirror = _mirror(src, dst, log)
+    wait_for(lambda: end_offsets(dst, remote) >= half * len(TOPICS), 30, 0.05, "the first half copied")
 
     # the second half while the mirror runs; SIGKILL it half-way through
     writers = [
-        threading.Thread(target=_produce, args=(src, t, half, PER_TOPIC, n, 0.05)) for t, n in TOPICS.items()
+        threading.Thread(target=produce_numbered, args=(src, t, half, PER_TOPIC, n, 0.05))
+        for t, n in TOPICS.items()
     ]
     for w in writers:
         w.start()
@@ -155,14 +93,135 @@ def test_mirror_killed_and_restarted_loses_nothing_and_a_group_fails_over(
 
     wait_for(committed_some_of_the_second_half, 30, 0.02, "progress committed in the second half")
     mirror.kill()
-    killed_at = _end(dst, remote)
+    killed_at = end_offsets(dst, remote)
     assert killed_at < PER_TOPIC * len(TOPICS), "the writers finished before the kill"
+    return writers, killed_at
+
+
+def _assert_copied_record_by_record(src: str, dst: str) -> int:
+    """Nothing lost, order kept, everything equal; the number of duplicates."""
+    dupes = 0
+    for t, n in TOPICS.items():
+        for p in range(n):
+            want = read_partition(src, t, p)
+            got = read_partition(dst, f"east.{t}", p)
+            seen: set[bytes] = set()
+            firsts = []
+            for m in got:
+                if m.value() in seen:
+                    dupes += 1
+                    continue
+                seen.add(m.value())
+                firsts.append(m)
+            assert [m.value() for m in firsts] == [m.value() for m in want], f"{t}-{p} differs"
+            for w_, g_ in zip(want, firsts, strict=True):
+                want_meta = (w_.key(), w_.headers(), w_.timestamp())
+                assert (g_.key(), g_.headers(), g_.timestamp()) == want_meta
+    return dupes
+
+
+def _assert_topic_configs_follow(a: AdminClient, dst: str) -> None:
+    """The topic config is copied, and a change at the source follows (incrementally: the
+    target's own settings stay)."""
+    res = ConfigResource(ConfigResource.Type.TOPIC, "east.orders")
+    da = AdminClient({"bootstrap.servers": dst, "logger": quiet_logger()})
+    cfg = da.describe_configs([res])[res].result(30)
+    assert cfg["retention.ms"].value == "86400000"
+    # a config changed at the source follows (incrementally: the target's own settings stay)
+    ev = ConfigResource(ConfigResource.Type.TOPIC, "east.events")
+    da.incremental_alter_configs(
+        [ConfigResource(ConfigResource.Type.TOPIC, "east.events", incremental_configs=[
+            ConfigEntry("min.insync.replicas", "1", incremental_operation=AlterConfigOpType.SET)])]
+    )[ev].result(30)  # fmt: skip
+    src_ev = ConfigResource(ConfigResource.Type.TOPIC, "events")
+    a.incremental_alter_configs(
+        [ConfigResource(ConfigResource.Type.TOPIC, "events", incremental_configs=[
+            ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET)])]
+    )[src_ev].result(30)  # fmt: skip
+
+    def events_config() -> tuple[str, str]:
+        got = da.describe_configs([ev])[ev].result(30)
+        return got["retention.ms"].value, got["min.insync.replicas"].value
+
+    wait_for(lambda: events_config() == ("7200000", "1"), 20, 0.1, "the config change copied")
+
+
+def _assert_lag_metric_and_heartbeats(metrics: str, dst: str) -> None:
+    # the replication lag per partition, for Prometheus
+    text = urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10).read().decode()
+    assert 'sftraffic_mirror_records_behind{source="east",topic="events",partition="2"} 0' in text, text
+    hbs = [Heartbeat.decode(m.key(), m.value()) for m in read_partition(dst, "heartbeats", 0)]
+    assert hbs and {(h.source_alias, h.target_alias) for h in hbs} == {("east", "target")}
+
+
+def _assert_group_checkpointed(dst: str, committed: set[int], at_source: list[TopicPartition]) -> None:
+    """Checkpoints of group reader written in MM2's layout: the remote topic, the group's
+    source offset, the translated one."""
+
+    def checkpointed() -> dict[int, int]:
+        cps = [
+            Checkpoint.decode(m.key(), m.value()) for m in read_partition(dst, "east.checkpoints.internal", 0)
+        ]
+        return {c.partition: c.downstream for c in cps if c.group == "reader"}
+
+    wait_for(lambda: set(checkpointed()) == committed, 20, 0.1, "checkpoints of group reader")
+    # MM2's layout: the remote topic, the group's source offset, the translated one
+    cps = [Checkpoint.decode(m.key(), m.value()) for m in read_partition(dst, "east.checkpoints.internal", 0)]
+    source_offsets = {tp.partition: tp.offset for tp in at_source if tp.offset >= 0}
+    for cp in cps:
+        assert cp.topic == "east.orders" and cp.upstream == source_offsets[cp.partition], cp
+        assert cp.downstream >= 0, cp
+
+
+def _group_reads_the_rest_at_target(
+    dst: str, committed: set[int], read_at_source: list[bytes]
+) -> list[bytes]:
+    """From the offsets synced to the target, group reader reads every record it had not read
+    (partitions it never committed start from the beginning, there as here)."""
+    c = Consumer(
+        {"bootstrap.servers": dst, "group.id": "reader", "logger": quiet_logger(),
+         "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    )  # fmt: skip
+
+    def committed_on_target() -> bool:
+        tps = c.committed([TopicPartition("east.orders", p) for p in sorted(committed)], timeout=10)
+        return all(tp.offset >= 0 for tp in tps)
+
+    wait_for(committed_on_target, 20, 0.1, "group reader's offsets synced to the target")
+    c.subscribe(["east.orders"])
+    read_at_target: list[bytes] = []
+    unread = {f"orders-{i}".encode() for i in range(PER_TOPIC)} - set(read_at_source)
+    deadline = time.monotonic() + 30
+    while not unread <= set(read_at_target) and time.monotonic() < deadline:
+        read_at_target += [m.value() for m in c.consume(2000, 0.5) if m.error() is None]
+    c.close()
+    missing = unread - set(read_at_target)
+    assert not missing, f"{len(missing)} records the group had not read are skipped on the target"
+    return read_at_target
+
+
+def test_mirror_killed_and_restarted_loses_nothing_and_a_group_fails_over(
+    broker_factory: BrokerFactory, tmp_path: Path
+) -> None:
+    t0 = time.monotonic()
+    src, dst = broker_factory().bootstrap, broker_factory().bootstrap
+    create_topic(src, "orders", TOPICS["orders"], config={"retention.ms": "86400000"})
+    create_topic(src, "events", TOPICS["events"])
+    half = PER_TOPIC // 2
+    for t, n in TOPICS.items():
+        produce_numbered(src, t, 0, half, n)
+
+    # a group reads part of orders at the source and commits
+    read_at_source, at_source, committed = _group_reads_part_at_source(src)
+
+    remote = {f"east.{t}": n for t, n in TOPICS.items()}
+    writers, killed_at = _kill_mirror_in_second_half(src, dst, tmp_path / "mirror-1.log", remote, half)
     # partitions added while the mirror is down are found when it comes back
     a = AdminClient({"bootstrap.servers": src, "logger": quiet_logger()})
     a.create_partitions([NewPartitions("events", 3)])["events"].result(30)
     for w in writers:
         w.join(60)
-    _produce(src, "events", PER_TOPIC, PER_TOPIC + 300, 3)  # some into the new partition 2
+    produce_numbered(src, "events", PER_TOPIC, PER_TOPIC + 300, 3)  # some into the new partition 2
     TOPICS["events"] = 3
     remote["east.events"] = 3
 
@@ -170,88 +229,19 @@ def test_mirror_killed_and_restarted_loses_nothing_and_a_group_fails_over(
     mirror = _mirror(src, dst, tmp_path / "mirror-2.log", "--metrics", metrics)
     total = PER_TOPIC * 2 + 300
     try:
-        wait_for(lambda: _end(dst, remote) >= total, 40, 0.05, "everything copied after the restart")
+        wait_for(lambda: end_offsets(dst, remote) >= total, 40, 0.05, "everything copied after the restart")
 
         # record by record: nothing lost, order kept, everything equal; duplicates counted
-        dupes = 0
-        for t, n in TOPICS.items():
-            for p in range(n):
-                want = _read(src, t, p)
-                got = _read(dst, f"east.{t}", p)
-                seen: set[bytes] = set()
-                firsts = []
-                for m in got:
-                    if m.value() in seen:
-                        dupes += 1
-                        continue
-                    seen.add(m.value())
-                    firsts.append(m)
-                assert [m.value() for m in firsts] == [m.value() for m in want], f"{t}-{p} differs"
-                for w_, g_ in zip(want, firsts, strict=True):
-                    want_meta = (w_.key(), w_.headers(), w_.timestamp())
-                    assert (g_.key(), g_.headers(), g_.timestamp()) == want_meta
+        dupes = _assert_copied_record_by_record(src, dst)
         print(f"mirror killed with {killed_at} records at the target; {total} copied, {dupes} duplicates")
 
         # topic config copied, heartbeats flowing
-        res = ConfigResource(ConfigResource.Type.TOPIC, "east.orders")
-        da = AdminClient({"bootstrap.servers": dst, "logger": quiet_logger()})
-        cfg = da.describe_configs([res])[res].result(30)
-        assert cfg["retention.ms"].value == "86400000"
-        # a config changed at the source follows (incrementally: the target's own settings stay)
-        ev = ConfigResource(ConfigResource.Type.TOPIC, "east.events")
-        da.incremental_alter_configs(
-            [ConfigResource(ConfigResource.Type.TOPIC, "east.events", incremental_configs=[
-                ConfigEntry("min.insync.replicas", "1", incremental_operation=AlterConfigOpType.SET)])]
-        )[ev].result(30)  # fmt: skip
-        src_ev = ConfigResource(ConfigResource.Type.TOPIC, "events")
-        a.incremental_alter_configs(
-            [ConfigResource(ConfigResource.Type.TOPIC, "events", incremental_configs=[
-                ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET)])]
-        )[src_ev].result(30)  # fmt: skip
-
-        def events_config() -> tuple[str, str]:
-            got = da.describe_configs([ev])[ev].result(30)
-            return got["retention.ms"].value, got["min.insync.replicas"].value
-
-        wait_for(lambda: events_config() == ("7200000", "1"), 20, 0.1, "the config change copied")
-        # the replication lag per partition, for Prometheus
-        text = urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10).read().decode()
-        assert 'sftraffic_mirror_records_behind{source="east",topic="events",partition="2"} 0' in text, text
-        hbs = [Heartbeat.decode(m.key(), m.value()) for m in _read(dst, "heartbeats", 0)]
-        assert hbs and {(h.source_alias, h.target_alias) for h in hbs} == {("east", "target")}
+        _assert_topic_configs_follow(a, dst)
+        _assert_lag_metric_and_heartbeats(metrics, dst)
 
         # the group fails over: checkpoints written, offsets committed on the target
-        def checkpointed() -> dict[int, int]:
-            cps = [Checkpoint.decode(m.key(), m.value()) for m in _read(dst, "east.checkpoints.internal", 0)]
-            return {c.partition: c.downstream for c in cps if c.group == "reader"}
-
-        wait_for(lambda: set(checkpointed()) == committed, 20, 0.1, "checkpoints of group reader")
-        # MM2's layout: the remote topic, the group's source offset, the translated one
-        cps = [Checkpoint.decode(m.key(), m.value()) for m in _read(dst, "east.checkpoints.internal", 0)]
-        source_offsets = {tp.partition: tp.offset for tp in at_source if tp.offset >= 0}
-        for cp in cps:
-            assert cp.topic == "east.orders" and cp.upstream == source_offsets[cp.partition], cp
-            assert cp.downstream >= 0, cp
-        # partitions the group never committed start from the beginning, there as here
-        c = Consumer(
-            {"bootstrap.servers": dst, "group.id": "reader", "logger": quiet_logger(),
-             "auto.offset.reset": "earliest", "enable.auto.commit": False}
-        )  # fmt: skip
-
-        def committed_on_target() -> bool:
-            tps = c.committed([TopicPartition("east.orders", p) for p in sorted(committed)], timeout=10)
-            return all(tp.offset >= 0 for tp in tps)
-
-        wait_for(committed_on_target, 20, 0.1, "group reader's offsets synced to the target")
-        c.subscribe(["east.orders"])
-        read_at_target: list[bytes] = []
-        unread = {f"orders-{i}".encode() for i in range(PER_TOPIC)} - set(read_at_source)
-        deadline = time.monotonic() + 30
-        while not unread <= set(read_at_target) and time.monotonic() < deadline:
-            read_at_target += [m.value() for m in c.consume(2000, 0.5) if m.error() is None]
-        c.close()
-        missing = unread - set(read_at_target)
-        assert not missing, f"{len(missing)} records the group had not read are skipped on the target"
+        _assert_group_checkpointed(dst, committed, at_source)
+        read_at_target = _group_reads_the_rest_at_target(dst, committed, read_at_source)
         again = len(set(read_at_target) & set(read_at_source))
         print(
             f"group reader: {len(read_at_source)} read at the source, {len(read_at_target)} at the target, "
@@ -270,9 +260,9 @@ def test_exactly_once_mirror_killed_and_restarted_shows_each_record_once(
     src, dst = broker_factory().bootstrap, broker_factory().bootstrap
     create_topic(src, "orders", 3)
     n = 8000
-    _produce(src, "orders", 0, n // 2, 3)
+    produce_numbered(src, "orders", 0, n // 2, 3)
     mirror = _mirror(src, dst, tmp_path / "eos-1.log", "--exactly-once", "--commit-interval", "1")
-    writer = threading.Thread(target=_produce, args=(src, "orders", n // 2, n, 3, 0.05))
+    writer = threading.Thread(target=produce_numbered, args=(src, "orders", n // 2, n, 3, 0.05))
     writer.start()
     status = re.compile(r"copied (\d+) records .* (\d+) commits")
 
@@ -292,16 +282,16 @@ def test_exactly_once_mirror_killed_and_restarted_shows_each_record_once(
     try:
 
         def copied() -> list[bytes]:
-            return [m.value() for p in range(3) for m in _read(dst, "east.orders", p)]
+            return [m.value() for p in range(3) for m in read_partition(dst, "east.orders", p)]
 
         wait_for(lambda: len(set(copied())) >= n, 40, 0.1, "everything copied after the restart")
         got = copied()
         dupes = [v for v, k in Counter(got).items() if k > 1]
         assert not dupes, f"{len(dupes)} records twice at read_committed, e.g. {dupes[:3]}"
         for p in range(3):
-            want = [m.value() for m in _read(src, "orders", p)]
-            assert [m.value() for m in _read(dst, "east.orders", p)] == want, f"orders-{p} differs"
-        aborted = sum(len(_read(dst, "east.orders", p, "read_uncommitted")) for p in range(3)) - n
+            want = [m.value() for m in read_partition(src, "orders", p)]
+            assert [m.value() for m in read_partition(dst, "east.orders", p)] == want, f"orders-{p} differs"
+        aborted = sum(len(read_partition(dst, "east.orders", p, "read_uncommitted")) for p in range(3)) - n
         print(f"exactly once: {n} records once each at read_committed; {aborted} aborted copies hidden")
     finally:
         assert mirror.stop(grace=20) == 0, mirror.tail()

@@ -1,4 +1,4 @@
-"""The MQTT side secured (issue 18): real Mosquitto with a password file, per-device ACLs and a
+"""The MQTT side secured: real Mosquitto with a password file, per-device ACLs and a
 TLS listener, the gateway logging in to it and to the store with SCRAM-SHA-256 over TLS.
 
 One module-wide setup, made as ``sftraffic up --secure`` makes it (:mod:`deploy.local.secure`):
@@ -22,12 +22,12 @@ from confluent_kafka import Consumer, TopicPartition
 
 from deploy.local import secure
 from deploy.local.mosquitto import MosquittoProcess
-from deploy.local.process import BrokerProcess, ManagedProcess, free_port, sftraffic, wait_for
 from framework.client.security import ENV, read_properties
 from framework.errors import StoreError
 from sensors import layout
 from sensors.publish import MqttSink
-from tests.conftest import quiet_logger
+from testing import BrokerProcess, ManagedProcess, free_port, sftraffic, wait_for
+from tests.support.brokers import quiet_logger
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +56,7 @@ class Setup:
         self.gateway = self.gateway_proc().start(30)
 
     def gateway_proc(
-        self, kafka_config: Path | None = None, mqtt_password: Path | None = None, tls: bool = True
+        self, command_config: Path | None = None, mqtt_password: Path | None = None, tls: bool = True
     ) -> ManagedProcess:
         gid = f"gw-{uuid.uuid4().hex[:6]}"
         cmd = sftraffic("gateway", "-b", self.bootstrap, "--mqtt", self.mosquitto.address, "--id", gid)
@@ -64,7 +64,7 @@ class Setup:
         cmd += ["--mqtt-ca", str(self.s.ca)] if tls else []
         cmd += ["--mqtt-username", secure.MQTT_GATEWAY]
         cmd += ["--mqtt-password-file", str(mqtt_password or self.s.mqtt_gateway_password)]
-        cmd += ["--kafka-config", str(kafka_config or self.s.properties(secure.GATEWAY))]
+        cmd += ["--command-config", str(command_config or self.s.properties(secure.GATEWAY))]
         return ManagedProcess(gid, cmd, ready="ready", log=self.root / f"{gid}.log", grace=20.0)
 
     def tls(self) -> ssl.SSLContext:
@@ -226,7 +226,7 @@ def test_the_gateway_with_a_wrong_scram_password_stops_with_one_line(setup: Setu
     bad = dict(read_properties(setup.s.properties(secure.GATEWAY)), **{"sasl.password": "wrong"})
     conf = setup.root / "bad-gateway.properties"
     conf.write_text("".join(f"{k}={v}\n" for k, v in bad.items()))
-    line = _fails_in_one_line(setup.gateway_proc(kafka_config=conf).launch())
+    line = _fails_in_one_line(setup.gateway_proc(command_config=conf).launch())
     assert "refused to authenticate as 'gateway'" in line and "Authentication failed" in line, line
 
 

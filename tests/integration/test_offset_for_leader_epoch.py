@@ -10,16 +10,16 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from deploy.local.process import BrokerProcess
 from framework.client.wire import WireClient
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
     OffsetForLeaderPartition,
     OffsetForLeaderTopic,
 )
-from tests.conftest import create_topic, quiet_logger
+from testing import BrokerProcess
+from tests.support.brokers import create_topic, quiet_logger
 
 pytestmark = pytest.mark.integration
 

@@ -26,10 +26,9 @@ import kafka.errors
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from deploy.local.process import BrokerProcess
 from framework.client.wire import WireClient
 from framework.protocol import records as rb
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
 from framework.protocol.messages.list_offsets import (
     ListOffsetsPartition,
@@ -44,8 +43,8 @@ from framework.protocol.messages.produce import (
     ProduceResponse,
     TopicProduceData,
 )
-from framework.server.handlers.produce import RateLimitedLog
-from tests.conftest import BrokerFactory, create_topic, quiet_logger
+from testing import BrokerProcess
+from tests.support.brokers import BrokerFactory, create_topic, quiet_logger
 
 pytestmark = pytest.mark.integration
 
@@ -350,18 +349,3 @@ def test_a_damaged_batch_on_disk_answers_precise_errors(
         ).base_offset
         == 13
     )
-
-
-# -- the refusal log -------------------------------------------------------------------------------
-def test_refusal_lines_are_rate_limited() -> None:
-    lines: list[str] = []
-
-    class Sink:
-        def log(self, level: int, message: str) -> None:
-            lines.append(message)
-
-    limited = RateLimitedLog(Sink(), period_s=10, burst=3)  # type: ignore[arg-type]
-    logged = [limited(20, f"refused {i}", now=100.0 + i * 0.1) for i in range(10)]
-    assert logged == [True] * 3 + [False] * 7
-    assert limited(20, "refused later", now=111.0)
-    assert lines[-1] == "refused later (7 more not logged in the last 10 s)"

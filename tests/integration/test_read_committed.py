@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from deploy.local.process import BrokerProcess
 from framework.client.wire import WireClient
 from framework.protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
-from tests.conftest import create_topic, quiet_logger
+from testing import BrokerProcess
+from tests.support.brokers import create_topic, quiet_logger
 
 pytestmark = pytest.mark.integration
 

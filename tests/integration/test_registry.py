@@ -20,8 +20,8 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from deploy.local.process import wait_for
 from deploy.local.registry import RegistryProcess
+from testing import wait_for
 
 pytestmark = pytest.mark.integration
 

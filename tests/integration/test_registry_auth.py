@@ -25,11 +25,11 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from deploy.local.process import sftraffic, wait_for
 from deploy.local.registry import RegistryProcess
-from framework.registry.auth import user_entry
+from registry.auth import user_entry
 from sensors import avro as app_avro
-from tests.unit.registry.test_auth import KARAPACE
+from testing import sftraffic, wait_for
+from tests.support.registry_auth import KARAPACE
 
 pytestmark = pytest.mark.integration
 

@@ -32,11 +32,10 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from deploy.local.process import BrokerProcess
 from deploy.local.registry import RegistryProcess
 from framework.client.wire import WireClient
 from framework.protocol import records as rb
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.produce import (
     PartitionProduceData,
     PartitionProduceResponse,
@@ -51,7 +50,8 @@ from framework.protocol.messages.stream_admin import (
     StreamAdminResponse,
     StreamConfig,
 )
-from tests.conftest import quiet_logger
+from testing import BrokerProcess
+from tests.support.brokers import quiet_logger
 
 pytestmark = pytest.mark.integration
 

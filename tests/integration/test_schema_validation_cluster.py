@@ -19,9 +19,9 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from deploy.local.process import ClusterProcesses, wait_for
 from deploy.local.registry import RegistryProcess
-from tests.conftest import quiet_logger
+from testing import ClusterProcesses, wait_for
+from tests.support.brokers import quiet_logger
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""Listeners, TLS and SASL with real clients over TCP on 127.0.0.1 (issue 18, part A).
+"""Listeners, TLS and SASL with real clients over TCP on 127.0.0.1.
 
 One broker with four listeners (PLAINTEXT, SASL_PLAINTEXT, SASL_SSL, SSL with mutual TLS),
 certificates made by ``trustme`` for the test, users made with ``sftraffic users add --data-dir``
@@ -12,26 +12,27 @@ a request before authenticating, an exchange that never finishes), what must not
 from __future__ import annotations
 
 import asyncio
-import socket
-import struct
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-import trustme
-from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
-from deploy.local.process import BrokerProcess, free_port, sftraffic
-from framework.protocol.frames import decode_response, encode_request
+from framework.protocol.frames import encode_request
 from framework.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from framework.protocol.messages.metadata import MetadataRequest, MetadataResponse
-from framework.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
-from framework.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
-from framework.security.sasl import SaslClient
-from tests.conftest import quiet_logger
+from testing import BrokerProcess, free_port, sftraffic
+from tests.support.brokers import quiet_logger
+from tests.support.security import Certs, Raw, users_add
 
 pytestmark = [
     pytest.mark.integration,
@@ -41,32 +42,6 @@ pytestmark = [
 PASSWORD = "alice-Secret-0123456789"
 MECHS = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"]
 DELAY_MS = 300
-
-
-class Certs:
-    def __init__(self, d: Path) -> None:
-        self.ca = trustme.CA()
-        self.dir = d
-        self.ca_pem = d / "ca.pem"
-        self.ca.cert_pem.write_to_path(str(self.ca_pem))
-        server = self.ca.issue_cert("127.0.0.1", "localhost", common_name="broker")
-        self.server_pem = d / "server.pem"
-        server.private_key_and_cert_chain_pem.write_to_path(str(self.server_pem))
-        self.clients: dict[str, tuple[Path, Path]] = {}
-        for name in ("alice", "mallory"):
-            leaf = self.ca.issue_cert(f"{name}.example", common_name=name, organization_name="sftraffic")
-            cert, key = d / f"{name}.crt", d / f"{name}.key"
-            leaf.cert_chain_pems[0].write_to_path(str(cert))
-            leaf.private_key_pem.write_to_path(str(key))
-            self.clients[name] = (cert, key)
-
-
-def users_add(data_dir: Path, name: str, password: str, *mechs: str) -> str:
-    args = ["users", "add", name, "--password", password, "--data-dir", str(data_dir)]
-    for m in mechs:
-        args += ["--mechanism", m]
-    out = subprocess.run(sftraffic(*args), capture_output=True, text=True, timeout=60, check=True)
-    return out.stdout
 
 
 class Secure:
@@ -276,58 +251,6 @@ def test_wrong_password_and_unknown_user_are_refused_alike(secure: Secure, topic
             assert "Authentication failed: invalid credentials" in auth[0].str()
 
 
-class Raw:
-    """A bare Kafka connection (for what clients hide: codes, messages, the socket closing)."""
-
-    def __init__(self, addr: str, timeout: float = 10.0) -> None:
-        host, _, port = addr.rpartition(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-        self.corr = 0
-
-    def call(self, req: Any, version: int, resp_cls: Any) -> Any:
-        self.corr += 1
-        self.sock.sendall(encode_request(req.API_KEY, version, self.corr, "raw", req))
-        head = self.recv(4)
-        return decode_response(
-            self.recv(struct.unpack(">i", head)[0]), self.corr, req.API_KEY, version, resp_cls
-        )
-
-    def recv(self, n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise EOFError("closed by the broker")
-            buf += chunk
-        return buf
-
-    def closed(self, within: float = 5.0) -> bool:
-        self.sock.settimeout(within)
-        try:
-            return self.sock.recv(1) == b""
-        except (ConnectionResetError, BrokenPipeError):
-            return True
-        except TimeoutError:
-            return False
-
-    def authenticate(self, mech: str, user: str, password: str) -> SaslAuthenticateResponse:
-        hs = self.call(SaslHandshakeRequest(mechanism=mech), 1, SaslHandshakeResponse)
-        assert hs.error_code == 0, hs
-        client = SaslClient(mech, user, password)
-        token: bytes | None = client.first()
-        resp = None
-        while token is not None:
-            resp = self.call(SaslAuthenticateRequest(auth_bytes=token), 2, SaslAuthenticateResponse)
-            if resp.error_code:
-                return resp
-            token = client.step(resp.auth_bytes)
-        assert resp is not None
-        return resp
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 @pytest.mark.parametrize("mech", MECHS)
 def test_a_failed_exchange_says_one_thing_after_the_delay_then_closes(secure: Secure, mech: str) -> None:
     answers = []
@@ -461,6 +384,17 @@ def test_users_through_a_running_broker(broker_factory: Any) -> None:
     run("delete", "dave")
     assert run("list").stdout == ""
     assert "no user" in run("delete", "dave", ok=False).stderr
+
+    # a user named twice in one request is refused as a whole (Kafka's DUPLICATE_RESOURCE)
+    a = AdminClient({"bootstrap.servers": b.bootstrap, "logger": quiet_logger()})
+    twice = [
+        UserScramCredentialUpsertion("erin", ScramCredentialInfo(m, 4096), b"erin-pw-1234")
+        for m in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)
+    ]
+    with pytest.raises(KafkaException) as refused:
+        a.alter_user_scram_credentials(twice)["erin"].result(30)
+    assert refused.value.args[0].code() == KafkaError.DUPLICATE_RESOURCE
+    assert run("list").stdout == ""
 
 
 # -- re-authentication and limits -------------------------------------------------------------------

@@ -24,10 +24,10 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     UserScramCredentialUpsertion,
 )
 
-from deploy.local.process import ClusterProcesses, free_port, wait_for
 from framework.protocol.messages.metadata import MetadataRequest, MetadataResponse
-from tests.conftest import quiet_logger
-from tests.integration.test_security import Certs, Raw, users_add
+from testing import ClusterProcesses, free_port, wait_for
+from tests.support.brokers import quiet_logger
+from tests.support.security import Certs, Raw, users_add
 
 pytestmark = [
     pytest.mark.integration,
@@ -196,7 +196,7 @@ def test_a_broker_with_a_wrong_inter_broker_password_cannot_replicate(tmp_path: 
 
 
 def test_users_add_refuses_a_running_brokers_data_dir(tmp_path: Path, broker_factory: Any) -> None:
-    from deploy.local.process import sftraffic
+    from testing import sftraffic
 
     b = broker_factory()
     out = subprocess.run(

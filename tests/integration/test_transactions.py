@@ -1,4 +1,4 @@
-"""Transactions over real sockets (issue 19): confluent-kafka's and aiokafka's transactional
+"""Transactions over real sockets: confluent-kafka's and aiokafka's transactional
 producers against the transaction coordinator, read by read_committed / read_uncommitted
 consumers.
 
@@ -14,15 +14,44 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from deploy.local.process import BrokerProcess
-from tests.conftest import BrokerFactory, create_topic, quiet_logger
+from framework.client.wire import WireClient
+from framework.protocol import records as rb
+from framework.protocol.error_codes import ErrorCode as E
+from framework.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+from framework.protocol.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnTopic,
+)
+from framework.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
+from framework.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from framework.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from framework.protocol.messages.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchRequestTopic,
+    OffsetFetchResponse,
+)
+from framework.protocol.messages.produce import (
+    PartitionProduceData,
+    ProduceRequest,
+    ProduceResponse,
+    TopicProduceData,
+)
+from framework.protocol.messages.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+    TxnOffsetCommitResponse,
+)
+from testing import BrokerProcess
+from tests.support.brokers import BrokerFactory, create_topic, quiet_logger
+from tests.support.clients import consume
 
 pytestmark = pytest.mark.integration
 
@@ -38,40 +67,6 @@ def txn_producer(bootstrap: str, tid: str, **extra: Any) -> Producer:
     p = Producer(conf)
     p.init_transactions(30)
     return p
-
-
-def consume(
-    bootstrap: str,
-    topic: str,
-    isolation: str,
-    partitions: int = 1,
-    expect: int | None = None,
-    idle_polls: int = 4,
-) -> list[bytes]:
-    """Every value from the start of ``topic``; stops after ``expect`` values, or when idle."""
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"t-{uuid.uuid4().hex[:8]}",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-            "logger": quiet_logger(),
-        }
-    )
-    out: list[bytes] = []
-    try:
-        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        idle = 0
-        while idle < idle_polls and (expect is None or len(out) < expect):
-            msgs = c.consume(500, timeout=0.5)
-            idle = 0 if msgs else idle + 1
-            for m in msgs:
-                if m.error() is not None:
-                    continue
-                out.append(bytes(m.value() or b""))
-    finally:
-        c.close()
-    return out
 
 
 def wait_until(cond: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
@@ -312,104 +307,129 @@ def test_transactions_cli_lists_describes_and_aborts_a_hanging_transaction(
     assert main(["transactions", "describe", "nobody-" + t, *b]) == 2
 
 
+# -- the transaction APIs request by request ------------------------------------------------------
+def _wire_produce(w: WireClient, tid: str, t: str, pid: int, epoch: int, seq: int, part: int) -> int:
+    """A transactional batch of one record to ``t``-``part``: the partition's error code."""
+    batch = rb.build_batch(
+        [(None, b"v")],
+        timestamp_ms=int(time.time() * 1000),
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        transactional=True,
+    )
+    req = ProduceRequest(
+        transactional_id=tid,
+        acks=-1,
+        timeout_ms=5000,
+        topic_data=[
+            TopicProduceData(name=t, partition_data=[PartitionProduceData(index=part, records=batch)])
+        ],
+    )
+    for _ in range(100):  # Kafka: a new topic's partitions take a moment to get their leader
+        r = w.send(req, ProduceResponse, 9)
+        code = r.responses[0].partition_responses[0].error_code
+        if code not in (E.NOT_LEADER_OR_FOLLOWER, E.UNKNOWN_TOPIC_OR_PARTITION):
+            break
+        time.sleep(0.1)
+    return code
+
+
+def _wire_add(w: WireClient, tid: str, t: str, pid: int, epoch: int, *parts: int) -> list[int]:
+    """AddPartitionsToTxn of ``parts`` of ``t``: their error codes, in the order asked."""
+    req = AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=tid,
+        v3_and_below_producer_id=pid,
+        v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=[AddPartitionsToTxnTopic(name=t, partitions=list(parts))],
+    )
+    r = w.send(req, AddPartitionsToTxnResponse, 3)
+    found = {
+        p.partition_index: p.partition_error_code
+        for tr in r.results_by_topic_v3_and_below
+        for p in tr.results_by_partition
+    }
+    return [found[p] for p in parts]  # (Kafka answers them in no particular order)
+
+
+def _wire_init(w: WireClient, tid: str, timeout_ms: int) -> InitProducerIdResponse:
+    # Kafka: FindCoordinator creates the coordinator's topic (NOT_COORDINATOR until then)
+    for _ in range(100):
+        w.send(FindCoordinatorRequest(key=tid, key_type=1), FindCoordinatorResponse, 3)
+        req = InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=timeout_ms)
+        r = w.send(req, InitProducerIdResponse, 4)
+        if r.error_code not in (
+            E.NOT_COORDINATOR,
+            E.COORDINATOR_NOT_AVAILABLE,
+            E.COORDINATOR_LOAD_IN_PROGRESS,
+        ):
+            break
+        time.sleep(0.1)
+    return r
+
+
+def _wire_txn_offset_commit(w: WireClient, tid: str, group: str, t: str, pid: int, epoch: int) -> list[int]:
+    """TxnOffsetCommit of offset 1 of ``t``-0 for ``group``: the partitions' error codes."""
+    commit = TxnOffsetCommitRequest(
+        transactional_id=tid,
+        group_id=group,
+        producer_id=pid,
+        producer_epoch=epoch,
+        generation_id=-1,
+        topics=[
+            TxnOffsetCommitRequestTopic(
+                name=t,
+                partitions=[TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1)],
+            )
+        ],
+    )
+    for _ in range(100):  # Kafka: __consumer_offsets is made by the group's FindCoordinator
+        w.send(FindCoordinatorRequest(key=group, key_type=0), FindCoordinatorResponse, 3)
+        got = w.send(commit, TxnOffsetCommitResponse, 3)
+        codes = [p.error_code for tr in got.topics for p in tr.partitions]
+        if codes[0] not in (
+            E.COORDINATOR_NOT_AVAILABLE,
+            E.NOT_COORDINATOR,
+            E.COORDINATOR_LOAD_IN_PROGRESS,
+        ):
+            break
+        time.sleep(0.1)
+    return codes
+
+
+def _wire_fetched(w: WireClient, group: str, t: str, stable: bool) -> tuple[int, int]:
+    """OffsetFetch of ``t``-0 for ``group``: (error code, committed offset)."""
+    req = OffsetFetchRequest(
+        group_id=group,
+        topics=[OffsetFetchRequestTopic(name=t, partition_indexes=[0])],
+        require_stable=stable,
+    )
+    part = w.send(req, OffsetFetchResponse, 7).topics[0].partitions[0]
+    return part.error_code, part.committed_offset
+
+
 def test_wire_a_transactional_batch_needs_its_partition_in_the_transaction(
     broker: BrokerProcess, topic_name: Any
 ) -> None:
     """KIP-890 part 1, KIP-447 (OffsetFetch require_stable) and the coordinator's error codes,
     request by request."""
-    from framework.client.wire import WireClient
-    from framework.protocol import records as rb
-    from framework.protocol.errors import ErrorCode as E
-    from framework.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
-    from framework.protocol.messages.add_partitions_to_txn import (
-        AddPartitionsToTxnRequest,
-        AddPartitionsToTxnResponse,
-        AddPartitionsToTxnTopic,
-    )
-    from framework.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
-    from framework.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
-    from framework.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-    from framework.protocol.messages.offset_fetch import (
-        OffsetFetchRequest,
-        OffsetFetchRequestTopic,
-        OffsetFetchResponse,
-    )
-    from framework.protocol.messages.produce import (
-        PartitionProduceData,
-        ProduceRequest,
-        ProduceResponse,
-        TopicProduceData,
-    )
-    from framework.protocol.messages.txn_offset_commit import (
-        TxnOffsetCommitRequest,
-        TxnOffsetCommitRequestPartition,
-        TxnOffsetCommitRequestTopic,
-        TxnOffsetCommitResponse,
-    )
-
     t = topic_name("txwire")
     create_topic(broker.bootstrap, t, 2)
     tid = f"tx-{t}"
 
-    def produce(w: WireClient, pid: int, epoch: int, seq: int, part: int) -> int:
-        batch = rb.build_batch(
-            [(None, b"v")],
-            timestamp_ms=int(time.time() * 1000),
-            producer_id=pid,
-            producer_epoch=epoch,
-            base_sequence=seq,
-            transactional=True,
-        )
-        req = ProduceRequest(
-            transactional_id=tid,
-            acks=-1,
-            timeout_ms=5000,
-            topic_data=[
-                TopicProduceData(name=t, partition_data=[PartitionProduceData(index=part, records=batch)])
-            ],
-        )
-        for _ in range(100):  # Kafka: a new topic's partitions take a moment to get their leader
-            r = w.send(req, ProduceResponse, 9)
-            code = r.responses[0].partition_responses[0].error_code
-            if code not in (E.NOT_LEADER_OR_FOLLOWER, E.UNKNOWN_TOPIC_OR_PARTITION):
-                break
-            time.sleep(0.1)
-        return code
-
-    def add(w: WireClient, pid: int, epoch: int, *parts: int) -> list[int]:
-        req = AddPartitionsToTxnRequest(
-            v3_and_below_transactional_id=tid,
-            v3_and_below_producer_id=pid,
-            v3_and_below_producer_epoch=epoch,
-            v3_and_below_topics=[AddPartitionsToTxnTopic(name=t, partitions=list(parts))],
-        )
-        r = w.send(req, AddPartitionsToTxnResponse, 3)
-        found = {
-            p.partition_index: p.partition_error_code
-            for tr in r.results_by_topic_v3_and_below
-            for p in tr.results_by_partition
-        }
-        return [found[p] for p in parts]  # (Kafka answers them in no particular order)
-
     with WireClient(broker.bootstrap) as w:
 
-        def init(timeout_ms: int) -> InitProducerIdResponse:
-            # Kafka: FindCoordinator creates the coordinator's topic (NOT_COORDINATOR until then)
-            for _ in range(100):
-                w.send(FindCoordinatorRequest(key=tid, key_type=1), FindCoordinatorResponse, 3)
-                req = InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=timeout_ms)
-                r = w.send(req, InitProducerIdResponse, 4)
-                if r.error_code not in (
-                    E.NOT_COORDINATOR,
-                    E.COORDINATOR_NOT_AVAILABLE,
-                    E.COORDINATOR_LOAD_IN_PROGRESS,
-                ):
-                    break
-                time.sleep(0.1)
-            return r
+        def produce(w: WireClient, pid: int, epoch: int, seq: int, part: int) -> int:
+            return _wire_produce(w, tid, t, pid, epoch, seq, part)
 
-        assert init(10**9).error_code == E.INVALID_TRANSACTION_TIMEOUT
-        r = init(60_000)
+        def add(w: WireClient, pid: int, epoch: int, *parts: int) -> list[int]:
+            return _wire_add(w, tid, t, pid, epoch, *parts)
+
+        def fetched(stable: bool) -> tuple[int, int]:
+            return _wire_fetched(w, group, t, stable)
+
+        assert _wire_init(w, tid, 10**9).error_code == E.INVALID_TRANSACTION_TIMEOUT
+        r = _wire_init(w, tid, 60_000)
         assert r.error_code == E.NONE
         pid, epoch = r.producer_id, r.producer_epoch
         assert produce(w, pid, epoch, 0, 0) == E.INVALID_TXN_STATE  # not added: refused
@@ -425,40 +445,8 @@ def test_wire_a_transactional_batch_needs_its_partition_in_the_transaction(
             transactional_id=tid, producer_id=pid, producer_epoch=epoch, group_id=group
         )
         assert w.send(add_offsets, AddOffsetsToTxnResponse, 3).error_code == E.NONE
-        commit = TxnOffsetCommitRequest(
-            transactional_id=tid,
-            group_id=group,
-            producer_id=pid,
-            producer_epoch=epoch,
-            generation_id=-1,
-            topics=[
-                TxnOffsetCommitRequestTopic(
-                    name=t,
-                    partitions=[TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1)],
-                )
-            ],
-        )
-        for _ in range(100):  # Kafka: __consumer_offsets is made by the group's FindCoordinator
-            w.send(FindCoordinatorRequest(key=group, key_type=0), FindCoordinatorResponse, 3)
-            got = w.send(commit, TxnOffsetCommitResponse, 3)
-            codes = [p.error_code for tr in got.topics for p in tr.partitions]
-            if codes[0] not in (
-                E.COORDINATOR_NOT_AVAILABLE,
-                E.NOT_COORDINATOR,
-                E.COORDINATOR_LOAD_IN_PROGRESS,
-            ):
-                break
-            time.sleep(0.1)
+        codes = _wire_txn_offset_commit(w, tid, group, t, pid, epoch)
         assert codes == [E.NONE]
-
-        def fetched(stable: bool) -> tuple[int, int]:
-            req = OffsetFetchRequest(
-                group_id=group,
-                topics=[OffsetFetchRequestTopic(name=t, partition_indexes=[0])],
-                require_stable=stable,
-            )
-            part = w.send(req, OffsetFetchResponse, 7).topics[0].partitions[0]
-            return part.error_code, part.committed_offset
 
         assert fetched(True) == (E.UNSTABLE_OFFSET_COMMIT, -1)
         assert fetched(False) == (E.NONE, -1)

@@ -1,4 +1,4 @@
-"""Transactions under faults (issue 19): a transactional producer commits transactions of 12
+"""Transactions under faults: a transactional producer commits transactions of 12
 records spread over 6 partitions of a 3-broker cluster while the chaos nemesis's three faults
 hit brokers one after another (coordinator or partition leader, whichever it hits): SIGKILL
 then restart, SIGSTOP for 1-3 s (past broker.session.timeout.ms: fenced, then back) then
@@ -14,7 +14,7 @@ what a read_committed reader sees:
 Every fifth transaction is aborted by the workload itself once its records are in the logs, so
 aborted reads have something to show. A read_committed consumer's offsets must only grow per
 partition. The workload and the judging are those of ``sftraffic chaos --workload
-transactions`` (:mod:`deploy.local.chaos_txn_workload`, :func:`deploy.local.chaos_txn_checker.
+transactions`` (:mod:`chaos.txn_workload`, :func:`chaos.txn_checker.
 judge_lines`), whose unit test shows the checker reporting each anomaly in crafted histories;
 here it is also shown to fail on a broken setup: a reader at read_uncommitted (one that ignores
 transactions) sees the aborted transactions.
@@ -31,11 +31,11 @@ from pathlib import Path
 
 import pytest
 
-from deploy.local.chaos_txn_checker import TxnHistory, judge_lines
-from deploy.local.chaos_txn_workload import TxnProducerWorker, TxnRecorder, final_txn_read
-from deploy.local.process import ClusterProcesses, wait_for
-from tests.conftest import ARTIFACTS
-from tests.integration.test_cluster import OVERRIDES, create_topic, healthy
+from chaos.txn_checker import TxnHistory, judge_lines
+from chaos.txn_workload import TxnProducerWorker, TxnRecorder, final_txn_read
+from testing import ClusterProcesses, wait_for
+from tests.support.brokers import ARTIFACTS
+from tests.support.cluster import OVERRIDES, create_topic, healthy
 
 pytestmark = pytest.mark.integration
 

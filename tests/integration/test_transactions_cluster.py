@@ -1,4 +1,4 @@
-"""Transactions in a 3-broker cluster (issue 19): the coordinator on one broker, the partitions
+"""Transactions in a 3-broker cluster: the coordinator on one broker, the partitions
 led by all three, so most markers go to other brokers as WriteTxnMarkers; then the coordinator
 is SIGKILLed mid-transaction and every transaction still ends all committed or all aborted:
 one whose commit was answered is completed by the next coordinator (it loads PrepareCommit
@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from deploy.local.process import BrokerProcess, ClusterProcesses, wait_for
 from framework.client.wire import WireClient
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
-from tests.conftest import ARTIFACTS, quiet_logger
-from tests.integration.test_cluster import OVERRIDES, create_topic, led_view
-from tests.integration.test_transactions import consume
+from testing import BrokerProcess, ClusterProcesses, wait_for
+from tests.support.brokers import ARTIFACTS, quiet_logger
+from tests.support.clients import consume
+from tests.support.cluster import OVERRIDES, create_topic, led_view
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""Exactly once through crashes (issue 19): a consume-transform-produce loop
+"""Exactly once through crashes: a consume-transform-produce loop
 (tests/support/eos_worker.py: read_committed consumer, transactional producer,
 ``send_offsets_to_transaction``) is SIGKILLed at random points 20 times while it works through
 its input; each restart fences the killed instance (its open transaction is aborted) and
@@ -19,14 +19,14 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from deploy.local.process import BrokerProcess, ManagedProcess, ProcessError
 from framework.client.wire import WireClient
 from framework.protocol.messages.describe_transactions import (
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
 )
-from tests.conftest import create_topic, quiet_logger
-from tests.integration.test_transactions import consume
+from testing import BrokerProcess, ManagedProcess, ProcessError
+from tests.support.brokers import create_topic, quiet_logger
+from tests.support.clients import consume
 
 pytestmark = pytest.mark.integration
 

@@ -6,10 +6,13 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from load import bench_cli
+
+ROOT = Path(__file__).parents[2]
 
 
 def installed_peers() -> list[str]:
@@ -32,8 +35,7 @@ def test_bench_quick_runs_ours_and_the_installed_peers(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "framework.cli.main", "bench", "--quick", "--json", str(out)]
     # 1 s latency phases (10,000 messages each at 10k/s) instead of --quick's 2 s
     cmd += ["--peers", ",".join(peers) or "none", "--latency-seconds", "1"]
-    root = Path(__file__).parents[2]
-    res = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=140, cwd=root)
+    res = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=140, cwd=ROOT)
     assert res.returncode == 0, f"exit {res.returncode}\nstdout:\n{res.stdout}\nstderr:\n{res.stderr[-4000:]}"
     assert "sftraffic bench --quick" in res.stdout, "the comparison table was not printed"
     assert "Goals" in res.stdout
@@ -62,6 +64,23 @@ def test_bench_quick_runs_ours_and_the_installed_peers(tmp_path: Path) -> None:
     from tests.load.test_chart import png_size
 
     assert png_size(out.with_suffix(".png")) == (1200, 800), res.stderr[-2000:]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(150)
+def test_bench_external_measures_a_running_broker(broker: Any, tmp_path: Path) -> None:
+    """``--external``: the Kafka benchmark runs against that broker (here the tests' one, Apache
+    Kafka under test-on-kafka) and starts none of ours."""
+    out = tmp_path / "bench.json"
+    cmd = [sys.executable, "-m", "framework.cli.main", "bench", "--quick", "--json", str(out)]
+    cmd += ["--external", broker.bootstrap, "--peers", "none", "--count", "5000", "--latency-seconds", "1"]
+    res = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=140, cwd=ROOT)
+    assert res.returncode == 0, f"exit {res.returncode}\nstdout:\n{res.stdout}\nstderr:\n{res.stderr[-4000:]}"
+    assert "deprecated" not in res.stderr
+    doc = json.loads(out.read_text())
+    assert doc["primary"] == "external" and "ours" not in doc["systems"]
+    external = doc["systems"]["external"]
+    assert external["produce_msgs_s"] > 0 and external["consume_msgs_s"] > 0
 
 
 def test_unknown_peer_is_a_usage_error() -> None:

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from deploy.local.process import ManagedProcess
 from load.harness import procfs
 from load.harness.profiler import summarize_collapsed
 from load.harness.runner import Processes, rotation, run_main
 from load.harness.stats import percentile, spread, summary
+from testing import ManagedProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -189,15 +189,15 @@ def test_summarize_collapsed() -> None:
 
 # -- before/after: our broker from another checkout --------------------------------------------------
 def test_baseline_peer_spec(tmp_path: Path) -> None:
-    from load.bench_broker import parse_args
     from load.peers import OursLauncher
+    from load.scenarios import parse_args
 
-    args = parse_args(["--peers", "tansu,ours@/tmp/old"])
+    args = parse_args("broker", ["--peers", "tansu,ours@/tmp/old"])
     assert args.peer_names == ["tansu"] and args.baselines == ["/tmp/old"]
-    args = parse_args(["--peers", "none", "--baseline-src", str(ROOT)])
+    args = parse_args("broker", ["--peers", "none", "--baseline-src", str(ROOT)])
     assert args.peer_names == [] and args.baselines == [str(ROOT)]
     with pytest.raises(SystemExit):
-        parse_args(["--peers", "ours@/a", "--baseline-src", "/b"])
+        parse_args("broker", ["--peers", "ours@/a", "--baseline-src", "/b"])
     assert "not a checkout" in (OursLauncher(tmp_path).unavailable() or "")
     (tmp_path / "framework" / "cli").mkdir(parents=True)
     (tmp_path / "framework" / "__init__.py").write_text("")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.local.process import sftraffic
+from testing import sftraffic
 from tests.conftest import ARTIFACTS
 
 SECONDS = float(os.environ.get("SFTRAFFIC_CHAOS_SECONDS", "600"))

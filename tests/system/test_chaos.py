@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from deploy.local.process import sftraffic
+from testing import sftraffic
 from tests.conftest import ARTIFACTS
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(600)]
@@ -66,7 +66,10 @@ def test_acks_1_without_idempotence_under_sigkill_is_reported_as_losing_messages
     rc, doc, text = run_chaos(
         tmp_path, "broken",
         "--duration", "30", "--acks", "1", "--no-idempotence", "--nemesis", "kill",
-        "--interval", "4-6", "--rate", "500", "--seed", "11",
+        # acks=1 loses what a killed leader acknowledged in the few ms before its followers
+        # fetched it: at 500 messages/s a run lost 0-3 (a clean run failed the test); at 2,500
+        # seeds 11-13 lost 45, 20 and 7
+        "--interval", "4-6", "--rate", "2500", "--seed", "11",
         timeout=300,
     )  # fmt: skip
     c = checks(doc)

@@ -1,6 +1,6 @@
-"""``sftraffic chaos --workload transactions`` end to end (issue 19): transactional producers
+"""``sftraffic chaos --workload transactions`` end to end: transactional producers
 writing 12-record transactions over 6 partitions (every fifth aborted on purpose) and two live
-readers, under faults, then the transactional verdict (deploy/local/chaos_txn_checker.py).
+readers, under faults, then the transactional verdict (chaos/txn_checker.py).
 
 * A broken setup (readers at read_uncommitted: consumers that ignore transactions) must FAIL
   ``aborted read (G1a)``, exit code 1: the checker can fail.

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.local.process import ManagedProcess, free_port
+from testing import ManagedProcess, free_port
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(900)]
 
@@ -31,6 +31,8 @@ SOURCES = (
     "setup.py",
     "README.md",
     "framework",
+    "registry",
+    "mirror",
     "sensors",
     "pipelines",
     "dashboard",

@@ -1,6 +1,6 @@
 """``sftraffic up --format avro``: the registry starts, the schemas are registered, the fleet and
 the gateway write Avro (an MQTT device's JSON reading converted), the dashboard shows it, and
-Ctrl-C stops everything (issue 20)."""
+Ctrl-C stops everything."""
 
 from __future__ import annotations
 
@@ -11,20 +11,20 @@ import pytest
 import requests
 from confluent_kafka import Consumer, TopicPartition
 
-from deploy.local.process import free_port, wait_for
 from sensors import avro, layout
-from tests.conftest import quiet_logger
-from tests.system.test_up import _get, _start_up, _stop_and_check_nothing_left, _trace_mqtt_reading, _up_cmd
+from testing import free_port, wait_for
+from tests.support.brokers import quiet_logger
+from tests.support.up import get_json, start_up, stop_and_check_nothing_left, trace_mqtt_reading, up_cmd
 
 pytestmark = pytest.mark.system
 
 
 def test_up_format_avro(tmp_path: Path) -> None:
     ports = {k: free_port() for k in ("store", "metrics", "mqtt", "dash", "registry")}
-    cmd = _up_cmd(tmp_path, ports["store"], ports, "--no-spark", "--format", "avro")
+    cmd = up_cmd(tmp_path, ports["store"], ports, "--no-spark", "--format", "avro")
     cmd += ["--registry-port", str(ports["registry"])]
     log = tmp_path / "up.out"
-    proc = _start_up(cmd, log)
+    proc = start_up(cmd, log)
     dash, registry = f"http://127.0.0.1:{ports['dash']}", f"http://127.0.0.1:{ports['registry']}"
     pids: dict[str, int] = {}
     try:
@@ -35,8 +35,8 @@ def test_up_format_avro(tmp_path: Path) -> None:
         assert "registry" in pids
         subjects = requests.get(f"{registry}/subjects", timeout=10).json()
         assert {f"{layout.topic(t)}-value" for t in avro.SCHEMAS} == set(subjects)
-        _trace_mqtt_reading(ports["mqtt"], dash)  # JSON over MQTT, Avro in the store, on the dashboard
-        assert _get(f"{dash}/api/health")[1]["store_ok"] is True
+        trace_mqtt_reading(ports["mqtt"], dash)  # JSON over MQTT, Avro in the store, on the dashboard
+        assert get_json(f"{dash}/api/health")[1]["store_ok"] is True
         c = Consumer(
             {"bootstrap.servers": f"127.0.0.1:{ports['store']}", "group.id": "t", "logger": quiet_logger()}
         )
@@ -56,4 +56,4 @@ def test_up_format_avro(tmp_path: Path) -> None:
         senders = {dec.decode(m.value())["sensor_id"].startswith("mqtt-") for m in msgs}
         assert False in senders  # the direct fleet's events (the devices' are there too, later)
     finally:
-        _stop_and_check_nothing_left(proc, log, pids, tmp_path / "up")
+        stop_and_check_nothing_left(proc, log, pids, tmp_path / "up")

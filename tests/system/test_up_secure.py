@@ -8,8 +8,8 @@ to the registry) and the dashboard's own consumer (its user, which may only cons
 read schemas); the store listens on SASL_SSL only, the registry on HTTPS with HTTP Basic users;
 after the stop, no password is in clear in the store's data dir (metadata included), nor in
 Mosquitto's, the registry's auth file or any log. Without Spark (its credentials are covered by
-tests/integration/test_mqtt_security.py and tests/pipelines/test_secure_source.py), to stay
-quick.
+tests/integration/test_mqtt_security.py and tests/integration/pipelines/test_secure_source.py), to
+stay quick.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import pytest
 import requests
 
 from deploy.local import secure
-from deploy.local.process import free_port, wait_for
 from sensors import layout
-from tests.system.test_up import _free_block, _get, _start_up, _stop_and_check_nothing_left, _up_cmd
+from testing import free_port, wait_for
+from tests.support.up import free_block, get_json, start_up, stop_and_check_nothing_left, up_cmd
 
 pytestmark = pytest.mark.system
 
@@ -64,7 +64,7 @@ def _publish_as_device(port: int, ca: Path, device: str, password: str, dash: st
         c.disconnect()
 
     def shown() -> bool:
-        status, body = _get(f"{dash}/api/sensor/{device}")
+        status, body = get_json(f"{dash}/api/sensor/{device}")
         return status == 200 and body.get("speed_kmh") == speed
 
     wait_for(shown, timeout=60, interval=0.3, what=f"{device}'s reading on the dashboard")
@@ -72,11 +72,11 @@ def _publish_as_device(port: int, ca: Path, device: str, password: str, dash: st
 
 def test_up_secure_runs_the_demo_with_auth_everywhere(tmp_path: Path) -> None:
     ports = {k: free_port() for k in ("store", "metrics", "mqtt", "dash", "registry")}
-    cmd = _up_cmd(tmp_path, ports["store"], ports, "--secure", "--no-spark", "--mqtt-devices", "10")
+    cmd = up_cmd(tmp_path, ports["store"], ports, "--secure", "--no-spark", "--mqtt-devices", "10")
     cmd += ["--format", "avro", "--registry-port", str(ports["registry"])]
     log = tmp_path / "up.out"
     data = tmp_path / "up"
-    proc = _start_up(cmd, log)
+    proc = start_up(cmd, log)
     dash = f"http://127.0.0.1:{ports['dash']}"
     pids: dict[str, int] = {}
     try:
@@ -100,7 +100,7 @@ def test_up_secure_runs_the_demo_with_auth_everywhere(tmp_path: Path) -> None:
         wait_for(fleet_forwarded, timeout=30, interval=0.5, what="the MQTT fleet's readings forwarded")
         devices_log = (data / "logs" / "devices.log").read_text()
         assert "refused" not in devices_log and "Traceback" not in devices_log, devices_log[-2000:]
-        health = _get(f"{dash}/api/health")[1]
+        health = get_json(f"{dash}/api/health")[1]
         assert health["store_ok"] is True, health
         # the registry: HTTPS, nobody without credentials, the dashboard may read but not register
         registry = f"https://127.0.0.1:{ports['registry']}"
@@ -121,7 +121,7 @@ def test_up_secure_runs_the_demo_with_auth_everywhere(tmp_path: Path) -> None:
         assert register.json()["error_code"] == 40401, register.text
         _no_plaintext(ports["store"])  # the store speaks TLS only
     finally:
-        _stop_and_check_nothing_left(proc, log, pids, data)
+        stop_and_check_nothing_left(proc, log, pids, data)
     clear = [v.encode() for v in pw.values()]
     registry_auth = data / "secure" / "registry-auth.json"
     assert b"password_hash" in registry_auth.read_bytes()
@@ -156,12 +156,12 @@ def test_up_secure_cluster_replicates_over_the_authenticated_listener(tmp_path: 
 
     from framework.client.security import read_properties
 
-    base = _free_block(3)
+    base = free_block(3)
     ports = {k: free_port() for k in ("metrics", "mqtt", "dash")}
-    cmd = _up_cmd(tmp_path, base, ports, "--secure", "--cluster", "3", "--no-spark", "--mqtt-devices", "5")
+    cmd = up_cmd(tmp_path, base, ports, "--secure", "--cluster", "3", "--no-spark", "--mqtt-devices", "5")
     log = tmp_path / "up.out"
     data = tmp_path / "up"
-    proc = _start_up(cmd, log)
+    proc = start_up(cmd, log)
     pids: dict[str, int] = {}
     try:
         wait_for(
@@ -194,7 +194,7 @@ def test_up_secure_cluster_replicates_over_the_authenticated_listener(tmp_path: 
         refused = [line for line in logs.splitlines() if "authentication failed" in line]
         assert all("unknown user" in line for line in refused), refused[:3]
     finally:
-        _stop_and_check_nothing_left(proc, log, pids, data)
+        stop_and_check_nothing_left(proc, log, pids, data)
     clear = [v.encode() for v in pw.values()]
     for f in [*data.glob("store-*/**/*"), *(data / "logs").rglob("*")]:
         if f.is_file():

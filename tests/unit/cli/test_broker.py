@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -64,3 +65,35 @@ def test_without_either_flag_node_id_comes_from_the_environment(monkeypatch: pyt
     monkeypatch.setenv("SFTRAFFIC_NODE_ID", "5")
     cfg = load_config(build_parser().parse_args(["broker"]))
     assert cfg.node_id == 5
+
+
+def test_config_reads_kafkas_server_properties_and_the_flags_win(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    props = tmp_path / "server.properties"
+    props.write_text(
+        "node.id=3\nlog.dirs=/tmp/kraft-combined-logs\nlog.retention.hours=1\nnum.io.threads=8\n"
+    )
+    cfg = _config(
+        ["--config", str(props), "--data-dir", str(tmp_path / "d"), "-o", "log.retention.minutes=2"],
+        monkeypatch,
+    )
+    assert cfg.node_id == 3
+    assert cfg.data_dir == tmp_path / "d"
+    assert cfg.topic_default("retention.ms") == 120_000  # the command line's, in Kafka's minutes
+    assert [w.split(" ")[0] for w in cfg.warnings] == ["num.io.threads"]
+
+
+def test_an_unknown_override_names_the_nearest_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(
+        ConfigError, match=r"'log\.retention\.hour' in command line; did you mean log\.retention\.hours\?"
+    ):
+        _config(["-o", "log.retention.hour=5"], monkeypatch)
+
+
+def test_config_help_names_both_formats(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["broker", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert ".toml" in out and ".properties" in out and "server.properties" in out
+    assert "sftraffic config reference" in out and "README" not in out

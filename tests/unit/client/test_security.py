@@ -55,7 +55,12 @@ def test_configure_sets_the_variable_and_overrides(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [(None, "No such file"), ("just words\n", "line 1: expected KEY=VALUE"), ("=v\n", "line 1")],
+    [
+        (None, "No such file"),
+        ("sasl.password=\\u12x4\n", r"line 1: malformed \\uxxxx escape"),
+        ("ssl.truststore.location=/ca.jks\n", "ssl.truststore.type=JKS cannot be read here"),
+        ("sasl.jaas.config=com.example.Login required;\n", "only Kafka's PlainLoginModule"),
+    ],
 )
 def test_bad_files_are_one_line_errors(tmp_path: Path, text: str | None, message: str) -> None:
     f = tmp_path / "bad.properties"

@@ -22,12 +22,12 @@ from framework.coordinator.groups import (
     SyncResult,
 )
 from framework.protocol.codec import encode_data
-from framework.protocol.errors import ErrorCode as E
+from framework.protocol.error_codes import ErrorCode as E
 from framework.protocol.messages.consumer_protocol_subscription import (
     ConsumerProtocolSubscription,
     TopicPartition,
 )
-from tests.unit.coordinator.support import FakeScheduler, FakeStore, result, run_async, settle
+from tests.support.coordinator import FakeScheduler, FakeStore, result, run_async, settle
 
 G = "orders-app"
 S = GroupState
@@ -60,7 +60,7 @@ class H:
         self.store = FakeStore()
         self.partitions = {"orders": 3, "audit": 2}
         self.config = GroupConfig(**{"initial_rebalance_delay_ms": 0, **config})
-        self.c = GroupCoordinator(self.sched, self.store, self.config, self.sched.now_ms, self._exists)
+        self.c = GroupCoordinator(self.sched, self.store, self.config, self.sched, self._exists)
 
     def _exists(self, topic: str, partition: int) -> bool:
         return 0 <= partition < self.partitions.get(topic, 0)
@@ -861,7 +861,7 @@ async def test_commit_with_the_current_generation_is_stored_and_fetchable() -> N
     a, b = await h.stable(2)
     res = await h.commit(a, 1, {("orders", 0): (42, 3, "m"), ("orders", 1): (7, -1, None)})
     assert res == {("orders", 0): 0, ("orders", 1): 0}
-    now = h.sched.now_ms()
+    now = h.sched.wall_ms()
     assert h.c.fetch_offsets(G, [("orders", 0), ("orders", 1), ("orders", 2)]) == {
         ("orders", 0): CommittedOffset(42, 3, "m", now),
         ("orders", 1): CommittedOffset(7, -1, "", now),
@@ -922,7 +922,7 @@ async def test_simple_consumer_commits() -> None:
     assert await h.commit("", -1, {tp: (9, -1, "x")}, group="standalone") == {tp: 0}
     g = h.c.groups["standalone"]
     assert g.state is S.EMPTY and g.protocol_type is None and not g.members
-    assert h.c.fetch_offsets("standalone", [tp])[tp] == CommittedOffset(9, -1, "x", h.sched.now_ms())
+    assert h.c.fetch_offsets("standalone", [tp])[tp] == CommittedOffset(9, -1, "x", h.sched.wall_ms())
     # ... but a generation from a group that does not exist is stale
     assert await h.commit("m-1", 3, {tp: (9, -1, None)}, group="vanished") == {tp: E.ILLEGAL_GENERATION}
     assert "vanished" not in h.c.groups
@@ -1117,7 +1117,7 @@ async def test_restored_group_resumes_and_dead_members_expire() -> None:
 @run_async
 async def test_restored_empty_group_keeps_its_offsets_until_retention() -> None:
     h = H(offsets_retention_ms=60_000)
-    now = h.sched.now_ms()
+    now = h.sched.wall_ms()
     h.c.restore_group(G, "consumer", 4, None, None, now - 30_000, [])
     h.c.restore_offset(G, ("orders", 0), CommittedOffset(1, -1, "", now - 90_000))
     assert h.g.state is S.EMPTY

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from framework.clock import SYSTEM
 from framework.coordinator.groups import (
     CommittedOffset,
     Group,
@@ -37,11 +38,11 @@ from framework.coordinator.offsets_topic import (
 )
 from framework.errors import StoreError
 from framework.protocol import records as rb
-from framework.protocol.errors import ErrorCode as E
+from framework.protocol.error_codes import ErrorCode as E
 from framework.replication.partition import Partition
 from framework.storage.log import Log
 from framework.storage.log_config import LogConfig
-from tests.unit.coordinator.support import FakeScheduler, FakeStore, result, run_async, settle
+from tests.support.coordinator import FakeScheduler, FakeStore, result, run_async, settle
 
 
 def s16(v: str | None) -> bytes:
@@ -325,7 +326,7 @@ def coordinator(store: Any = None, **config: Any) -> tuple[GroupCoordinator, Fak
         sched,
         store if store is not None else FakeStore(),
         GroupConfig(**{"initial_rebalance_delay_ms": 0, **config}),
-        sched.now_ms,
+        sched,
         lambda t, p: t == "orders" and 0 <= p < 4,
     )
     return c, sched
@@ -364,7 +365,7 @@ async def test_load_into_restores_offsets_and_groups_and_applies_tombstones(tmp_
         part.log.high_watermark = hw
 
         c, sched = coordinator()
-        assert OffsetsTopicStore(broker, broker.count).load_into(c) == (1, 2)
+        assert OffsetsTopicStore(broker, broker.count, SYSTEM).load_into(c) == (1, 2)
         assert set(c.groups) == {"payments", "standalone"}
         assert c.fetch_offsets("payments", None) == {("orders", 0): newer}
         assert c.fetch_offsets("standalone", None) == {("orders", 2): o3}
@@ -395,7 +396,7 @@ async def test_load_into_restores_offsets_and_groups_and_applies_tombstones(tmp_
 async def test_state_written_through_the_store_survives_a_restart(tmp_path: Path) -> None:
     broker = FakeBroker(tmp_path, 4)
     try:
-        store = OffsetsTopicStore(broker, broker.count)
+        store = OffsetsTopicStore(broker, broker.count, SYSTEM)
         c, _ = coordinator(store)
         first = asyncio.ensure_future(
             c.join("app", "", None, "cli", "/h", 10_000, 30_000, "consumer", [("range", b"S")], True)
@@ -456,7 +457,7 @@ async def test_transactional_offsets_are_decided_by_the_marker_also_after_a_rest
 
     broker = FakeBroker(tmp_path, 1)
     try:
-        store = OffsetsTopicStore(broker, broker.count)
+        store = OffsetsTopicStore(broker, broker.count, SYSTEM)
         c, _ = coordinator(store)
         part = broker.partition(TOPIC, 0)
         assert await c.txn_commit("g", 7, 0, -1, "", None, {("orders", 0): (10, -1, None)}) == {

@@ -4,19 +4,9 @@ ids of its live versions, from ``_schemas`` records as the registry writes them 
 
 from __future__ import annotations
 
-import json
-
 from framework.coordinator.schema_ids import SchemaIds
-from framework.registry.state import encode_key
-
-
-def schema(subject: str, version: int, sid: int, deleted: bool = False) -> tuple[bytes, bytes]:
-    value = {"subject": subject, "version": version, "id": sid, "schema": '"string"', "deleted": deleted}
-    return encode_key("SCHEMA", subject, version), json.dumps(value).encode()
-
-
-def delete_subject(subject: str, upto: int) -> tuple[bytes, bytes]:
-    return encode_key("DELETE_SUBJECT", subject), json.dumps({"subject": subject, "version": upto}).encode()
+from registry.state import encode_key
+from tests.support.schemas_topic import delete_subject, schema
 
 
 def test_versions_register_their_ids_under_their_subject_only() -> None:

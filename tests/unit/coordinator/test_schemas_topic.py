@@ -9,8 +9,8 @@ from pathlib import Path
 from framework.coordinator.schemas_topic import SchemasTopic
 from framework.protocol import records as rb
 from framework.storage.log import Log
-from tests.unit.coordinator.test_schema_ids import delete_subject, schema
-from tests.unit.storage.support import NOW, append, open_log
+from tests.support.schemas_topic import delete_subject, schema
+from tests.support.storage import NOW, append, open_log
 
 
 @dataclass

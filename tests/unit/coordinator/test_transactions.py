@@ -3,7 +3,7 @@
 A fake ``__transaction_state`` (:class:`FakeTxnLog`, every write recorded, optionally held
 until the test releases it) and a fake marker writer (:class:`FakeMarkers`, answering the
 error codes a test scripts) stand in for the broker; time is the manual clock of
-tests/unit/coordinator/support.py, so timeouts and retries are exact and nothing sleeps.
+tests/support/coordinator.py, so timeouts and retries are exact and nothing sleeps.
 """
 
 from __future__ import annotations
@@ -16,13 +16,12 @@ from framework.coordinator.transactions import (
     TP,
     TransactionCoordinator,
     TxnConfig,
-    TxnMarker,
     TxnRecord,
     TxnState,
 )
 from framework.errors import StoreError
-from framework.protocol.errors import ErrorCode as E
-from tests.unit.coordinator.support import FakeScheduler, run_async, settle
+from framework.protocol.error_codes import ErrorCode as E
+from tests.support.coordinator import FakeMarkers, FakeScheduler, run_async, settle
 
 S = TxnState
 TID = "orders-tx"
@@ -49,16 +48,6 @@ class FakeTxnLog:
         return [r.state for r in self.records]
 
 
-@dataclass
-class FakeMarkers:
-    sent: list[TxnMarker] = field(default_factory=list)
-    script: list[dict[TP, int]] = field(default_factory=list)  # answers for the next calls
-
-    async def write_markers(self, marker: TxnMarker) -> dict[TP, int]:
-        self.sent.append(marker)
-        return self.script.pop(0) if self.script else dict.fromkeys(marker.partitions, E.NONE)
-
-
 class H:
     def __init__(self, **config: int) -> None:
         self.sched = FakeScheduler()
@@ -71,7 +60,7 @@ class H:
             self.markers,
             lambda: next(self.pids),
             TxnConfig(**config),
-            self.sched.now_ms,
+            self.sched,
         )
         self.c.load(0, 5, [])
 

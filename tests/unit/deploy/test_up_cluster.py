@@ -1,6 +1,6 @@
 """``sftraffic up --cluster N [--voters M]`` (deploy/local/up.py): the brokers' command lines
 name the first M as the metadata quorum's voters, every broker the same list; the others join
-as observers (issue 21). Nothing is started."""
+as observers. Nothing is started."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Observers of the metadata quorum (framework/metadata/quorum.py, issue 21): brokers beyond
+"""Observers of the metadata quorum (framework/metadata/quorum.py): brokers beyond
 the voters register, hold replicas, heartbeat through the log, are fenced by the controller when
 their heartbeats stop, and leave the cluster with ``unregister_broker`` once they hold no
 replica. Apply functions driven in log order as in test_quorum.py (no Raft runs here)."""
@@ -11,8 +11,8 @@ import pytest
 
 from framework.errors import StoreError
 from framework.metadata.quorum import REPLICATED_METHODS, ClusterState, PartitionState
-from framework.protocol.errors import ErrorCode
-from tests.unit.metadata.test_quorum import Replica
+from framework.protocol.error_codes import ErrorCode
+from tests.support.quorum import Replica
 
 NOT_REGISTERED = int(ErrorCode.BROKER_ID_NOT_REGISTERED)
 INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from framework.metadata.quorum import PartitionState
-from framework.protocol.errors import ErrorCode
-from tests.unit.metadata.test_quorum import Replica
+from framework.protocol.error_codes import ErrorCode
+from tests.support.quorum import Replica
 
 
 @pytest.fixture

@@ -450,7 +450,7 @@ def test_crash_before_rename_keeps_old_state(store: MetadataStore, monkeypatch: 
     assert set(_reload(again).topics) == {"kept", "next"}
 
 
-# -- ACLs (issue 18) ---------------------------------------------------------------------------
+# -- ACLs --------------------------------------------------------------------------------------
 def _acl(name: str, who: str = "User:bob", op: int = 3, pattern: int = 3) -> AclBinding:
     return AclBinding.of(2, name, pattern, who, "*", op, 3)
 

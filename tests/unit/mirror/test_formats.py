@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from framework.mirror.formats import (
+from mirror.formats import (
     Checkpoint,
     FormatError,
     Heartbeat,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from framework.mirror.offset_sync import MAX_SYNCS, OffsetSyncStore
+from mirror.offset_sync import MAX_SYNCS, OffsetSyncStore
 
 
 def test_no_sync_at_or_before_the_offset_translates_to_nothing() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from framework.mirror.policy import ReplicationPolicy, copied_configs
+from mirror.policy import ReplicationPolicy, copied_configs
 
 
 def test_names() -> None:

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from framework.protocol import codec
 from framework.protocol.api import API_TABLE
 from framework.protocol.codec import DecodeError, EncodeError, decode, encode, encode_into
+from framework.protocol.fields import NO_VERSIONS, VersionRange, spec
 from framework.protocol.messages.api_versions import (
     ApiVersion,
     ApiVersionsRequest,
@@ -46,7 +47,6 @@ from framework.protocol.messages.produce import (
     ProduceRequest,
     TopicProduceData,
 )
-from framework.protocol.schema import NO_VERSIONS, VersionRange, spec
 
 FUZZ = settings(max_examples=400, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 

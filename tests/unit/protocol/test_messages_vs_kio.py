@@ -139,7 +139,7 @@ def _random_kio(kcls: type, rnd: random.Random) -> Any:
                 return rnd.randbytes(rnd.randint(0, 5))
             if t == "uuid":
                 return uuid.UUID(bytes=rnd.randbytes(16))
-            if t == "timedelta_i32" or t == "timedelta_i64":
+            if t in {"timedelta_i32", "timedelta_i64"}:
                 return timedelta(milliseconds=rnd.randint(0, 10000))
             if t == "datetime_i64":  # whole milliseconds: kio writes int(timestamp * 1000)
                 return datetime.fromtimestamp(rnd.randint(0, 2**40) / 1000, tz=UTC)

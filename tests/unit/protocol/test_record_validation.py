@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from framework.protocol import records as rb
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.records import HEADER_SIZE, InvalidBatch, check_records, validate_batches
 
 NOW = 1_700_000_000_000

@@ -1,4 +1,4 @@
-"""The registry's users and permissions (framework.registry.auth): Karapace's file format and
+"""The registry's users and permissions (registry.auth): Karapace's file format and
 hashes, its permission semantics, header parsing, reloads."""
 
 from __future__ import annotations
@@ -11,41 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from framework.registry.auth import AuthFile, AuthFileError, Operation, hash_password, user_entry
+from registry.auth import AuthFile, AuthFileError, Operation, hash_password, user_entry
+from tests.support.registry_auth import KARAPACE
 
 R, W = Operation.READ, Operation.WRITE
-
-# Karapace's own test file (tests/integration/config/karapace.auth.json) and its passwords:
-# a file made for Karapace must work here unchanged
-KARAPACE = {
-    "users": [
-        {
-            "username": "admin",
-            "algorithm": "scrypt",
-            "salt": "adminsalt",
-            "password_hash": "AG7+ttm/skHjqEZ90yzEkgjy75yaqoucNnQPIP2S++1rYOPXEtm4+AF7"
-            "WdDGj+J0sIPFdYC9nXYsvkB1xYDYkw==",
-        },
-        {
-            "username": "aladdin",
-            "algorithm": "sha512",
-            "salt": "salt",
-            "password_hash": "uofa7Uw+IolY0GDeCQApTVAUPlBthFYPFQ+QN+kKtXBzSwddiyLrNnIC"
-            "2UQcA5X+hCL/mHNNqEMA30oIM4oqxA==",
-        },
-        {
-            "username": "reader",
-            "algorithm": "sha1",
-            "salt": "third-salt",
-            "password_hash": "SeUTCvKCE8rj6lHFkyFkhopktuY=",
-        },
-    ],
-    "permissions": [
-        {"username": "admin", "operation": "Write", "resource": ".*"},
-        {"username": "aladdin", "operation": "Write", "resource": "Subject:cave-.*"},
-        {"username": "reader", "operation": "Read", "resource": "Subject:carpet-.*"},
-    ],
-}
 
 
 def basic(user: str, password: str) -> str:

@@ -1,4 +1,4 @@
-"""framework/registry/compatibility.py: each mode's verdict on the usual schema changes.
+"""registry/compatibility.py: each mode's verdict on the usual schema changes.
 
 The rules are the avro package's (ReaderWriterCompatibilityChecker); these cases pin down who
 reads whom in each mode, and that a refusal names the field.
@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from framework.registry.compatibility import Level, check, parse_level
-from framework.registry.schemas import parse_schema
+from registry.compatibility import Level, check, parse_level
+from registry.schemas import parse_schema
 
 ENUM = {"type": "enum", "name": "Kind", "symbols": ["CAR", "BUS"]}
 

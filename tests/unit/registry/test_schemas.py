@@ -1,4 +1,4 @@
-"""framework/registry/schemas.py: what is a valid schema, its canonical string, normalize."""
+"""registry/schemas.py: what is a valid schema, its canonical string, normalize."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from framework.registry.schemas import parse_schema
+from registry.schemas import parse_schema
 
 REC = {"type": "record", "name": "T", "namespace": "sf", "fields": [{"name": "a", "type": "int"}]}
 

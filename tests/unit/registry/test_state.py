@@ -1,4 +1,4 @@
-"""framework/registry/state.py: plans change nothing; the records they return, applied in order
+"""registry/state.py: plans change nothing; the records they return, applied in order
 (as every instance reads them back from _schemas), give Confluent's answers."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from framework.registry.errors import RegistryError
-from framework.registry.state import RegistryState, encode_key, parse_version
+from registry.errors import RegistryError
+from registry.state import RegistryState, encode_key, parse_version
 
 V1 = json.dumps({"type": "record", "name": "T", "fields": [{"name": "a", "type": "int"}]})
 V2 = json.dumps(

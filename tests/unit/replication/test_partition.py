@@ -14,7 +14,6 @@ import tempfile
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -22,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from framework.errors import NotEnoughReplicas, NotLeader, OffsetOutOfRange
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.fetch import (
     FetchPartition,
     FetchRequest,
@@ -31,10 +30,10 @@ from framework.protocol.messages.fetch import (
     PartitionData,
 )
 from framework.replication.partition import NotEnoughReplicasAfterAppend, Partition
-from framework.replication.quota import ReplicationQuota
 from framework.server.handlers import fetch as fetch_handler
 from framework.storage.log import Log
-from tests.unit.storage.support import NOW, batch, cfg, open_log, payload
+from tests.support.broker_parts import Replicas, request_context, services
+from tests.support.storage import NOW, batch, cfg, open_log, payload
 
 LEADER = 1
 LAG = 10_000  # replica.lag.time.max.ms
@@ -573,16 +572,12 @@ def test_a_follower_fetching_outside_the_log_is_refused_and_not_recorded(log: Lo
 
 def _fetch_as_follower(p: Partition, replica_id: int, offset: int) -> PartitionData:
     """One partition of a Fetch (v12) from follower ``replica_id``, through the handler."""
-    ctx: Any = SimpleNamespace(
-        version=12,
-        partitions=SimpleNamespace(replica=lambda topic, index: p, leader_quota=ReplicationQuota("leader")),
-        services=SimpleNamespace(stopping=asyncio.Event(), authz=None),
-    )
+    ctx = request_context(services(partitions=Replicas.of(p)), FetchRequest.API_KEY, 12)
     fp = FetchPartition(
         partition=0, current_leader_epoch=p.leader_epoch, fetch_offset=offset, partition_max_bytes=1 << 20
     )
     req = FetchRequest(replica_id=replica_id, topics=[FetchTopic(topic="events", partitions=[fp])])
-    resp = fetch_handler.handle(ctx, req)
+    resp = asyncio.run(fetch_handler.handle(ctx, req))
     assert isinstance(resp, FetchResponse)
     return resp.responses[0].partitions[0]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from framework.clock import ManualClock
 from framework.errors import IllegalSaslState, SaslAuthenticationFailed, UnsupportedSaslMechanism
 from framework.security import scram
 from framework.security.principal import KafkaPrincipal
@@ -24,9 +25,11 @@ def _store(**users: str) -> dict[tuple[str, str], scram.ScramCredential]:
 CREDS = _store(alice="alice-secret", **{"bob,the=builder": "b0b"})
 
 
-def session(mechs: list[str] = ALL, reauth_ms: int = 0, clock: list[int] | None = None) -> SaslServerSession:
-    now = clock if clock is not None else [1_000]
-    return SaslServerSession(mechs, lambda u, m: CREDS.get((u, m)), SECRET, reauth_ms, lambda: now[0])
+def session(
+    mechs: list[str] = ALL, reauth_ms: int = 0, clock: ManualClock | None = None
+) -> SaslServerSession:
+    clock = clock if clock is not None else ManualClock(wall_ms=1_000)
+    return SaslServerSession(mechs, lambda u, m: CREDS.get((u, m)), SECRET, reauth_ms, clock)
 
 
 def run(s: SaslServerSession, mech: str, user: str, password: str) -> KafkaPrincipal | None:
@@ -116,7 +119,7 @@ def test_scram_refuses_delegation_tokens_and_garbage() -> None:
 
 
 def test_session_lifetime_and_expiry() -> None:
-    clock = [1_000]
+    clock = ManualClock(wall_ms=1_000)
     s = session(reauth_ms=5_000, clock=clock)
     s.handshake("SCRAM-SHA-256")
     c = SaslClient("SCRAM-SHA-256", "alice", "alice-secret")
@@ -125,18 +128,20 @@ def test_session_lifetime_and_expiry() -> None:
     step = s.authenticate(final)
     assert step.session_lifetime_ms == 5_000 and step.principal == KafkaPrincipal("User", "alice")
     assert s.expires_at_ms == 6_000 and not s.expired()
-    clock[0] = 6_000
+    clock.advance(4_999)
+    assert not s.expired()
+    clock.advance(1)
     assert s.expired()
 
 
 def test_reauthentication_renews_the_session_with_the_same_principal() -> None:
-    clock = [0]
+    clock = ManualClock(wall_ms=0)
     s = session(reauth_ms=1_000, clock=clock)
     run(s, "SCRAM-SHA-512", "alice", "alice-secret")
-    clock[0] = 900
+    clock.advance(900)
     assert run(s, "SCRAM-SHA-512", "alice", "alice-secret") == KafkaPrincipal("User", "alice")
     assert s.expires_at_ms == 1_900
-    clock[0] = 1_500
+    clock.advance(600)
     assert not s.expired()
 
 

@@ -1,4 +1,5 @@
-"""The seeds' stream permissions as ACLs: what each grants, who holds what, what a revoke deletes."""
+"""Stream permissions (MapR's produceperm, consumeperm, topicperm, adminperm) as ACLs: what each
+grants, who holds what, what a revoke deletes."""
 
 from __future__ import annotations
 

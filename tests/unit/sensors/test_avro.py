@@ -1,5 +1,5 @@
 """sensors/avro.py: the compiled encoder writes fastavro's bytes; the schemas hold the fleet's
-events; v2 is compatible both ways (issue 20)."""
+events; v2 is compatible both ways."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 import fastavro
 import pytest
 
-from framework.registry.compatibility import Level, check
-from framework.registry.schemas import parse_schema
+from registry.compatibility import Level, check
+from registry.schemas import parse_schema
 from sensors import avro
 from sensors.fleet import SensorFleet
 from sensors.model import ModelConfig

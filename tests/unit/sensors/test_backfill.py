@@ -1,4 +1,4 @@
-"""The backfill generator (issue 16): a seeded replay of the past, every weather regime in it,
+"""The backfill generator: a seeded replay of the past, every weather regime in it,
 event times in the past and continued by the live fleet without a gap or a repeat."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import msgspec
 import numpy as np
 import pytest
 
+from framework.errors import StoreError
 from sensors import backfill as bf
 from sensors.cli import _tick_ms, parse_speed, parse_when
 from sensors.fleet import SensorFleet, load_seq_state, save_seq_state
@@ -182,7 +183,7 @@ def test_time_and_speed_arguments() -> None:
     with pytest.raises(argparse.ArgumentTypeError):
         parse_speed("-1")
     assert _tick_ms(5) == 5000
-    with pytest.raises(SystemExit):
+    with pytest.raises(StoreError, match="--tick 7: use a divisor of 60 s"):
         _tick_ms(7)
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from sensors import disk_queue
 from sensors.disk_queue import DiskQueue, Item, QueueFull
-from tests.unit.durable_os import RecordingOs
+from tests.support.durable_os import RecordingOs
 
 T0 = 1_700_000_000_000
 Rec = tuple[str, bytes, bytes, int]

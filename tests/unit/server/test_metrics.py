@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from framework.coordinator.groups import CommittedOffset, Group, GroupState
 from framework.metadata.quorum import PartitionState
 from framework.protocol.api import API_TABLE
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.fetch import FetchableTopicResponse, FetchResponse, PartitionData
 from framework.protocol.messages.offset_fetch import (
     OffsetFetchResponse,
@@ -31,7 +31,9 @@ from framework.protocol.messages.produce import (
     ProduceResponse,
     TopicProduceResponse,
 )
+from framework.replication.quota import ReplicationQuota
 from framework.server import metrics
+from framework.server.lifecycle import BrokerState
 
 ROOT = Path(__file__).resolve().parents[3]
 E = ErrorCode
@@ -277,11 +279,14 @@ def fake_broker(quorum: Any = None) -> Any:
         replicas=SimpleNamespace(
             partitions=parts,
             all_partitions=lambda: [p for ps in parts.values() for p in ps if p is not None],
+            leader_quota=ReplicationQuota("leader"),
+            follower_quota=ReplicationQuota("follower"),
+            removed_replicas=0,
         ),
         groups=SimpleNamespace(coordinator=SimpleNamespace(groups={"g": g, "dead": dead})),
         cache=SimpleNamespace(quorum=quorum),
         listener=SimpleNamespace(connections={object(), object()}),
-        stopping=asyncio.Event(),
+        lifecycle=SimpleNamespace(state=BrokerState.RUNNING, stopping=asyncio.Event()),
     )
 
 
@@ -300,7 +305,10 @@ def test_gauges_of_a_single_node() -> None:
     assert got["sftraffic_active_controller"] == {(): 1}  # a single node is its own controller
     assert got["sftraffic_offline_partitions"] == {(): 0}
     assert got["sftraffic_connections"] == {(): 2}
+    assert got["sftraffic_broker_state"] == {(): 3}  # Kafka's code of RUNNING
     assert got["sftraffic_high_watermark"][(("partition", "1"), ("topic", "b"))] == 5
+    assert got["sftraffic_replication_throttle_rate"][(("side", "leader"),)] == 2**63 - 1  # none
+    assert got["sftraffic_replicas_removed"] == {(): 0}
     lag = {
         dict(k)["topic"] + "-" + dict(k)["partition"]: v
         for k, v in got["sftraffic_consumer_group_lag"].items()
@@ -351,7 +359,7 @@ def test_the_endpoint_serves_every_metric_on_the_event_loop_and_closes_when_the_
         } <= names
         assert (await asyncio.to_thread(get, url + "/nothing"))[0] == 404
         assert (await asyncio.to_thread(get, url + "/metrics", "POST"))[0] == 405
-        broker.stopping.set()
+        broker.lifecycle.stopping.set()
         await asyncio.sleep(0.05)
         with pytest.raises(OSError):
             await asyncio.to_thread(get, url + "/metrics")

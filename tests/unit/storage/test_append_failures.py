@@ -19,11 +19,10 @@ import pytest
 
 from framework.errors import KafkaStorageError
 from framework.protocol import records as rb
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.storage.log import Log
 from framework.storage.segment import LogSegment
-
-from .support import NOW, append, batch, cfg, open_log, read_records, values
+from tests.support.storage import NOW, append, batch, cfg, open_log, read_records, values
 
 
 class Disk:

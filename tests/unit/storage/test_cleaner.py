@@ -24,9 +24,8 @@ from framework.storage import cleaner
 from framework.storage.cleaner import LogCleaner, clean_log, plan
 from framework.storage.log import Log
 from framework.storage.log_config import LogConfig
-from tests.unit.durable_os import RecordingOs
-
-from .support import NOW, append, cfg, headers_of, log_files, open_log
+from tests.support.durable_os import RecordingOs
+from tests.support.storage import NOW, append, cfg, headers_of, log_files, open_log
 
 DAY = 86_400_000
 HOUR = 3_600_000

@@ -20,11 +20,10 @@ from framework.errors import (
     StoreError,
 )
 from framework.protocol import records as rb
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.storage.log import Log
 from framework.storage.segment import segment_name
-
-from .support import (
+from tests.support.storage import (
     NOW,
     SMALL,
     append,

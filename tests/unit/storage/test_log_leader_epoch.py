@@ -15,8 +15,18 @@ from framework.errors import CorruptRecord, OffsetOutOfRange
 from framework.protocol import records as rb
 from framework.storage.leader_epoch import CHECKPOINT_FILE, EpochEntry
 from framework.storage.log import Log, UnexpectedAppendOffset
-
-from .support import NOW, append, batch, cfg, flip_byte, log_files, offsets, open_log, payload, read_records
+from tests.support.storage import (
+    NOW,
+    append,
+    batch,
+    cfg,
+    flip_byte,
+    log_files,
+    offsets,
+    open_log,
+    payload,
+    read_records,
+)
 
 DAY = 86_400_000
 E = EpochEntry

@@ -17,8 +17,7 @@ from framework.storage.log_manager import (
     read_checkpoint,
     write_checkpoint,
 )
-
-from .support import NOW, SMALL, append, batch, cfg, log_files, offsets, read_records
+from tests.support.storage import NOW, SMALL, append, batch, cfg, log_files, offsets, read_records
 
 
 @pytest.fixture

@@ -22,10 +22,9 @@ from framework.errors import (
     StoreError,
 )
 from framework.protocol import records as rb
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.storage.log import Log
-
-from .support import NOW, append, batch, cfg, log_files, open_log, payload, read_records
+from tests.support.storage import NOW, append, batch, cfg, log_files, open_log, payload, read_records
 
 CODECS = [rb.GZIP, rb.SNAPPY, rb.LZ4, rb.ZSTD]
 

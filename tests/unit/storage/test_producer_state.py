@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from framework.protocol import records as rb
 from framework.protocol.control import EndTxnMarker
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.storage.log import Log
 from framework.storage.producer_state import (
     INT32_MAX,
@@ -26,8 +26,17 @@ from framework.storage.producer_state import (
     ProducerStateManager,
     UnknownProducerId,
 )
-
-from .support import NOW, append, batch, cfg, flip_byte, log_files, offsets, open_log, read_records
+from tests.support.storage import (
+    NOW,
+    append,
+    batch,
+    cfg,
+    flip_byte,
+    log_files,
+    offsets,
+    open_log,
+    read_records,
+)
 
 PID = 4242
 

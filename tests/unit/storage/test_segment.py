@@ -17,8 +17,7 @@ from framework.errors import KafkaStorageError
 from framework.protocol import records as rb
 from framework.storage import segment as segmod
 from framework.storage.segment import LogSegment, segment_name
-
-from .support import NOW, flip_byte
+from tests.support.storage import NOW, flip_byte
 
 BASE = 100
 

@@ -10,14 +10,13 @@ import pytest
 
 from framework.protocol import records as rb
 from framework.protocol.control import EndTxnMarker, build_marker_batch, read_marker
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.storage.log import Log
 from framework.storage.offset_index import CorruptIndex
 from framework.storage.producer_state import InvalidProducerEpoch, InvalidTxnState
 from framework.storage.segment import segment_name
 from framework.storage.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex
-
-from .support import NOW, append, batch, cfg, open_log, payload, read_records
+from tests.support.storage import NOW, append, batch, cfg, open_log, payload, read_records
 
 P1, P2 = 1001, 1002
 

@@ -7,18 +7,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from framework import config as cfg
+from framework.metadata.admin import MetadataAdmin
 from framework.metadata.cache import MetadataCache
 from framework.metadata.quorum import QuorumStatus, VoterState
 from framework.metadata.store import MetadataStore
 from framework.protocol import codec
-from framework.protocol.errors import ErrorCode
-from framework.protocol.frames import RequestHeader
+from framework.protocol.error_codes import ErrorCode
+from framework.protocol.fields import ZERO_UUID
 from framework.protocol.messages.describe_log_dirs import (
     DescribableLogDirTopic,
     DescribeLogDirsRequest,
@@ -38,7 +38,6 @@ from framework.protocol.messages.describe_topic_partitions import (
     DescribeTopicPartitionsResponse,
     TopicRequest,
 )
-from framework.protocol.schema import ZERO_UUID
 from framework.replication.partition import Partition
 from framework.security.authorizer import (
     CLUSTER_NAME,
@@ -51,12 +50,14 @@ from framework.security.authorizer import (
 )
 from framework.security.principal import KafkaPrincipal
 from framework.server import authz as authz_mod
-from framework.server.context import RequestContext
+from framework.server.context import BrokerServices
 from framework.server.forward import FORWARDED_CLIENT_ID
 from framework.server.handlers import describe_log_dirs, describe_quorum, describe_topic_partitions
 from framework.server.router import routes, supported_versions
 from framework.storage.log import Log
-from tests.unit.storage.support import append, batch, open_log
+from tests.support import broker_parts
+from tests.support.broker_parts import Replicas, request_context
+from tests.support.storage import append, batch, open_log
 
 NODE = 1
 BOB = KafkaPrincipal("User", "bob")
@@ -80,21 +81,35 @@ def logs(tmp_path: Path) -> Iterator[list[Log]]:
 
 
 def services(
-    store: MetadataStore, parts: list[Partition] | None = None, acls: list[AclBinding] | None = None
-) -> Any:
+    store: MetadataStore,
+    parts: list[Partition] | None = None,
+    acls: list[AclBinding] | None = None,
+    *,
+    forwarder: Any = None,
+    admin: bool = False,
+) -> BrokerServices:
+    """A broker's parts over ``store``: its metadata cache, the replicas ``parts``, an
+    authorizer with ``acls`` (None: none), and with ``admin`` the metadata changes."""
     cache = MetadataCache(NODE, store, ("127.0.0.1", 9092))
     az = None if acls is None else authz_mod.Authz(StandardAuthorizer(acls))
-    partitions = SimpleNamespace(all_partitions=lambda: list(parts or []), log_dir=store.dir.parent)
-    return SimpleNamespace(
-        cluster=cache, partitions=partitions, authz=az, config=store.broker, forwarder=None
+    return broker_parts.services(
+        cluster=cache,
+        partitions=Replicas.of(*(parts or []), log_dir=store.dir.parent),
+        authz=az,
+        config=store.broker,
+        forwarder=forwarder,
+        admin=MetadataAdmin(store, cache, store.broker) if admin else None,
     )
 
 
-def call(b: Any, handler: Any, req: Any, resp_cls: type, version: int, who: KafkaPrincipal = BOB) -> Any:
+def call(
+    b: BrokerServices, handler: Any, req: Any, resp_cls: type, version: int, who: KafkaPrincipal = BOB
+) -> Any:
+    """``req`` through the codec to the handler, and its answer back through the codec."""
     req, _ = codec.decode(type(req), version, codec.encode(req, version))
-    ctx = RequestContext(b, RequestHeader(handler.API_KEY, version, 1, "test"), "127.0.0.1:1", principal=who)
+    ctx = request_context(b, type(req).API_KEY, version, principal=who)
     try:
-        resp = handler.handle(ctx, req)
+        resp = asyncio.run(handler.handle(ctx, req))
     except Exception as exc:  # what the listener does with a StoreError
         code = getattr(exc, "code", None)
         if code is None:
@@ -298,17 +313,17 @@ def test_a_follower_forwards_to_the_raft_leader_and_falls_back_to_its_own_view(s
         ]
     )
     for answer, hw in ((leader_answer, 121), (None, 120)):
-        b = services(store)
+        forwarder = Forwarder(answer)
+        b = services(store, forwarder=forwarder)
         b.cluster.quorum_status = lambda: status
-        b.forwarder = Forwarder(answer)
-        ctx = RequestContext(b, RequestHeader(55, 2, 1, "test"), "127.0.0.1:1", principal=BOB)
-        resp = asyncio.run(describe_quorum.handle(ctx, quorum_request()))  # type: ignore[arg-type]
-        assert b.forwarder.sent == [(2, 2)]
+        ctx = request_context(b, 55, 2, principal=BOB)
+        resp = asyncio.run(describe_quorum.handle(ctx, quorum_request()))
+        assert forwarder.sent == [(2, 2)]
         assert resp.topics[0].partitions[0].high_watermark == hw
         # a forwarded request is never forwarded again: answered from this broker's view
-        ctx = RequestContext(b, RequestHeader(55, 2, 1, FORWARDED_CLIENT_ID), "127.0.0.1:1", principal=BOB)
-        resp = describe_quorum.handle(ctx, quorum_request())
-        assert isinstance(resp, DescribeQuorumResponse) and b.forwarder.sent == [(2, 2)]
+        ctx = request_context(b, 55, 2, principal=BOB, client_id=FORWARDED_CLIENT_ID)
+        resp = asyncio.run(describe_quorum.handle(ctx, quorum_request()))
+        assert isinstance(resp, DescribeQuorumResponse) and forwarder.sent == [(2, 2)]
 
 
 def test_an_unreadable_log_dir_answers_kafka_storage_error(store: MetadataStore, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from framework.errors import OffsetNotAvailable
 from framework.replication.partition import Partition
 from framework.server.handlers.list_offsets import EARLIEST, LATEST, MAX_TIMESTAMP, lookup
 from framework.storage.log import Log
-from tests.unit.storage.support import NOW, batch, cfg, open_log, payload
+from tests.support.storage import NOW, batch, cfg, open_log, payload
 
 
 @pytest.fixture

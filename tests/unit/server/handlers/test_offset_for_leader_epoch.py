@@ -3,16 +3,15 @@ responses pass through the codec at every served version."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from framework.protocol import codec
-from framework.protocol.errors import ErrorCode
-from framework.protocol.frames import RequestHeader
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.offset_for_leader_epoch import (
     EpochEndOffset,
     OffsetForLeaderEpochRequest,
@@ -21,14 +20,13 @@ from framework.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderTopic,
 )
 from framework.replication.partition import Partition
-from framework.replication.replica_manager import ReplicaManager
-from framework.server.context import RequestContext
+from framework.server.context import BrokerServices
 from framework.server.handlers import offset_for_leader_epoch as handler
 from framework.server.router import supported_versions
 from framework.storage.log import Log
-from tests.unit.storage.support import append, batch, open_log
+from tests.support.broker_parts import NODE, OneNode, Replicas, request_context, services
+from tests.support.storage import append, batch, open_log
 
-NODE = 1
 VERSIONS = [2, 3, 4]
 
 
@@ -39,11 +37,9 @@ def log(tmp_path: Path) -> Iterator[Log]:
     lg.close()
 
 
-def broker(*parts: Partition, node_id: int = NODE) -> Any:
+def broker(*parts: Partition, node_id: int = NODE) -> BrokerServices:
     """What the handler sees: the replica manager's look-ups over these partitions, and the node id."""
-    replicas = SimpleNamespace(node_id=node_id, partitions={"events": list(parts)})
-    replicas.replica = ReplicaManager.replica.__get__(replicas)
-    return SimpleNamespace(partitions=replicas, cluster=SimpleNamespace(node_id=node_id), authz=None)
+    return services(partitions=Replicas({"events": list(parts)}, node_id=node_id), cluster=OneNode(node_id))
 
 
 def partition(log: Log, *, leader: int = NODE, epoch: int = 0, index: int = 0) -> Partition:
@@ -64,8 +60,7 @@ def ask(
         ],
     )
     req, _ = codec.decode(OffsetForLeaderEpochRequest, version, codec.encode(req, version))
-    ctx = RequestContext(b, RequestHeader(handler.API_KEY, version, 1, "test"), "127.0.0.1:1")
-    resp = handler.handle(ctx, req)
+    resp = asyncio.run(handler.handle(request_context(b, OffsetForLeaderEpochRequest.API_KEY, version), req))
     resp, _ = codec.decode(OffsetForLeaderEpochResponse, version, codec.encode(resp, version))
     assert [t.topic for t in resp.topics] == [topic]
     return resp.topics[0].partitions

@@ -5,19 +5,18 @@ INVALID_RECORD with record_errors, and checks a refused batch once more after re
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
 from framework.coordinator.schemas_topic import SchemasTopic
 from framework.protocol import records as rb
-from framework.protocol.errors import ErrorCode
-from framework.protocol.frames import RequestHeader
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.produce import (
     PartitionProduceData,
     PartitionProduceResponse,
@@ -26,14 +25,13 @@ from framework.protocol.messages.produce import (
     TopicProduceData,
 )
 from framework.replication.partition import Partition
-from framework.replication.replica_manager import ReplicaManager
-from framework.server.context import RequestContext
+from framework.server.context import RequestContext, SchemaSource
 from framework.server.handlers import produce
 from framework.storage.log import Log
-from tests.unit.coordinator.test_schema_ids import schema
-from tests.unit.storage.support import NOW, SMALL, open_log
+from tests.support.broker_parts import NODE, Replicas, request_context, services
+from tests.support.schemas_topic import schema
+from tests.support.storage import NOW, SMALL, open_log
 
-NODE = 1
 ON = dataclasses.replace(SMALL, value_schema_validation=True)
 
 
@@ -46,14 +44,9 @@ def logs(tmp_path: Path) -> Iterator[tuple[Log, Log]]:
     schemas.close()
 
 
-def context(events: Log, source: Any) -> RequestContext:
+def context(events: Log, source: SchemaSource | None) -> RequestContext:
     part = Partition("events", 0, b"\x00" * 16, events, [NODE], NODE, 0, [NODE])
-    replicas = SimpleNamespace(node_id=NODE, partitions={"events": [part]})
-    replicas.replica = ReplicaManager.replica.__get__(replicas)
-    services = SimpleNamespace(
-        partitions=replicas, cluster=SimpleNamespace(node_id=NODE), authz=None, schemas=source
-    )
-    return RequestContext(services, RequestHeader(0, 9, 1, "test"), "127.0.0.1:1")  # type: ignore[arg-type]
+    return request_context(services(partitions=Replicas.of(part), schemas=source), ProduceRequest.API_KEY, 9)
 
 
 def send(ctx: RequestContext, values: list[bytes | None]) -> PartitionProduceResponse:
@@ -68,7 +61,7 @@ def send(ctx: RequestContext, values: list[bytes | None]) -> PartitionProduceRes
             )
         ],
     )
-    resp = produce.handle(ctx, req)
+    resp = asyncio.run(produce.handle(ctx, req))
     assert isinstance(resp, ProduceResponse)
     return resp.responses[0].partition_responses[0]
 

@@ -5,9 +5,9 @@ transaction coordinator, and with it transactional produce, is a later step)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,7 +15,6 @@ import pytest
 from framework.protocol import codec
 from framework.protocol import records as rb
 from framework.protocol.control import EndTxnMarker
-from framework.protocol.frames import RequestHeader
 from framework.protocol.messages.fetch import (
     FetchPartition,
     FetchRequest,
@@ -30,14 +29,12 @@ from framework.protocol.messages.list_offsets import (
     ListOffsetsTopic,
 )
 from framework.replication.partition import Partition
-from framework.replication.quota import ReplicationQuota
-from framework.replication.replica_manager import ReplicaManager
-from framework.server.context import RequestContext
+from framework.server.context import BrokerServices
 from framework.server.handlers import fetch, list_offsets
 from framework.storage.log import Log
-from tests.unit.storage.support import NOW, append, batch, open_log, payload
+from tests.support.broker_parts import NODE, Replicas, request_context, services
+from tests.support.storage import NOW, append, batch, open_log, payload
 
-NODE = 1
 P1, P2 = 501, 502
 
 
@@ -48,14 +45,9 @@ def log(tmp_path: Path) -> Iterator[Log]:
     lg.close()
 
 
-def broker(log: Log) -> Any:
+def broker(log: Log) -> BrokerServices:
     part = Partition("events", 0, b"\x00" * 16, log, [NODE], NODE, 0, [NODE])
-    replicas = SimpleNamespace(
-        node_id=NODE, partitions={"events": [part]}, leader_quota=ReplicationQuota("leader")
-    )
-    replicas.replica = ReplicaManager.replica.__get__(replicas)
-    replicas.leader = ReplicaManager.leader.__get__(replicas)
-    return SimpleNamespace(partitions=replicas, cluster=SimpleNamespace(node_id=NODE), authz=None)
+    return services(partitions=Replicas.of(part))
 
 
 def txn(log: Log, pid: int, seq: int, n: int = 2) -> None:
@@ -91,8 +83,7 @@ def do_fetch(b: Any, offset: int, isolation: int, version: int = 12) -> Partitio
         ],
     )
     req, _ = codec.decode(FetchRequest, version, codec.encode(req, version))
-    ctx = RequestContext(b, RequestHeader(fetch.API_KEY, version, 1, "test"), "127.0.0.1:1")
-    answer = fetch.handle(ctx, req)
+    answer = asyncio.run(fetch.handle(request_context(b, FetchRequest.API_KEY, version), req))
     assert isinstance(answer, FetchResponse)
     resp, _ = codec.decode(FetchResponse, version, codec.encode(answer, version))
     return resp.responses[0].partitions[0]
@@ -113,8 +104,7 @@ def latest(b: Any, isolation: int, timestamp: int = -1, version: int = 7) -> int
         ],
     )
     req, _ = codec.decode(ListOffsetsRequest, version, codec.encode(req, version))
-    ctx = RequestContext(b, RequestHeader(list_offsets.API_KEY, version, 1, "test"), "127.0.0.1:1")
-    resp = list_offsets.handle(ctx, req)
+    resp = asyncio.run(list_offsets.handle(request_context(b, ListOffsetsRequest.API_KEY, version), req))
     resp, _ = codec.decode(ListOffsetsResponse, version, codec.encode(resp, version))
     r = resp.topics[0].partitions[0]
     assert r.error_code == 0

@@ -6,16 +6,14 @@ tests/unit/metadata/test_quorum_reassign.py and tests/integration/test_cluster_r
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from framework import config as cfg
-from framework.metadata.admin import MetadataAdmin
 from framework.metadata.store import MetadataStore
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -37,6 +35,7 @@ from framework.protocol.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
+from framework.server.context import BrokerServices
 from framework.server.handlers import (
     alter_partition_reassignments,
     describe_configs,
@@ -51,21 +50,15 @@ SET, DELETE = 0, 1
 
 
 @pytest.fixture
-def b(tmp_path: Path) -> Any:
+def b(tmp_path: Path) -> BrokerServices:
     s = MetadataStore(tmp_path / "md", cfg.BrokerConfig.load(overrides={"node.id": NODE}, environ={}))
     s.load()
     s.create_topic("t", 2, 1, brokers=[NODE])
-    svc = services(s)
-    svc.admin = MetadataAdmin(s, svc.cluster, s.broker)
-    return svc
-
-
-def run(resp: Any) -> Any:
-    return asyncio.run(resp) if asyncio.iscoroutine(resp) else resp
+    return services(s, admin=True)
 
 
 def alter(
-    b: Any, targets: dict[tuple[str, int], list[int] | None], version: int = 1, allow: bool = True
+    b: BrokerServices, targets: dict[tuple[str, int], list[int] | None], version: int = 1, allow: bool = True
 ) -> Any:
     by_topic: dict[str, list[ReassignablePartition]] = {}
     for (t, p), r in targets.items():
@@ -74,23 +67,8 @@ def alter(
         allow_replication_factor_change=allow,
         topics=[ReassignableTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
     )
-    handler = _Sync(alter_partition_reassignments)
-    resp = call(b, handler, req, AlterPartitionReassignmentsResponse, version)
+    resp = call(b, alter_partition_reassignments, req, AlterPartitionReassignmentsResponse, version)
     return {(t.name, p.partition_index): p.error_code for t in resp.responses for p in t.partitions}
-
-
-class _Sync:
-    """The handler with its coroutine run to the end (``call`` encodes what handle returns)."""
-
-    def __init__(self, mod: Any) -> None:
-        self.API_KEY = mod.API_KEY
-        self.mod = mod
-
-    def handle(self, ctx: Any, req: Any) -> Any:
-        return run(self.mod.handle(ctx, req))
-
-    def error_response(self, req: Any, code: int, message: str) -> Any:
-        return self.mod.error_response(req, code, message)
 
 
 def test_served_versions() -> None:
@@ -129,7 +107,7 @@ def iac(b: Any, resource_type: int, name: str, *ops: tuple[str, int, str | None]
             )
         ]
     )
-    return call(b, _Sync(incremental_alter_configs), req, IncrementalAlterConfigsResponse, 1).responses[0]
+    return call(b, incremental_alter_configs, req, IncrementalAlterConfigsResponse, 1).responses[0]
 
 
 def described(b: Any, resource_type: int, name: str, key: str) -> Any:

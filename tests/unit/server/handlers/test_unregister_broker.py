@@ -10,25 +10,23 @@ from typing import Any
 import pytest
 
 from framework import config as cfg
-from framework.metadata.admin import MetadataAdmin
 from framework.metadata.store import MetadataStore
-from framework.protocol.errors import ErrorCode
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.unregister_broker import UnregisterBrokerRequest, UnregisterBrokerResponse
+from framework.server.context import BrokerServices
 from framework.server.handlers import unregister_broker
 from framework.server.router import supported_versions
 from tests.unit.server.handlers.test_admin_describe import NODE, call, services
 
 
 @pytest.fixture
-def b(tmp_path: Path) -> Any:
+def b(tmp_path: Path) -> BrokerServices:
     s = MetadataStore(tmp_path / "md", cfg.BrokerConfig.load(overrides={"node.id": NODE}, environ={}))
     s.load()
-    svc = services(s)
-    svc.admin = MetadataAdmin(s, svc.cluster, s.broker)
-    return svc
+    return services(s, admin=True)
 
 
-def unregister(b: Any, broker_id: int) -> UnregisterBrokerResponse:
+def unregister(b: BrokerServices, broker_id: int) -> UnregisterBrokerResponse:
     resp: UnregisterBrokerResponse = call(
         b, unregister_broker, UnregisterBrokerRequest(broker_id=broker_id), UnregisterBrokerResponse, 0
     )
