@@ -800,6 +800,64 @@ define(
     validator=list_of("uniform", "range"),
 )
 define(
+    "group.share.session.timeout.ms",
+    "int",
+    45_000,
+    "A member of a share group (KIP-932) silent this long is removed.",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "group.share.heartbeat.interval.ms",
+    "int",
+    5000,
+    "How often members of a share group heartbeat, told to them in every response.",
+    [B],
+    validator=at_least(1),
+)
+define("group.share.max.size", "int", 200, "Most members in one share group.", [B], validator=at_least(1))
+define(
+    "group.share.record.lock.duration.ms",
+    "int",
+    30_000,
+    "How long a share-group member holds the records it acquired before they are handed out again.",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "group.share.delivery.count.limit",
+    "int",
+    5,
+    "Deliveries of a record to share-group members before it is archived (no longer handed out).",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "group.share.partition.max.record.locks",
+    "int",
+    2000,
+    "Most records of one partition a share group has in flight (acquired and not yet settled).",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "group.share.max.share.sessions",
+    "int",
+    2000,
+    "Most share sessions (one per share-group member reading here) a broker keeps.",
+    [B],
+    validator=at_least(1),
+)
+define(
+    "share.auto.offset.reset",
+    "string",
+    "latest",
+    "Where a share group starts reading a partition it has not read before: latest or earliest "
+    "(Kafka's group setting of this name; here one value for every share group).",
+    [B],
+    validator=one_of("latest", "earliest"),
+)
+define(
     "log.cleaner.backoff.ms",
     "long",
     15_000,
@@ -1606,7 +1664,13 @@ KAFKA_FAMILIES: tuple[tuple[str, KafkaSetting], ...] = (
         "share.coordinator.",
         KafkaSetting("sftraffic has no share groups (KIP-932), so no __share_group_state topic"),
     ),
-    ("group.share.", KafkaSetting("sftraffic has no share groups (KIP-932)")),
+    (
+        "group.share.",
+        KafkaSetting(
+            "share groups (KIP-932) take the session timeout, heartbeat interval, max size, record "
+            "lock duration, delivery count limit, record locks per partition and share sessions"
+        ),
+    ),
     ("group.streams.", KafkaSetting("sftraffic has no streams groups (KIP-1071)")),
     (
         "group.consumer.",

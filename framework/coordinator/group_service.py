@@ -22,6 +22,7 @@ from framework.clock import Clock
 from framework.coordinator.consumer_groups import ConsumerGroupConfig, ConsumerGroupCoordinator
 from framework.coordinator.groups import GroupConfig, GroupCoordinator, GroupState, Scheduler
 from framework.coordinator.offsets_topic import TOPIC, OffsetsPartitions, OffsetsTopicStore, partition_for
+from framework.coordinator.share_groups import ShareGroupConfig, ShareGroupCoordinator
 from framework.errors import StoreError
 from framework.metadata.admin import MetadataAdmin
 from framework.metadata.cache import MetadataCache, Node
@@ -69,7 +70,18 @@ class GroupService:
                 assignors=tuple(config.list("group.consumer.assignors")),
             ),
             self._partition_count,
-            self._classic_group_active,
+            lambda gid: self._classic_group_active(gid) or self.share.is_share_group(gid),
+        )
+        # KIP-932 share groups: their records' states are kept by the partition leaders
+        self.share = ShareGroupCoordinator(
+            scheduler,
+            ShareGroupConfig(
+                session_timeout_ms=config.int("group.share.session.timeout.ms"),
+                heartbeat_interval_ms=config.int("group.share.heartbeat.interval.ms"),
+                max_size=config.int("group.share.max.size"),
+            ),
+            self._partition_count,
+            lambda gid: self._classic_group_active(gid) or self.consumer.is_consumer_group(gid),
         )
 
     @property
@@ -151,6 +163,7 @@ class GroupService:
             self.store.unload_partition(self.coordinator, index)
             n = self.partition_count
             self.consumer.unload_groups(lambda gid: partition_for(gid, n) == index)
+            self.share.unload_groups(lambda gid: partition_for(gid, n) == index)
 
     def create_when_controller(self) -> None:
         """Cluster: the controller creates the topic once min(3, voters) brokers are live."""

@@ -40,6 +40,7 @@ from framework.server.context import BrokerServices
 from framework.server.forward import BrokerChannel
 from framework.server.lifecycle import BrokerLifecycle
 from framework.server.listener import KafkaListener
+from framework.server.shares import share_partitions
 from framework.server.txn_markers import CacheLeaders, MarkerChannel
 from framework.storage.log_manager import LogManager
 
@@ -74,6 +75,8 @@ class Broker:
         self.replicas = ReplicaManager(self.node_id, config, self.logs, self.cache, clock, freed, tls, sasl)
         self.groups = GroupService(config, self.cache, self.admin, self.replicas, LoopScheduler(), clock)
         self.replicas.on_leadership(OFFSETS_TOPIC, self.groups.on_offsets_leadership)
+        self.shares = share_partitions(config, LoopScheduler())
+        self.groups.share.on_member_left = self.shares.release_member
         self.txn_channel = MarkerChannel(
             CacheLeaders(self.cache),
             self.replicas,
@@ -108,6 +111,7 @@ class Broker:
                 schemas=self.schemas,
                 clock=clock,
                 client_metrics=self.client_metrics,
+                shares=self.shares,
             ),
             ListenerSecurity.from_config(config, self.listeners, self.store.credential, clock),
         )

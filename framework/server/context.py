@@ -36,6 +36,7 @@ from framework import config as cfg
 from framework.clock import SYSTEM, Clock
 from framework.coordinator.consumer_groups import ConsumerGroupCoordinator
 from framework.coordinator.groups import GroupCoordinator
+from framework.coordinator.share_groups import ShareGroupCoordinator, SharePartitionManager
 from framework.coordinator.transactions import TP, TransactionCoordinator
 from framework.errors import StoreError
 from framework.metadata.admin import Proposal
@@ -201,6 +202,9 @@ class GroupDirectory(Protocol):
     @property
     def consumer(self) -> ConsumerGroupCoordinator: ...
 
+    @property
+    def share(self) -> ShareGroupCoordinator: ...
+
     def coordinator_node(self, group_id: str, listener: str | None = None) -> Node | None: ...
 
     def coordinator_error(self, group_id: str) -> ErrorCode: ...
@@ -258,6 +262,7 @@ class BrokerServices:
     schemas: SchemaSource | None = None  # schema ids of the registry's _schemas topic
     clock: Clock = SYSTEM  # the broker's: what handlers stamp (LogAppendTime, markers)
     client_metrics: ClientMetrics | None = None  # KIP-714 subscriptions and pushed metrics
+    shares: SharePartitionManager | None = None  # KIP-932: the share partitions led here
 
 
 @dataclass(slots=True)

@@ -84,6 +84,10 @@ from framework.protocol.messages.produce import ProduceRequest
 from framework.protocol.messages.push_telemetry import PushTelemetryRequest
 from framework.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from framework.protocol.messages.sasl_handshake import SaslHandshakeRequest
+from framework.protocol.messages.share_acknowledge import ShareAcknowledgeRequest
+from framework.protocol.messages.share_fetch import ShareFetchRequest
+from framework.protocol.messages.share_group_describe import ShareGroupDescribeRequest
+from framework.protocol.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
 from framework.protocol.messages.stream_admin import StreamAdminRequest
 from framework.protocol.messages.sync_group import SyncGroupRequest
 from framework.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
@@ -142,6 +146,10 @@ from framework.server.handlers import (
     push_telemetry,
     sasl_authenticate,
     sasl_handshake,
+    share_acknowledge,
+    share_fetch,
+    share_group_describe,
+    share_group_heartbeat,
     stream_admin,
     sync_group,
     txn_offset_commit,
@@ -289,6 +297,12 @@ def routes() -> Mapping[int, Route[Any, Any]]:
             consumer_group_describe.handle,
             consumer_group_describe.error_response,
         ),
+        _route(
+            ShareGroupHeartbeatRequest, share_group_heartbeat.handle, share_group_heartbeat.error_response
+        ),
+        _route(ShareGroupDescribeRequest, share_group_describe.handle, share_group_describe.error_response),
+        _route(ShareFetchRequest, share_fetch.handle, share_fetch.error_response),
+        _route(ShareAcknowledgeRequest, share_acknowledge.handle, share_acknowledge.error_response),
         _route(StreamAdminRequest, stream_admin.handle, stream_admin.error_response),
     ):
         assert r.entry.key not in table, f"two handlers for {r.entry.name}"

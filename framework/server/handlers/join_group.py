@@ -47,7 +47,7 @@ async def _join(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse
 async def handle(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
     authz.check(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id)
     ctx.groups.check_coordinator(req.group_id)
-    if ctx.groups.consumer.is_consumer_group(req.group_id):
+    if ctx.groups.consumer.is_consumer_group(req.group_id) or ctx.groups.share.is_share_group(req.group_id):
         # a KIP-848 consumer group of that id has members (as Kafka: no mixed membership)
         return error_response(req, ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "")
     return await _join(ctx, req)

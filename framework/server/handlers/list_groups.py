@@ -1,11 +1,13 @@
 """ListGroups (16): groups known to this coordinator, filterable by state and type (classic
-groups, and KIP-848 consumer groups as type "consumer").
+groups, KIP-848 consumer groups as type "consumer", KIP-932 share groups as type "share").
 
 With an authorizer: every group to a principal with Describe on the cluster, otherwise only the
 groups it may Describe (the others are not disclosed), as Kafka does.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.list_groups import (
@@ -41,19 +43,23 @@ async def handle(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsRespo
                 group_type="classic",
             )
         )
-    for cg in ctx.groups.consumer.list_groups():
+    kinds: list[tuple[str, list[Any]]] = [
+        ("consumer", list(ctx.groups.consumer.list_groups())),
+        ("share", list(ctx.groups.share.list_groups())),
+    ]
+    for kind, cg in ((k, g) for k, gs in kinds for g in gs):
         if not every and not authz.allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, cg.group_id):
             continue
         if states and cg.state.value.lower() not in states:
             continue
-        if types and "consumer" not in types:
+        if types and kind not in types:
             continue
         out.append(
             ListedGroup(
                 group_id=cg.group_id,
-                protocol_type="consumer",
+                protocol_type=kind,
                 group_state=cg.state.value,
-                group_type="consumer",
+                group_type=kind,
             )
         )
     return ListGroupsResponse(error_code=ErrorCode.NONE, groups=out)

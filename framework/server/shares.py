@@ -1,0 +1,85 @@
+"""What ShareFetch and ShareAcknowledge share: the manager, the leader, acknowledgements."""
+
+from __future__ import annotations
+
+from framework import config as cfg
+from framework.coordinator.groups import Scheduler
+from framework.coordinator.share_groups import SharePartitionManager, ShareSession
+from framework.coordinator.share_partition import SharePartitionConfig
+from framework.errors import StoreError
+from framework.protocol.error_codes import ErrorCode
+from framework.replication.partition import Partition
+from framework.security.authorizer import AclOperation, ResourceType
+from framework.server import authz
+from framework.server.context import RequestContext
+from framework.server.errors import kafka_error
+
+
+def share_partitions(config: cfg.BrokerConfig, scheduler: Scheduler) -> SharePartitionManager:
+    return SharePartitionManager(
+        scheduler,
+        SharePartitionConfig(
+            lock_duration_ms=config.int("group.share.record.lock.duration.ms"),
+            delivery_count_limit=config.int("group.share.delivery.count.limit"),
+            max_record_locks=config.int("group.share.partition.max.record.locks"),
+        ),
+        config.int("group.share.max.share.sessions"),
+    )
+
+
+def share_manager(ctx: RequestContext) -> SharePartitionManager:
+    shares = ctx.services.shares
+    if shares is None:
+        raise StoreError("share groups are not enabled on this broker", ErrorCode.UNSUPPORTED_VERSION)
+    return shares
+
+
+def leader_partition(ctx: RequestContext, topic: str, index: int) -> tuple[Partition | None, int]:
+    """The partition if this broker leads it, else None and the error answering it."""
+    try:
+        return ctx.partitions.leader(topic, index), ErrorCode.NONE
+    except StoreError as exc:
+        named = kafka_error(exc)
+        assert named is not None
+        return None, named[0]
+
+
+def start_offset(ctx: RequestContext, part: Partition) -> int:
+    if ctx.config.str("share.auto.offset.reset") == "earliest":
+        return part.log.log_start_offset
+    return part.log.high_watermark
+
+
+def acknowledge(
+    ctx: RequestContext,
+    shares: SharePartitionManager,
+    session: ShareSession,
+    topic: str,
+    index: int,
+    batches: list[tuple[int, int, list[int]]],
+) -> int:
+    """Apply one partition's acknowledgement batches; the first error, or NONE."""
+    part, code = leader_partition(ctx, topic, index)
+    if part is None:
+        return code
+    key = (session.group_id, topic, index)
+    sp = shares.find(key)
+    if sp is None:
+        return ErrorCode.INVALID_RECORD_STATE
+    now = shares.sched.time()
+    result: int = ErrorCode.NONE
+    for first, last, types in batches:
+        code = sp.acknowledge(session.member_id, first, last, types, now)
+        result = result or code
+    shares.wake(key)
+    shares.schedule_expiry(key)
+    return result
+
+
+def resolve_topic(ctx: RequestContext, topic_id: bytes) -> tuple[str | None, int]:
+    info = ctx.cluster.topic_by_id(topic_id)
+    if info is None:
+        return None, ErrorCode.UNKNOWN_TOPIC_ID
+    if not authz.allowed(ctx, AclOperation.READ, ResourceType.TOPIC, info.name):
+        return info.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return info.name, ErrorCode.NONE
