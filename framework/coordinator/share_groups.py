@@ -143,57 +143,79 @@ class ShareGroupCoordinator:
         client_id: str = "",
         client_host: str = "",
     ) -> ShareHeartbeatResult:
-        def fail(code: int, message: str) -> ShareHeartbeatResult:
-            log.debug("share group %s: heartbeat of %r refused: %s", group_id, member_id, message)
-            return ShareHeartbeatResult(error_code=code, error_message=message)
-
-        if not group_id:
-            return fail(E.INVALID_REQUEST, "GroupId can't be empty.")
-        if not member_id:
-            return fail(E.INVALID_REQUEST, "MemberId can't be empty.")
-        if rack_id is not None and not rack_id:
-            return fail(E.INVALID_REQUEST, "RackId can't be empty.")
-        if member_epoch < LEAVE_EPOCH:
-            return fail(
-                E.INVALID_REQUEST, f"MemberEpoch is {member_epoch}, but must be greater than or equal to -1."
-            )
-        if member_epoch == 0 and not subscribed_topic_names:
-            return fail(E.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
-        if self.other_group_active(group_id):
-            return fail(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
-        g = self.groups.get(group_id)
-        m = g.members.get(member_id) if g is not None else None
-        if member_epoch == LEAVE_EPOCH:
-            if g is None or m is None:
-                return fail(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
-            log.info("share group %s: member %s left the group", group_id, member_id)
-            self._remove(g, m, "left the group")
-            return ShareHeartbeatResult(member_id=member_id, member_epoch=LEAVE_EPOCH)
-        joined = False
-        if member_epoch == 0:
-            if m is None:
+        problem = self._refusal(group_id, member_id, member_epoch, rack_id, subscribed_topic_names)
+        if problem is None:
+            g = self.groups.get(group_id)
+            m = g.members.get(member_id) if g is not None else None
+            if member_epoch == LEAVE_EPOCH:
+                if g is not None and m is not None:
+                    log.info("share group %s: member %s left the group", group_id, member_id)
+                    self._remove(g, m, "left the group")
+                    return ShareHeartbeatResult(member_id=member_id, member_epoch=LEAVE_EPOCH)
+                problem = E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}."
+            elif member_epoch == 0 and m is None:
                 if g is not None and len(g.members) >= self.config.max_size:
-                    return fail(
+                    problem = (
                         E.GROUP_MAX_SIZE_REACHED,
                         "The share group has reached its maximum capacity of "
                         f"{self.config.max_size} members.",
                     )
-                if g is None:
-                    g = self.groups[group_id] = ShareGroup(group_id)
-                m = g.members[member_id] = ShareMember(member_id)
-                log.info("share group %s: member %s joined", group_id, member_id)
-            joined = True
-        elif g is None or m is None:
-            return fail(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
-        elif member_epoch != m.member_epoch:
-            return fail(
-                E.FENCED_MEMBER_EPOCH,
-                f"The share group member has a {'greater' if member_epoch > m.member_epoch else 'smaller'} "
-                f"member epoch ({member_epoch}) than the one known by the group coordinator "
-                f"({m.member_epoch}). The member must abandon all its partitions and rejoin.",
+                else:
+                    g = self.groups.setdefault(group_id, ShareGroup(group_id))
+                    m = g.members[member_id] = ShareMember(member_id)
+                    log.info("share group %s: member %s joined", group_id, member_id)
+            elif g is None or m is None:
+                problem = E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}."
+            elif member_epoch not in (0, m.member_epoch):
+                which = "greater" if member_epoch > m.member_epoch else "smaller"
+                problem = (
+                    E.FENCED_MEMBER_EPOCH,
+                    f"The share group member has a {which} member epoch ({member_epoch}) than the one "
+                    f"known by the group coordinator ({m.member_epoch}). The member must abandon all "
+                    "its partitions and rejoin.",
+                )
+            if problem is None:
+                assert g is not None and m is not None
+                return self._beat(g, m, member_epoch, rack_id, subscribed_topic_names, client_id, client_host)
+        log.debug("share group %s: heartbeat of %r refused: %s", group_id, member_id, problem[1])
+        return ShareHeartbeatResult(error_code=problem[0], error_message=problem[1])
+
+    def _refusal(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        rack_id: str | None,
+        subscribed_topic_names: list[str] | None,
+    ) -> tuple[int, str] | None:
+        if not group_id:
+            return E.INVALID_REQUEST, "GroupId can't be empty."
+        if not member_id:
+            return E.INVALID_REQUEST, "MemberId can't be empty."
+        if rack_id is not None and not rack_id:
+            return E.INVALID_REQUEST, "RackId can't be empty."
+        if member_epoch < LEAVE_EPOCH:
+            return (
+                E.INVALID_REQUEST,
+                f"MemberEpoch is {member_epoch}, but must be greater than or equal to -1.",
             )
-        assert g is not None and m is not None
-        changed = joined and member_epoch == 0 and m.member_epoch == 0
+        if member_epoch == 0 and not subscribed_topic_names:
+            return E.INVALID_REQUEST, "SubscribedTopicNames must be set in first request."
+        if self.other_group_active(group_id):
+            return E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
+        return None
+
+    def _beat(
+        self,
+        g: ShareGroup,
+        m: ShareMember,
+        member_epoch: int,
+        rack_id: str | None,
+        subscribed_topic_names: list[str] | None,
+        client_id: str,
+        client_host: str,
+    ) -> ShareHeartbeatResult:
+        changed = member_epoch == 0 and m.member_epoch == 0
         if rack_id is not None:
             m.rack_id = rack_id
         m.client_id, m.client_host = client_id or m.client_id, client_host or m.client_host
@@ -204,14 +226,14 @@ class ShareGroupCoordinator:
                 changed = True
         counts = {t: self.partition_count(t) for t in sorted(g.subscribed())}
         if changed or counts != g.topic_partitions:
-            self._bump(g, counts, f"member {member_id} changed" if changed else "topic metadata changed")
+            self._bump(g, counts, f"member {m.member_id} changed" if changed else "topic metadata changed")
         self._arm_session(g, m)
         before = (m.member_epoch, m.assigned)
         m.member_epoch = g.group_epoch
-        m.assigned = g.target.get(member_id, {})
+        m.assigned = g.target.get(m.member_id, {})
         send = member_epoch == 0 or before != (m.member_epoch, m.assigned)
         return ShareHeartbeatResult(
-            member_id=member_id,
+            member_id=m.member_id,
             member_epoch=m.member_epoch,
             heartbeat_interval_ms=self.config.heartbeat_interval_ms,
             assignment={t: set(ps) for t, ps in m.assigned.items()} if send else None,

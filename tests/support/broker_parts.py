@@ -17,6 +17,7 @@ from typing import Any
 from framework import config as cfg
 from framework.coordinator.consumer_groups import ConsumerGroupCoordinator
 from framework.coordinator.groups import GroupCoordinator
+from framework.coordinator.share_groups import ShareGroupCoordinator
 from framework.errors import StoreError
 from framework.metadata.admin import Proposal
 from framework.metadata.cache import Node
@@ -234,6 +235,10 @@ class NoGroups:
 
     @property
     def consumer(self) -> ConsumerGroupCoordinator:
+        raise _unwired("group coordinator")
+
+    @property
+    def share(self) -> ShareGroupCoordinator:
         raise _unwired("group coordinator")
 
     def coordinator_node(self, group_id: str, listener: str | None = None) -> Node | None:

@@ -799,7 +799,7 @@ def test_kafka_settings_at_what_the_broker_does_anyway_pass_silently(name: str, 
     ("name", "value", "reason"),
     [
         ("num.io.threads", "16", "the broker runs one event loop"),
-        ("group.share.session.timeout.ms", "45000", "no share groups (KIP-932)"),
+        ("group.share.assignment.interval.ms", "1000", "share groups (KIP-932) take the session timeout"),
         ("group.consumer.migration.policy", "bidirectional", "consumer groups (KIP-848) take only"),
         ("sasl.jaas.config", "x required;", "SCRAM credentials kept in the metadata"),
         ("metric.reporters", "org.apache.kafka.common.metrics.JmxReporter", "no JMX"),
