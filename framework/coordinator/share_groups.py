@@ -12,8 +12,9 @@ Two halves, as in Kafka:
 * :class:`SharePartitionManager`, on every broker: the share partitions of the partitions it
   leads (:mod:`framework.coordinator.share_partition`) and the members' share sessions
   (ShareFetch / ShareAcknowledge session epochs: 0 opens, -1 closes, otherwise the next one).
-  A closed session gives its records back; a crashed member's come back when their locks
-  expire.
+  A session ends with epoch -1 or when the connection that opened it closes; its records go
+  back then (that delivery uncounted). A member the coordinator removes keeps its records
+  until their locks expire, as in Kafka.
 
 The share-partition state lives in the leader's memory: after a leader change or a restart the
 new leader starts the partition again at its ``share.auto.offset.reset`` position, so records
@@ -124,13 +125,11 @@ class ShareGroupCoordinator:
         config: ShareGroupConfig,
         partition_count: Callable[[str], int],
         other_group_active: Callable[[str], bool],
-        on_member_left: Callable[[str, str], None] = lambda group, member: None,
     ) -> None:
         self.sched = scheduler
         self.config = config
         self.partition_count = partition_count
         self.other_group_active = other_group_active
-        self.on_member_left = on_member_left
         self.groups: dict[str, ShareGroup] = {}
 
     def heartbeat(
@@ -265,7 +264,6 @@ class ShareGroupCoordinator:
             m.session_timer.cancel()
         del g.members[m.member_id]
         g.target.pop(m.member_id, None)
-        self.on_member_left(g.group_id, m.member_id)
         if g.members:
             self._bump(g, None, f"member {m.member_id} left: {reason}")
         else:  # an empty share group stays (its start offsets are its committed position)
@@ -306,7 +304,7 @@ class ShareSession:
     member_id: str
     epoch: int = 1  # the epoch the next request must carry
     partitions: set[tuple[str, int]] = field(default_factory=set)
-    connection: object | None = None
+    connection: str | None = None
 
 
 class SharePartitionManager:
@@ -324,7 +322,7 @@ class SharePartitionManager:
 
     # -- share sessions ----------------------------------------------------------------------
     def open_session(
-        self, group_id: str, member_id: str, epoch: int, connection: object | None = None
+        self, group_id: str, member_id: str, epoch: int, connection: str | None = None
     ) -> tuple[ErrorCode, ShareSession | None]:
         """The session a request with ``epoch`` speaks in: 0 opens a new one (replacing an
         old one of the member, whose records go back), -1 is the last request of the session,
@@ -348,11 +346,13 @@ class SharePartitionManager:
         return E.NONE, s
 
     def close_session(self, group_id: str, member_id: str) -> None:
-        """The member's session ends: every record it holds here goes back."""
+        """The member's session ends: every record it holds here goes back, that delivery
+        uncounted (as Kafka)."""
         if self.sessions.pop((group_id, member_id), None) is not None:
             self.release_member(group_id, member_id)
 
-    def connection_closed(self, connection: object) -> None:
+    def connection_closed(self, connection: str) -> None:
+        """The connection that opened sessions is gone (the member crashed, say): they end."""
         for s in [s for s in self.sessions.values() if s.connection is connection]:
             self.close_session(s.group_id, s.member_id)
 

@@ -10,9 +10,10 @@ flight*, each in one state:
 * ``ACKNOWLEDGED``: processed (ACCEPT); ``ARCHIVED``: given up (REJECT, a gap, or delivered
   ``group.share.delivery.count.limit`` times without being accepted).
 
-Each acquisition counts one delivery. RELEASE, an expired lock or a member leaving makes a
-record AVAILABLE again, or ARCHIVED once its delivery count reached the limit (a poison record
-stops circulating). RENEW (KIP-1222) extends a lock. The SPSO moves past every leading record
+Each acquisition counts one delivery. RELEASE or an expired lock makes a record AVAILABLE
+again, or ARCHIVED once its delivery count reached the limit (a poison record stops
+circulating); a member's share session ending gives its records back with that delivery
+uncounted. RENEW (KIP-1222) extends a lock. The SPSO moves past every leading record
 that is ACKNOWLEDGED or ARCHIVED; at most ``group.share.partition.max.record.locks`` records
 are in flight, so a stuck record holds back at most that many after it.
 
@@ -139,21 +140,23 @@ class SharePartition:
         self, member_id: str, first: int, last: int, types: Sequence[int], now: float
     ) -> ErrorCode:
         """One acknowledgement batch: one type for the whole range, or one per offset. The batch
-        is applied whole or not at all (INVALID_RECORD_STATE when a record is not acquired by
-        this member: its lock expired, say)."""
+        is applied whole or not at all: INVALID_REQUEST when malformed or past the records
+        handed out, INVALID_RECORD_STATE when a record is not acquired by this member (its lock
+        expired, say). Offsets below the start offset are settled already and skipped."""
         n = last - first + 1
         if n <= 0 or not types or (len(types) != 1 and len(types) != n):
             return ErrorCode.INVALID_REQUEST
         if any(t not in AckType._value2member_map_ for t in types):
             return ErrorCode.INVALID_REQUEST
-        for offset in range(first, last + 1):
-            if offset < self.start_offset:
-                return ErrorCode.INVALID_RECORD_STATE
+        if last >= self.end_offset:
+            return ErrorCode.INVALID_REQUEST
+        live = range(max(first, self.start_offset), last + 1)
+        for offset in live:
             rec = self.records.get(offset)
             if rec is None or rec.state is not RecordState.ACQUIRED or rec.member_id != member_id:
                 return ErrorCode.INVALID_RECORD_STATE
-        for i, offset in enumerate(range(first, last + 1)):
-            kind = AckType(types[0] if len(types) == 1 else types[i])
+        for offset in live:
+            kind = AckType(types[0] if len(types) == 1 else types[offset - first])
             rec = self.records[offset]
             if kind is AckType.ACCEPT:
                 self._settle(rec, RecordState.ACKNOWLEDGED)
@@ -181,11 +184,13 @@ class SharePartition:
         return min(deadlines) if deadlines else None
 
     def release_member(self, member_id: str) -> bool:
-        """A member left: what it holds goes back (its deliveries still count)."""
+        """A member's share session ended: what it holds goes back, that delivery uncounted
+        (it was never processed)."""
         freed = False
         for rec in self.records.values():
             if rec.state is RecordState.ACQUIRED and rec.member_id == member_id:
-                self._make_available(rec)
+                rec.delivery_count = max(rec.delivery_count - 1, 0)
+                rec.state, rec.member_id, rec.deadline = RecordState.AVAILABLE, "", 0.0
                 freed = True
         self._advance()
         return freed

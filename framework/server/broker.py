@@ -76,7 +76,6 @@ class Broker:
         self.groups = GroupService(config, self.cache, self.admin, self.replicas, LoopScheduler(), clock)
         self.replicas.on_leadership(OFFSETS_TOPIC, self.groups.on_offsets_leadership)
         self.shares = share_partitions(config, LoopScheduler())
-        self.groups.share.on_member_left = self.shares.release_member
         self.txn_channel = MarkerChannel(
             CacheLeaders(self.cache),
             self.replicas,

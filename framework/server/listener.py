@@ -273,6 +273,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.listener.connections.discard(self)
         if self.services.authz is not None:
             self.services.authz.forget(self.peer)  # its decision cache goes with it
+        if self.services.shares is not None:
+            self.services.shares.connection_closed(self.peer)  # its share sessions end (KIP-932)
         self.listener.memory.forget(self._memory_freed)
         self._drop_queue()
         if self.big is not None:

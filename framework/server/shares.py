@@ -65,12 +65,18 @@ def acknowledge(
     key = (session.group_id, topic, index)
     sp = shares.find(key)
     if sp is None:
-        return ErrorCode.INVALID_RECORD_STATE
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # never fetched here
     now = shares.sched.time()
     result: int = ErrorCode.NONE
+    previous = -1
     for first, last, types in batches:
-        code = sp.acknowledge(session.member_id, first, last, types, now)
-        result = result or code
+        if first <= previous:
+            result = ErrorCode.INVALID_REQUEST
+        else:
+            result = sp.acknowledge(session.member_id, first, last, types, now)
+        if result:
+            break  # as Kafka, the first refused batch ends the partition's acknowledgements
+        previous = last
     shares.wake(key)
     shares.schedule_expiry(key)
     return result

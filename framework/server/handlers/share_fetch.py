@@ -215,7 +215,7 @@ async def handle(ctx: RequestContext, req: ShareFetchRequest) -> ShareFetchRespo
             error_code=ErrorCode.INVALID_REQUEST,
             error_message="Acknowledgements are not allowed when opening a share session.",
         )
-    code, session = shares.open_session(req.group_id, req.member_id, epoch)
+    code, session = shares.open_session(req.group_id, req.member_id, epoch, ctx.peer)
     if session is None:
         return ShareFetchResponse(error_code=code)
     answer = _Answer()

@@ -14,14 +14,13 @@ from framework.protocol.error_codes import ErrorCode
 from tests.support.coordinator import FakeScheduler, run_async
 
 
-def coordinator(sched: FakeScheduler, left: list[tuple[str, str]] | None = None) -> ShareGroupCoordinator:
+def coordinator(sched: FakeScheduler) -> ShareGroupCoordinator:
     counts = {"t": 2}
     return ShareGroupCoordinator(
         sched,
         ShareGroupConfig(session_timeout_ms=1000, heartbeat_interval_ms=100, max_size=3),
         lambda topic: counts.get(topic, 0),
         lambda gid: gid == "classic",
-        on_member_left=lambda g, m: (left if left is not None else []).append((g, m)),
     )
 
 
@@ -34,8 +33,7 @@ def test_simple_assignor_spreads_partitions_and_shares_them_when_members_outnumb
 
 def test_join_heartbeat_leave_and_fencing() -> None:
     sched = FakeScheduler()
-    left: list[tuple[str, str]] = []
-    c = coordinator(sched, left)
+    c = coordinator(sched)
     a = c.heartbeat("g", "a", 0, None, ["t"])
     assert a.error_code == ErrorCode.NONE and a.member_epoch == 1 and a.assignment == {"t": {0, 1}}
     b = c.heartbeat("g", "b", 0, None, ["t"])
@@ -47,7 +45,6 @@ def test_join_heartbeat_leave_and_fencing() -> None:
     assert c.heartbeat("g", "a", 7, None, None).error_code == ErrorCode.FENCED_MEMBER_EPOCH
     assert c.heartbeat("g", "zz", 2, None, None).error_code == ErrorCode.UNKNOWN_MEMBER_ID
     assert c.heartbeat("g", "b", -1, None, None).member_epoch == -1
-    assert left == [("g", "b")]
     assert c.heartbeat("g", "a", 2, None, None).assignment == {"t": {0, 1}}
 
 
@@ -71,7 +68,7 @@ def test_share_sessions_epochs_and_closing_gives_records_back() -> None:
     sched = FakeScheduler()
     m = SharePartitionManager(sched, SharePartitionConfig(lock_duration_ms=1000), max_sessions=1)
     assert m.open_session("g", "a", 1)[0] == ErrorCode.SHARE_SESSION_NOT_FOUND
-    code, s = m.open_session("g", "a", 0)
+    code, s = m.open_session("g", "a", 0, "127.0.0.1:2")
     assert code == ErrorCode.NONE and s is not None
     assert m.open_session("g", "b", 0)[0] == ErrorCode.SHARE_SESSION_LIMIT_REACHED
     assert m.open_session("g", "a", 2)[0] == ErrorCode.INVALID_SHARE_SESSION_EPOCH
@@ -79,6 +76,8 @@ def test_share_sessions_epochs_and_closing_gives_records_back() -> None:
     sp = m.get(("g", "t", 0), ("id", 0), lambda: 0)
     sp.acquire("a", [(0, 4)], 10, sched.time())
     m.schedule_expiry(("g", "t", 0))
+    m.connection_closed("127.0.0.1:1")  # not its connection
+    assert sp.in_flight == 5
     m.close_session("g", "a")
     assert sp.next_fetch_offset() == 0 and sp.in_flight == 0
     # a new leader epoch starts the partition over

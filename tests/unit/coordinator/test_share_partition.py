@@ -37,9 +37,12 @@ def test_another_members_or_an_unacquired_record_is_refused_whole() -> None:
     sp = SharePartition(0, CONFIG)
     sp.acquire("a", [(0, 4)], 10, now=0)
     assert sp.acknowledge("b", 0, 0, [AckType.ACCEPT], now=0) == ErrorCode.INVALID_RECORD_STATE
-    # 5 was never handed out: the batch 3-5 changes nothing
-    assert sp.acknowledge("a", 3, 5, [AckType.ACCEPT], now=0) == ErrorCode.INVALID_RECORD_STATE
+    # 5 was never handed out: the batch 3-5 is refused and changes nothing
+    assert sp.acknowledge("a", 3, 5, [AckType.ACCEPT], now=0) == ErrorCode.INVALID_REQUEST
     assert sp.records[3].state is RecordState.ACQUIRED
+    assert sp.acknowledge("a", 0, 1, [AckType.ACCEPT], now=0) == ErrorCode.NONE
+    assert sp.acknowledge("a", 0, 1, [AckType.ACCEPT], now=0) == ErrorCode.NONE  # settled: skipped
+    assert sp.acknowledge("a", 1, 2, [AckType.ACCEPT], now=0) == ErrorCode.NONE  # 2 is acquired
     assert sp.acknowledge("a", 0, 1, [1, 1, 1], now=0) == ErrorCode.INVALID_REQUEST  # 3 types for 2
 
 
@@ -71,7 +74,7 @@ def test_in_flight_records_are_capped_and_a_member_leaving_gives_its_records_bac
     assert not sp.can_acquire()
     assert sp.release_member("a") is True
     assert sp.can_acquire() and sp.next_fetch_offset() == 0
-    assert sp.acquire("b", [(0, 14)], 100, now=0) == [Acquired(0, 9, 2)]
+    assert sp.acquire("b", [(0, 14)], 100, now=0) == [Acquired(0, 9, 1)]  # that delivery uncounted
 
 
 def test_offsets_no_batch_covers_are_archived_and_truncation_moves_the_start() -> None:
