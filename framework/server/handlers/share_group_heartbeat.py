@@ -1,12 +1,13 @@
 """ShareGroupHeartbeat (76): a member of a share group (KIP-932) joins, heartbeats, leaves.
 
 The coordinator (:mod:`framework.coordinator.share_groups`) speaks topic names; the assignment
-goes back as topic ids. The member names itself (v1). With an authorizer: Read on the group.
-A member that leaves (epoch -1) also gives back what it holds on this broker.
+goes back as topic ids. The member names itself (v1). With an authorizer: Read on the group
+and Describe on each subscribed topic (else TOPIC_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
 
+from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.share_group_heartbeat import (
     Assignment,
     ShareGroupHeartbeatRequest,
@@ -20,6 +21,12 @@ from framework.server.context import RequestContext
 
 async def handle(ctx: RequestContext, req: ShareGroupHeartbeatRequest) -> ShareGroupHeartbeatResponse:
     authz.check(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id)
+    for topic in req.subscribed_topic_names or ():
+        if not authz.allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic):
+            return ShareGroupHeartbeatResponse(
+                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                error_message=f"Not authorized to describe topic {topic}.",
+            )
     ctx.groups.check_coordinator(req.group_id)
     res = ctx.groups.share.heartbeat(
         req.group_id,
