@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from framework.coordinator.groups import Scheduler, TimerHandle
@@ -375,17 +375,16 @@ class SharePartitionManager:
     def find(self, key: ShareKey) -> SharePartition | None:
         return self.partitions.get(key)
 
-    def drop_partition(self, topic: str, index: int) -> None:
-        """No longer led here (or deleted): forget its share state."""
-        for key in [k for k in self.partitions if k[1] == topic and k[2] == index]:
+    def forget(self, group_id: str, topic: str | None = None) -> bool:
+        """Drop the group's share state (of one topic, or all): True when there was some."""
+        keys = [k for k in self.partitions if k[0] == group_id and (topic is None or k[1] == topic)]
+        for key in keys:
             del self.partitions[key]
+            self._generations.pop(key, None)
             timer = self._timers.pop(key, None)
             if timer is not None:
                 timer[1].cancel()
-            self.wake(key)
-
-    def groups_of(self, topic: str, index: int) -> Iterable[tuple[str, SharePartition]]:
-        return [(k[0], sp) for k, sp in self.partitions.items() if k[1] == topic and k[2] == index]
+        return bool(keys)
 
     def schedule_expiry(self, key: ShareKey) -> None:
         """Keep one timer per share partition at its earliest lock deadline."""

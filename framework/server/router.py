@@ -38,6 +38,7 @@ from framework.protocol.messages.add_partitions_to_txn import AddPartitionsToTxn
 from framework.protocol.messages.alter_client_quotas import AlterClientQuotasRequest
 from framework.protocol.messages.alter_configs import AlterConfigsRequest
 from framework.protocol.messages.alter_partition_reassignments import AlterPartitionReassignmentsRequest
+from framework.protocol.messages.alter_share_group_offsets import AlterShareGroupOffsetsRequest
 from framework.protocol.messages.alter_user_scram_credentials import AlterUserScramCredentialsRequest
 from framework.protocol.messages.api_versions import ApiVersionsRequest
 from framework.protocol.messages.consumer_group_describe import ConsumerGroupDescribeRequest
@@ -48,6 +49,7 @@ from framework.protocol.messages.create_topics import CreateTopicsRequest
 from framework.protocol.messages.delete_acls import DeleteAclsRequest
 from framework.protocol.messages.delete_groups import DeleteGroupsRequest
 from framework.protocol.messages.delete_records import DeleteRecordsRequest
+from framework.protocol.messages.delete_share_group_offsets import DeleteShareGroupOffsetsRequest
 from framework.protocol.messages.delete_topics import DeleteTopicsRequest
 from framework.protocol.messages.describe_acls import DescribeAclsRequest
 from framework.protocol.messages.describe_client_quotas import DescribeClientQuotasRequest
@@ -57,6 +59,7 @@ from framework.protocol.messages.describe_groups import DescribeGroupsRequest
 from framework.protocol.messages.describe_log_dirs import DescribeLogDirsRequest
 from framework.protocol.messages.describe_producers import DescribeProducersRequest
 from framework.protocol.messages.describe_quorum import DescribeQuorumRequest
+from framework.protocol.messages.describe_share_group_offsets import DescribeShareGroupOffsetsRequest
 from framework.protocol.messages.describe_topic_partitions import DescribeTopicPartitionsRequest
 from framework.protocol.messages.describe_transactions import DescribeTransactionsRequest
 from framework.protocol.messages.describe_user_scram_credentials import DescribeUserScramCredentialsRequest
@@ -100,6 +103,7 @@ from framework.server.handlers import (
     alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
+    alter_share_group_offsets,
     alter_user_scram_credentials,
     api_versions,
     consumer_group_describe,
@@ -110,6 +114,7 @@ from framework.server.handlers import (
     delete_acls,
     delete_groups,
     delete_records,
+    delete_share_group_offsets,
     delete_topics,
     describe_acls,
     describe_client_quotas,
@@ -119,6 +124,7 @@ from framework.server.handlers import (
     describe_log_dirs,
     describe_producers,
     describe_quorum,
+    describe_share_group_offsets,
     describe_topic_partitions,
     describe_transactions,
     describe_user_scram_credentials,
@@ -303,6 +309,21 @@ def routes() -> Mapping[int, Route[Any, Any]]:
         _route(ShareGroupDescribeRequest, share_group_describe.handle, share_group_describe.error_response),
         _route(ShareFetchRequest, share_fetch.handle, share_fetch.error_response),
         _route(ShareAcknowledgeRequest, share_acknowledge.handle, share_acknowledge.error_response),
+        _route(
+            DescribeShareGroupOffsetsRequest,
+            describe_share_group_offsets.handle,
+            describe_share_group_offsets.error_response,
+        ),
+        _route(
+            AlterShareGroupOffsetsRequest,
+            alter_share_group_offsets.handle,
+            alter_share_group_offsets.error_response,
+        ),
+        _route(
+            DeleteShareGroupOffsetsRequest,
+            delete_share_group_offsets.handle,
+            delete_share_group_offsets.error_response,
+        ),
         _route(StreamAdminRequest, stream_admin.handle, stream_admin.error_response),
     ):
         assert r.entry.key not in table, f"two handlers for {r.entry.name}"

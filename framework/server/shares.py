@@ -89,3 +89,27 @@ def resolve_topic(ctx: RequestContext, topic_id: bytes) -> tuple[str | None, int
     if not authz.allowed(ctx, AclOperation.READ, ResourceType.TOPIC, info.name):
         return info.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED
     return info.name, ErrorCode.NONE
+
+
+def group_state_error(ctx: RequestContext, group_id: str, empty: bool) -> tuple[int, str | None]:
+    """The group-level error of an offsets request for a share group: not coordinated here,
+    not a share group, or (``empty``) not empty."""
+    code = ctx.groups.coordinator_error(group_id)
+    if code:
+        return code, None
+    g = ctx.groups.share.describe(group_id)
+    if g is None:
+        return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
+    if empty and g.members:
+        return ErrorCode.NON_EMPTY_GROUP, f"The group {group_id} has active members."
+    return ErrorCode.NONE, None
+
+
+def not_here(ctx: RequestContext, topic: str, index: int) -> tuple[int, str | None]:
+    """A partition whose share state this broker cannot answer for: its leader keeps it."""
+    part, code = leader_partition(ctx, topic, index)
+    if part is not None:
+        return ErrorCode.NONE, None
+    if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+        return code, f"{topic}-{index}: its share state is kept by its leader, not by this broker"
+    return code, None

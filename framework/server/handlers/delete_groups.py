@@ -1,4 +1,5 @@
-"""DeleteGroups (42): delete empty groups and their committed offsets."""
+"""DeleteGroups (42): delete empty groups and their committed offsets (share groups: their
+start offsets on this broker)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,13 @@ async def _delete(ctx: RequestContext, req: DeleteGroupsRequest) -> DeleteGroups
         if not authz.allowed(ctx, AclOperation.DELETE, ResourceType.GROUP, gid):
             out.append(DeletableGroupResult(group_id=gid, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED))
             continue
-        code = ctx.groups.coordinator_error(gid) or await ctx.groups.coordinator.delete_group(gid)
+        code: int = ctx.groups.coordinator_error(gid)
+        if not code and ctx.groups.share.is_share_group(gid):
+            code = ctx.groups.share.delete(gid)  # share groups: their state on this broker too
+            if code == ErrorCode.NONE and ctx.services.shares is not None:
+                ctx.services.shares.forget(gid)
+        elif not code:
+            code = await ctx.groups.coordinator.delete_group(gid)
         out.append(DeletableGroupResult(group_id=gid, error_code=code))
     return DeleteGroupsResponse(results=out)
 
