@@ -12,6 +12,11 @@ owns; the coordinator answers with the member's epoch and the partitions it shou
   ``unrevoked_partitions``, until a heartbeat reports them gone); a partition newly targeted
   at it is handed over only once no other member holds it (state ``unreleased_partitions``
   until then); a member holding exactly its target is ``stable`` at the target epoch.
+* A member subscribes by topic names, a regular expression (``subscribed_topic_regex``,
+  matched against whole topic names, internal topics left out), or both; the expression is
+  resolved again on every heartbeat, so a topic created later joins the subscription.
+  Python's ``re`` stands in for RE2/J: the patterns consumers use (``^sensors-.*``,
+  ``orders-(eu|us)``) mean the same in both.
 * A member's epoch is checked on every heartbeat: a larger one, or a smaller one that is not
   the previous epoch with owned partitions within the current assignment (a lost response),
   is FENCED_MEMBER_EPOCH; an unknown member id is UNKNOWN_MEMBER_ID. Epoch -1 leaves.
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import re
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -77,7 +83,9 @@ class ConsumerMember:
     client_id: str = ""
     client_host: str = ""
     rebalance_timeout_ms: int = 300_000
-    subscribed_topics: list[str] = field(default_factory=list)
+    subscribed_topics: list[str] = field(default_factory=list)  # names and regex matches
+    topic_names: list[str] = field(default_factory=list)  # as the member sent them
+    topic_regex: str | None = None
     server_assignor: str | None = None
     member_epoch: int = 0
     previous_member_epoch: int = -1
@@ -259,7 +267,8 @@ def _subset(a: Partitions, b: Partitions) -> bool:
 class ConsumerGroupCoordinator:
     """KIP-848 consumer groups; ``partition_count(topic)`` is 0 for a topic that does not
     exist; ``classic_group_active(group_id)`` tells whether a classic group of that id has
-    members (then the id is refused here, GROUP_ID_NOT_FOUND, as Kafka)."""
+    members (then the id is refused here, GROUP_ID_NOT_FOUND, as Kafka); ``topic_names()``
+    lists the topics a subscription's regular expression may match."""
 
     def __init__(
         self,
@@ -267,8 +276,10 @@ class ConsumerGroupCoordinator:
         config: ConsumerGroupConfig,
         partition_count: Callable[[str], int],
         classic_group_active: Callable[[str], bool],
+        topic_names: Callable[[], Iterable[str]] = list,
     ) -> None:
         self.sched = scheduler
+        self.topic_names = topic_names
         self.config = config
         self.partition_count = partition_count
         self.classic_group_active = classic_group_active
@@ -313,7 +324,14 @@ class ConsumerGroupCoordinator:
         else:
             raise invalid(f"MemberEpoch {req.member_epoch} is invalid.")
         if req.subscribed_topic_regex:  # librdkafka sends "" for none
-            raise invalid("SubscribedTopicRegex is not supported by this broker.")
+            try:
+                re.compile(req.subscribed_topic_regex)
+            except re.error as exc:
+                raise HeartbeatError(
+                    E.INVALID_REGULAR_EXPRESSION,
+                    f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid regular "
+                    f"expression: {exc}.",
+                ) from exc
         if req.server_assignor is not None and req.server_assignor not in self.config.assignors:
             raise HeartbeatError(
                 E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {req.server_assignor} is not supported."
@@ -355,7 +373,8 @@ class ConsumerGroupCoordinator:
             self._check_epoch(m, req)
         assert g is not None
         before = (m.member_epoch, _copy(m.assigned))
-        changed = self._update_member(m, req) or joined
+        changed = self._update_member(m, req)
+        changed = self._resolve(g) or changed or joined
         counts = {t: self.partition_count(t) for t in sorted(g.subscribed())}
         if changed or counts != g.topic_partitions:
             self._bump(g, counts, f"member {m.member_id} changed" if changed else "topic metadata changed")
@@ -392,6 +411,23 @@ class ConsumerGroupCoordinator:
                 "partitions and rejoin.",
             )
 
+    def _resolve(self, g: ConsumerGroup) -> bool:
+        """Each member's subscription: its topic names and the topics its regex matches now
+        (whole names, internal topics left out, as Kafka). True when one changed."""
+        names: list[str] | None = None
+        changed = False
+        for m in g.members.values():
+            topics = set(m.topic_names)
+            if m.topic_regex:
+                if names is None:
+                    names = sorted(self.topic_names())
+                pattern = re.compile(m.topic_regex)
+                topics.update(t for t in names if pattern.fullmatch(t))
+            if sorted(topics) != m.subscribed_topics:
+                m.subscribed_topics = sorted(topics)
+                changed = True
+        return changed
+
     @staticmethod
     def _update_member(m: ConsumerMember, req: HeartbeatRequest) -> bool:
         """Apply the request's fields; True when the subscription or assignor changed."""
@@ -407,10 +443,9 @@ class ConsumerGroupCoordinator:
         if req.rebalance_timeout_ms != -1:
             m.rebalance_timeout_ms = req.rebalance_timeout_ms
         if req.subscribed_topic_names is not None:
-            topics = sorted(set(req.subscribed_topic_names))
-            if topics != m.subscribed_topics:
-                m.subscribed_topics = topics
-                changed = True
+            m.topic_names = sorted(set(req.subscribed_topic_names))
+        if req.subscribed_topic_regex is not None:
+            m.topic_regex = req.subscribed_topic_regex or None
         if req.server_assignor is not None and req.server_assignor != m.server_assignor:
             m.server_assignor = req.server_assignor
             changed = True

@@ -71,6 +71,7 @@ class GroupService:
             ),
             self._partition_count,
             lambda gid: self._classic_group_active(gid) or self.share.is_share_group(gid),
+            lambda: [name for name, t in self.cache.topics.items() if not t.internal],
         )
         # KIP-932 share groups: their records' states are kept by the partition leaders
         self.share = ShareGroupCoordinator(

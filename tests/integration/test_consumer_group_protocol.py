@@ -96,3 +96,28 @@ def test_two_consumers_share_a_topic_then_one_takes_all(broker_factory: BrokerFa
         assert {q for _, q, _, _ in seen} == {0, 1, 2, 3} - mine
     finally:
         d.close()
+
+
+def test_a_regex_subscription_picks_up_a_topic_created_later(broker_factory: BrokerFactory) -> None:
+    b = broker_factory(FAST)
+    create_topic(b.bootstrap, "re-first", 2)
+    create_topic(b.bootstrap, "other", 1)
+    c = consumer(b.bootstrap)
+    c.subscribe(["^re-.*"])  # librdkafka sends it as SubscribedTopicRegex: the broker resolves it
+    seen: list[Any] = []
+    try:
+        poll_until([c], lambda: {tp.topic for tp in c.assignment()} == {"re-first"}, 60, "re-first", seen)
+        create_topic(b.bootstrap, "re-later", 1)
+        p = Producer({"bootstrap.servers": b.bootstrap, "logger": quiet_logger()})
+        for topic in ("re-later", "other"):
+            p.produce(topic, value=topic.encode())
+        assert p.flush(30) == 0
+        poll_until([c], lambda: any(v == b"re-later" for *_, v in seen), 60, "the new topic", seen)
+        assert {tp.topic for tp in c.assignment()} == {"re-first", "re-later"}
+        admin = AdminClient({"bootstrap.servers": b.bootstrap, "logger": quiet_logger()})
+        (member,) = admin.describe_consumer_groups([GROUP])[GROUP].result(timeout=30).members
+        assert {tp.topic for tp in member.assignment.topic_partitions} == {"re-first", "re-later"}
+    finally:
+        c.close()
+    assert b"other" not in [v for *_, v in seen]
+

@@ -39,6 +39,7 @@ class H:
             ConsumerGroupConfig(**config),
             lambda t: self.topics.get(t, 0),
             lambda gid: gid in self.classic,
+            lambda: list(self.topics),
         )
         # what each member holds, as a client keeps it
         self.owned: dict[str, Partitions] = {}
@@ -265,3 +266,27 @@ def test_uniform_respects_heterogeneous_subscriptions() -> None:
 def test_range_splits_each_topic() -> None:
     out = assign_range(_members({"a": ["t"], "b": ["t"]}), {"t": 5}, {})
     assert out == {"a": {"t": {0, 1, 2}}, "b": {"t": {3, 4}}}
+
+
+def test_a_regex_subscription_follows_the_topics_that_match() -> None:
+    h = H({"orders-eu": 2, "orders-us": 1, "payments": 3})
+    r = h.co.heartbeat(
+        HeartbeatRequest(G, "a", 0, rebalance_timeout_ms=60_000, subscribed_topic_regex="orders-.*", owned={})
+    )
+    h._apply("a", r)
+    assert r.assignment == {"orders-eu": {0, 1}, "orders-us": {0}}
+    epoch = r.member_epoch
+    h.topics["orders-asia"] = 1  # created later: the next heartbeat resolves the expression again
+    h.topics["xorders-eu"] = 1  # matches only part of the name: not subscribed
+    h.settle("a")
+    assert h.owned["a"] == {"orders-eu": {0, 1}, "orders-us": {0}, "orders-asia": {0}}
+    assert h.epoch["a"] > epoch
+    assert h.co.groups[G].members["a"].topic_regex == "orders-.*"
+
+
+def test_an_invalid_regex_is_refused() -> None:
+    h = H()
+    r = h.co.heartbeat(
+        HeartbeatRequest(G, "a", 0, rebalance_timeout_ms=60_000, subscribed_topic_regex="orders-(", owned={})
+    )
+    assert r.error_code == E.INVALID_REGULAR_EXPRESSION and "orders-(" in (r.error_message or "")
