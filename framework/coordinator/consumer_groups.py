@@ -26,13 +26,18 @@ owns; the coordinator answers with the member's epoch and the partitions it shou
 
 The groups live in memory only: after a coordinator move (or restart) members are told
 UNKNOWN_MEMBER_ID and rejoin with epoch 0. Committed offsets are kept by the
-:class:`~framework.coordinator.groups.GroupCoordinator`. Static membership is not kept: an
-instance id is recorded and shown, the member is treated as dynamic. Not thread-safe: used
+:class:`~framework.coordinator.groups.GroupCoordinator`.
+
+Static membership (``group.instance.id``): a static member leaving with epoch -2 keeps its
+partitions until its session times out; one joining with the same instance id under a new
+member id meanwhile takes them over with its epoch, without a rebalance. A second live member
+with the instance id is UNRELEASED_INSTANCE_ID. Not thread-safe: used
 from the broker's event loop only; timers come from a :class:`Scheduler`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import re
@@ -94,6 +99,7 @@ class ConsumerMember:
     pending_revocation: Partitions = field(default_factory=dict)
     session_timer: TimerHandle | None = None
     revocation_timer: TimerHandle | None = None
+    left_static: bool = False  # a static member that left with epoch -2, not yet timed out
 
 
 @dataclass
@@ -345,31 +351,14 @@ class ConsumerGroupCoordinator:
             return self._leave(g, req)
         joined = req.member_epoch == 0
         if joined:
-            m = g.members.get(req.member_id) if g is not None and req.member_id else None
-            if m is None:
-                if g is not None and len(g.members) >= self.config.max_size:
-                    raise HeartbeatError(
-                        E.GROUP_MAX_SIZE_REACHED,
-                        f"The consumer group has reached its maximum capacity of {self.config.max_size} "
-                        "members.",
-                    )
-                if g is None:
-                    g = self.groups[req.group_id] = ConsumerGroup(
-                        req.group_id, assignor=self.config.assignors[0]
-                    )
-                m = ConsumerMember(req.member_id or _new_member_id())
-                g.members[m.member_id] = m
-                log.info("consumer group %s: member %s joined", g.group_id, m.member_id)
-            else:  # rejoining (after a fence, say): it holds nothing
-                self._cancel_revocation(m)
-                m.member_epoch, m.previous_member_epoch = 0, -1
-                m.state, m.assigned, m.pending_revocation = MemberState.STABLE, {}, {}
+            g, m, joined = self._join(g, req)
         else:
-            m = g.members.get(req.member_id) if g is not None else None
-            if g is None or m is None:
+            found = g.members.get(req.member_id) if g is not None else None
+            if g is None or found is None:
                 raise HeartbeatError(
                     E.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {req.group_id}."
                 )
+            m = found
             self._check_epoch(m, req)
         assert g is not None
         before = (m.member_epoch, _copy(m.assigned))
@@ -392,6 +381,59 @@ class ConsumerGroupCoordinator:
             heartbeat_interval_ms=self.config.heartbeat_interval_ms,
             assignment=_copy(m.assigned) if send else None,
         )
+
+    def _join(
+        self, g: ConsumerGroup | None, req: HeartbeatRequest
+    ) -> tuple[ConsumerGroup, ConsumerMember, bool]:
+        """(group, member, whether the membership changed) for a heartbeat with epoch 0."""
+        m = g.members.get(req.member_id) if g is not None and req.member_id else None
+        if g is not None and m is not None:  # rejoining (after a fence, say): it holds nothing
+            self._cancel_revocation(m)
+            m.member_epoch, m.previous_member_epoch, m.left_static = 0, -1, False
+            m.state, m.assigned, m.pending_revocation = MemberState.STABLE, {}, {}
+            return g, m, True
+        if g is not None and req.instance_id:
+            old = next((o for o in g.members.values() if o.instance_id == req.instance_id), None)
+            if old is not None:
+                if not old.left_static:
+                    raise HeartbeatError(
+                        E.UNRELEASED_INSTANCE_ID,
+                        f"Static member {old.member_id} with instance id {req.instance_id} is not released.",
+                    )
+                return g, self._replace_static(g, old, req.member_id or _new_member_id()), False
+        if g is not None and len(g.members) >= self.config.max_size:
+            raise HeartbeatError(
+                E.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {self.config.max_size} members.",
+            )
+        if g is None:
+            g = self.groups[req.group_id] = ConsumerGroup(req.group_id, assignor=self.config.assignors[0])
+        m = ConsumerMember(req.member_id or _new_member_id())
+        g.members[m.member_id] = m
+        log.info("consumer group %s: member %s joined", g.group_id, m.member_id)
+        return g, m, True
+
+    def _replace_static(self, g: ConsumerGroup, old: ConsumerMember, member_id: str) -> ConsumerMember:
+        """A static member came back under a new member id within its session timeout: it
+        takes over the old member's epoch and partitions, and the group does not rebalance."""
+        if old.session_timer is not None:
+            old.session_timer.cancel()
+        self._cancel_revocation(old)
+        new = dataclasses.replace(
+            old, member_id=member_id, left_static=False, session_timer=None, revocation_timer=None
+        )
+        del g.members[old.member_id]
+        g.members[member_id] = new
+        if old.member_id in g.target:
+            g.target[member_id] = g.target.pop(old.member_id)
+        log.info(
+            "consumer group %s: static member %s (instance %s) replaced %s",
+            g.group_id,
+            member_id,
+            new.instance_id,
+            old.member_id,
+        )
+        return new
 
     @staticmethod
     def _check_epoch(m: ConsumerMember, req: HeartbeatRequest) -> None:
@@ -552,6 +594,13 @@ class ConsumerGroupCoordinator:
             raise HeartbeatError(
                 E.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {req.group_id}."
             )
+        if req.member_epoch == LEAVE_STATIC_EPOCH and m.instance_id:
+            # a static member leaving for a while (a restart): its partitions wait for it until
+            # its session times out
+            log.info("consumer group %s: static member %s left for now", g.group_id, m.member_id)
+            self._cancel_revocation(m)
+            m.left_static = True
+            return HeartbeatResult(member_id=m.member_id, member_epoch=req.member_epoch)
         log.info("consumer group %s: member %s left the group", g.group_id, m.member_id)
         self._remove(g, m, "left the group")
         return HeartbeatResult(member_id=m.member_id, member_epoch=req.member_epoch)

@@ -18,7 +18,7 @@ GROUP = "kip848-app"
 FAST = {"group.consumer.heartbeat.interval.ms": 300, "group.consumer.session.timeout.ms": 10_000}
 
 
-def consumer(bootstrap: str) -> Consumer:
+def consumer(bootstrap: str, **extra: Any) -> Consumer:
     return Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -28,6 +28,7 @@ def consumer(bootstrap: str) -> Consumer:
             "enable.auto.commit": False,
             "logger": quiet_logger(),
         }
+        | extra
     )
 
 
@@ -121,3 +122,38 @@ def test_a_regex_subscription_picks_up_a_topic_created_later(broker_factory: Bro
         c.close()
     assert b"other" not in [v for *_, v in seen]
 
+
+def test_a_static_member_restarting_gets_its_partitions_back(broker_factory: BrokerFactory) -> None:
+    b = broker_factory(FAST)
+    create_topic(b.bootstrap, TOPIC, 4)
+    a = consumer(b.bootstrap, **{"group.instance.id": "host-a"})
+    c = consumer(b.bootstrap, **{"group.instance.id": "host-c"})
+    for m in (a, c):
+        m.subscribe([TOPIC])
+    seen: list[Any] = []
+    try:
+        poll_until([a, c], lambda: len(parts(a)) == 2 and len(parts(c)) == 2, 60, "two members", seen)
+        held = parts(c)
+        admin = AdminClient({"bootstrap.servers": b.bootstrap, "logger": quiet_logger()})
+        c.close()  # a static member leaves for now (epoch -2): its partitions wait for it
+        # no event marks "no rebalance": a polls through five of its heartbeats (300 ms) and
+        # must keep its two partitions
+        until = time.monotonic() + 1.5
+        while time.monotonic() < until:
+            a.poll(0.1)
+            assert len(parts(a)) == 2, "the group rebalanced while the static member was away"
+        c = consumer(b.bootstrap, **{"group.instance.id": "host-c"})
+        c.subscribe([TOPIC])
+        most = [0]
+
+        def back() -> bool:
+            most[0] = max(most[0], len(parts(a)))
+            return parts(c) == held
+
+        poll_until([a, c], back, 60, "the restarted member's partitions", seen)
+        assert most[0] == 2, "the group rebalanced while the static member restarted"
+        desc = admin.describe_consumer_groups([GROUP])[GROUP].result(timeout=30)
+        assert sorted(m.group_instance_id for m in desc.members) == ["host-a", "host-c"]
+    finally:
+        a.close()
+        c.close()

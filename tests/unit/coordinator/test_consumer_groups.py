@@ -290,3 +290,79 @@ def test_an_invalid_regex_is_refused() -> None:
         HeartbeatRequest(G, "a", 0, rebalance_timeout_ms=60_000, subscribed_topic_regex="orders-(", owned={})
     )
     assert r.error_code == E.INVALID_REGULAR_EXPRESSION and "orders-(" in (r.error_message or "")
+
+
+def test_a_static_member_restarting_takes_its_partitions_back_without_a_rebalance() -> None:
+    h = H()
+    for mid in ("a", "b"):
+        r = h.co.heartbeat(
+            HeartbeatRequest(
+                G,
+                mid,
+                0,
+                instance_id=f"host-{mid}",
+                rebalance_timeout_ms=60_000,
+                subscribed_topic_names=["orders"],
+                owned={},
+            )
+        )
+        h._apply(mid, r)
+    h.settle("a", "b")
+    g = h.co.groups[G]
+    epoch, held = g.group_epoch, h.owned["b"]
+    assert h.count("b") == 2
+    # b restarts: it leaves with -2, its partitions wait for it
+    assert h.beat("b", epoch=-2, instance_id="host-b").member_epoch == -2
+    h.settle("a")
+    assert h.count("a") == 2 and g.group_epoch == epoch
+    # a second member with a's instance id while a is live is refused
+    dup = h.co.heartbeat(
+        HeartbeatRequest(
+            G,
+            "a2",
+            0,
+            instance_id="host-a",
+            rebalance_timeout_ms=60_000,
+            subscribed_topic_names=["orders"],
+            owned={},
+        )
+    )
+    assert dup.error_code == E.UNRELEASED_INSTANCE_ID
+    back = h.co.heartbeat(
+        HeartbeatRequest(
+            G,
+            "b2",
+            0,
+            instance_id="host-b",
+            rebalance_timeout_ms=60_000,
+            subscribed_topic_names=["orders"],
+            owned={},
+        )
+    )
+    assert back.error_code == E.NONE and back.assignment == held
+    assert g.group_epoch == epoch and set(g.members) == {"a", "b2"}
+
+
+@run_async
+async def test_a_static_member_that_does_not_come_back_is_removed_at_its_session_timeout() -> None:
+    h = H(session_timeout_ms=10_000)
+    r = h.co.heartbeat(
+        HeartbeatRequest(
+            G,
+            "a",
+            0,
+            instance_id="host-a",
+            rebalance_timeout_ms=60_000,
+            subscribed_topic_names=["orders"],
+            owned={},
+        )
+    )
+    h._apply("a", r)
+    h.join("b")
+    h.settle("a", "b")
+    h.beat("a", epoch=-2, instance_id="host-a")
+    for _ in range(3):
+        await h.sched.advance(4)
+        h.beat("b")
+    h.settle("b")
+    assert set(h.co.groups[G].members) == {"b"} and h.count("b") == 4
