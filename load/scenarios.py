@@ -127,6 +127,18 @@ SCENARIOS: tuple[Scenario, ...] = (
         figures=("preload", "throughput", "rebalance"),
     ),
     Scenario(
+        "share",
+        "a 4-member share group (KIP-932) reading a preloaded topic, ours against Apache Kafka",
+        "200k records, 2 repetitions",
+        "20k records, 1 repetition, ours only (a test of the benchmark)",
+        sizes={
+            "records": (1_000_000, 200_000, 20_000, "records to preload"),
+            "reps": (3, 2, 1, "repetitions (the order of the systems alternates)"),
+        },
+        options=(("--peers", "kafka", "kafka, or 'none' (ours alone)"),),
+        figures=("summary", "ratios", "not_run"),
+    ),
+    Scenario(
         "transactions",
         "transactional against idempotent produce; read_committed against read_uncommitted",
         "3 s phases, 2 repetitions",

@@ -115,3 +115,23 @@ def test_bench_reassign_smoke(tmp_path: Path) -> None:
         "measured / throttle-implied duration (not over)",
         "measured / throttle-implied duration (not under)",
     ]
+
+
+def test_bench_share_smoke(tmp_path: Path) -> None:
+    # ours alone (the ratio goals need Apache Kafka: `sftraffic bench share`): every record
+    # read once by the 4 share consumers, at a measured rate
+    out = tmp_path / "share.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "load.bench_share", "--smoke", "--peers", "none", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert out.exists(), f"no JSON (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    doc = json.loads(out.read_text())
+    assert doc["errors"] == [] and proc.returncode == 0, doc["errors"]
+    (row,) = doc["runs"]
+    assert row["system"] == "ours" and row["distinct"] == doc["config"]["records"] == 20_000
+    assert row["twice"] == 0 and row["records_s"] > 0 and row["members_with_records"] >= 1
