@@ -13,6 +13,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import queue
+import sys
 import tempfile
 import time
 import uuid
@@ -81,6 +82,8 @@ def _member(bootstrap: str, topic: str, group: str, out: Any, stop: Any) -> None
             msgs = c.poll(0.2)
             now = time.monotonic()
             for m in msgs:
+                if m.error() is not None:
+                    print(f"member {os.getpid()}: {m.error()}", file=sys.stderr, flush=True)
                 p, o = m.partition(), m.offset()
                 if m.error() is None and p is not None and o is not None:
                     got.append(p << 40 | o)

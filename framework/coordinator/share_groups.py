@@ -386,10 +386,12 @@ class SharePartitionManager:
                 timer[1].cancel()
         return bool(keys)
 
-    def schedule_expiry(self, key: ShareKey) -> None:
-        """Keep one timer per share partition at its earliest lock deadline."""
+    def schedule_expiry(self, key: ShareKey, due: float | None = None) -> None:
+        """Keep one timer per share partition at its earliest lock deadline; ``due``: the
+        deadline of records just acquired (else the partition's earliest is looked up)."""
         sp = self.partitions.get(key)
-        due = sp.next_deadline() if sp is not None else None
+        if due is None:
+            due = sp.next_deadline() if sp is not None else None
         current = self._timers.get(key)
         if due is None or (current is not None and current[0] <= due):
             return

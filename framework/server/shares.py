@@ -77,8 +77,7 @@ def acknowledge(
         if result:
             break  # as Kafka, the first refused batch ends the partition's acknowledgements
         previous = last
-    shares.wake(key)
-    shares.schedule_expiry(key)
+    shares.wake(key)  # released records may be handed out again (their locks' timers stand)
     return result
 
 

@@ -10,7 +10,6 @@ request for all topics (TOPIC_AUTHORIZATION_FAILED when named).
 
 from __future__ import annotations
 
-from framework.coordinator.share_partition import RecordState
 from framework.protocol.error_codes import ErrorCode
 from framework.protocol.fields import ZERO_UUID
 from framework.protocol.messages.describe_share_group_offsets import (
@@ -39,7 +38,7 @@ def _partition(
     sp = share_manager(ctx).find((gid, topic, index))
     if part is None or sp is None:
         return out
-    done = sum(1 for r in sp.records.values() if r.state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED))
+    done = sp.settled()
     out.start_offset, out.leader_epoch = sp.start_offset, part.leader_epoch
     out.lag = max(part.log.high_watermark - sp.start_offset - done, 0)
     return out

@@ -97,11 +97,12 @@ def _acquire(
     batches = [(pos, h) for pos, h in iter_batches(data)]
     if not batches:
         return 0, 0
+    now = shares.sched.time()
     acquired = sp.acquire(
         session.member_id,
         [(h.base_offset, h.last_offset) for _, h in batches],
         max_records,
-        shares.sched.time(),
+        now,
         strict=strict,
     )
     if not acquired:
@@ -118,7 +119,7 @@ def _acquire(
         )
         for a in acquired
     ]
-    shares.schedule_expiry(key)
+    shares.schedule_expiry(key, now + shares.config.lock_duration_ms / 1000)
     metrics.child(metrics.BYTES_OUT, part.topic).inc(len(records))
     return sum(a.last_offset - a.first_offset + 1 for a in acquired), len(records)
 
