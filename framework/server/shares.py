@@ -112,3 +112,13 @@ def not_here(ctx: RequestContext, topic: str, index: int) -> tuple[int, str | No
     if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
         return code, f"{topic}-{index}: its share state is kept by its leader, not by this broker"
     return code, None
+
+
+def offsets_refusal(ctx: RequestContext, group_id: str, op: AclOperation) -> tuple[int, str | None]:
+    """Why AlterShareGroupOffsets or DeleteShareGroupOffsets is refused for the whole group
+    (NONE: it is not): no group id, not authorized for ``op``, not here, not empty."""
+    if not group_id:
+        return ErrorCode.INVALID_GROUP_ID, None
+    if not authz.allowed(ctx, op, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None
+    return group_state_error(ctx, group_id, empty=True)

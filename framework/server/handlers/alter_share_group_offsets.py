@@ -19,16 +19,12 @@ from framework.protocol.messages.alter_share_group_offsets import (
 from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz
 from framework.server.context import RequestContext
-from framework.server.shares import group_state_error, leader_partition, not_here, share_manager
+from framework.server.shares import leader_partition, not_here, offsets_refusal, share_manager
 
 
 async def handle(ctx: RequestContext, req: AlterShareGroupOffsetsRequest) -> AlterShareGroupOffsetsResponse:
     shares = share_manager(ctx)
-    if not req.group_id:
-        return AlterShareGroupOffsetsResponse(error_code=ErrorCode.INVALID_GROUP_ID)
-    if not authz.allowed(ctx, AclOperation.READ, ResourceType.GROUP, req.group_id):
-        return AlterShareGroupOffsetsResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    code, message = group_state_error(ctx, req.group_id, empty=True)
+    code, message = offsets_refusal(ctx, req.group_id, AclOperation.READ)
     if code:
         return AlterShareGroupOffsetsResponse(error_code=code, error_message=message)
     out: list[AlterShareGroupOffsetsResponseTopic] = []

@@ -18,16 +18,12 @@ from framework.protocol.messages.delete_share_group_offsets import (
 from framework.security.authorizer import AclOperation, ResourceType
 from framework.server import authz
 from framework.server.context import RequestContext
-from framework.server.shares import group_state_error, share_manager
+from framework.server.shares import offsets_refusal, share_manager
 
 
 async def handle(ctx: RequestContext, req: DeleteShareGroupOffsetsRequest) -> DeleteShareGroupOffsetsResponse:
     shares = share_manager(ctx)
-    if not req.group_id:
-        return DeleteShareGroupOffsetsResponse(error_code=ErrorCode.INVALID_GROUP_ID)
-    if not authz.allowed(ctx, AclOperation.DELETE, ResourceType.GROUP, req.group_id):
-        return DeleteShareGroupOffsetsResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    code, message = group_state_error(ctx, req.group_id, empty=True)
+    code, message = offsets_refusal(ctx, req.group_id, AclOperation.DELETE)
     if code:
         return DeleteShareGroupOffsetsResponse(error_code=code, error_message=message)
     out: list[DeleteShareGroupOffsetsResponseTopic] = []
