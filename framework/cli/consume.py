@@ -39,9 +39,12 @@ cannot be decoded is a one-line error naming its offset, exit 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -362,8 +365,25 @@ def _assignment(consumer: Any, topic: str, partitions: list[int], start: _Start)
     return [TopicPartition(topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END) for tp in found]
 
 
+@contextlib.contextmanager
+def _ctrl_c_between_rounds() -> Iterator[threading.Event]:
+    """Ctrl-C (SIGINT) ends the loop between two rounds, not inside one: a record printed is
+    always stored before the member's final commit (a KeyboardInterrupt between the print and
+    the store made the next member read it again). In the main thread only; elsewhere (tests)
+    Python's own KeyboardInterrupt stands."""
+    stopped = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stopped
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: stopped.set())
+    try:
+        yield stopped
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class _Loop:
-    """Poll, print, store offsets; stop at -n, at -e's end, or on a closed stdout."""
+    """Poll, print, store offsets; stop at -n, at -e's end, on Ctrl-C or on a closed stdout."""
 
     def __init__(
         self,
@@ -387,23 +407,25 @@ class _Loop:
         self.out = sys.stdout.buffer
 
     def run(self) -> int:
-        while True:
-            msg = self.consumer.poll(0.5)
-            last: dict[tuple[str, int], int] = {}
-            while msg is not None:
-                if self._take(msg, last) and self.count is not None and self.printed >= self.count:
-                    break
-                msg = self.consumer.poll(0)
-            try:
-                self.out.flush()
-            except BrokenPipeError:
-                raise _PipeClosed from None
-            if last and self.group:
-                self._store(last)
-            if self.count is not None and self.printed >= self.count:
-                return 0
-            if self.exit_at_end and self._all_at_end():
-                return 0
+        with _ctrl_c_between_rounds() as stopped:
+            while not stopped.is_set():
+                msg = self.consumer.poll(0.5)
+                last: dict[tuple[str, int], int] = {}
+                while msg is not None:
+                    if self._take(msg, last) and self.count is not None and self.printed >= self.count:
+                        break
+                    msg = self.consumer.poll(0)
+                try:
+                    self.out.flush()
+                except BrokenPipeError:
+                    raise _PipeClosed from None
+                if last and self.group:
+                    self._store(last)
+                if self.count is not None and self.printed >= self.count:
+                    return 0
+                if self.exit_at_end and self._all_at_end():
+                    return 0
+        return 0  # Ctrl-C, as kcat: what was printed is stored, the member commits it on close
 
     def _store(self, last: dict[tuple[str, int], int]) -> None:
         from confluent_kafka import KafkaException, TopicPartition  # noqa: PLC0415
