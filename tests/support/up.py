@@ -123,7 +123,7 @@ def free_block(n: int, raft_offset: int = 10_000) -> int:
         base = random.randrange(10_000, top) if top > 10_000 else free_port()
         socks = []
         try:
-            for port in [*range(base, base + n), *range(base + raft_offset, base + raft_offset + n)]:
+            for port in sorted({*range(base, base + n), *range(base + raft_offset, base + raft_offset + n)}):
                 s = socket.socket()
                 socks.append(s)
                 s.bind(("127.0.0.1", port))

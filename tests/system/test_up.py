@@ -50,7 +50,8 @@ def test_up_traces_an_mqtt_reading_to_the_dashboard_and_stops_cleanly(tmp_path: 
 def test_up_cluster_carries_on_when_a_broker_dies(tmp_path: Path) -> None:
     """`up --cluster 3`: a reading gets through before and after SIGKILL of one broker."""
     base = free_block(3)
-    ports = {k: free_port() for k in ("metrics", "mqtt", "dash")}
+    # up gives broker i the metrics port metrics + i - 1: a block below the ephemeral range too
+    ports = {k: free_port() for k in ("mqtt", "dash")} | {"metrics": free_block(3, 0)}
     cmd = up_cmd(tmp_path, base, ports, "--cluster", "3", "--no-spark", "--mqtt-devices", "20")
     log = tmp_path / "up.out"
     proc = start_up(cmd, log)

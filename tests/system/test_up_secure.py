@@ -157,7 +157,8 @@ def test_up_secure_cluster_replicates_over_the_authenticated_listener(tmp_path: 
     from framework.client.security import read_properties
 
     base = free_block(3)
-    ports = {k: free_port() for k in ("metrics", "mqtt", "dash")}
+    # up gives broker i the metrics port metrics + i - 1: a block below the ephemeral range too
+    ports = {k: free_port() for k in ("mqtt", "dash")} | {"metrics": free_block(3, 0)}
     cmd = up_cmd(tmp_path, base, ports, "--secure", "--cluster", "3", "--no-spark", "--mqtt-devices", "5")
     log = tmp_path / "up.out"
     data = tmp_path / "up"
