@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from framework.coordinator.share_groups import FINAL_SESSION_EPOCH, SharePartitionManager, ShareSession
 from framework.coordinator.share_partition import SharePartition
 from framework.errors import StoreError
+from framework.metadata.store import TopicInfo
 from framework.protocol.error_codes import ErrorCode
 from framework.protocol.messages.share_fetch import (
     AcquiredRecords,
@@ -177,7 +178,7 @@ def _response(ctx: RequestContext, answer: _Answer, lock_ms: int) -> ShareFetchR
             s.data.records = b""
         t.partitions.append(s.data)
         if s.data.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and info is not None:
-            _leader_hint(ctx, info.name, s, endpoints)
+            _leader_hint(ctx, info, s, endpoints)
     return ShareFetchResponse(
         acquisition_lock_timeout_ms=lock_ms,
         responses=list(topics.values()),
@@ -185,10 +186,7 @@ def _response(ctx: RequestContext, answer: _Answer, lock_ms: int) -> ShareFetchR
     )
 
 
-def _leader_hint(ctx: RequestContext, topic: str, s: _Slot, endpoints: dict[int, NodeEndpoint]) -> None:
-    info = ctx.cluster.topics.get(topic)
-    if info is None:
-        return
+def _leader_hint(ctx: RequestContext, info: TopicInfo, s: _Slot, endpoints: dict[int, NodeEndpoint]) -> None:
     states = ctx.cluster.partition_states(info)
     if s.index >= len(states):
         return
