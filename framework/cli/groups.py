@@ -15,6 +15,15 @@ with live members (its consumers would overwrite the reset), as Kafka's tool doe
 "log_end_offset", "lag", "member_id"}], "total_lag"}]}`` (an uncommitted partition's
 ``committed_offset`` and ``lag`` are null). States are Kafka's: Stable, Empty,
 PreparingRebalance, CompletingRebalance, Dead.
+
+Share groups (KIP-932) are listed with type ``share`` and described as ``kafka-share-groups
+--describe`` shows them: ``{"group_id", "type": "share", "state", "group_epoch",
+"assignment_epoch", "partition_assignor", "coordinator", "members": [{"member_id",
+"member_epoch", "client_id", "host", "subscribed_topics", "assignment"}], "offsets": [{"topic",
+"partition", "start_offset", "lag"}], "total_lag"}``: a share group has no committed offsets,
+its share-partition start offset is where unacknowledged records begin. confluent-kafka has no
+share-group admin calls yet, so these go over the wire (ListGroups with type filter "share",
+ShareGroupDescribe, DescribeShareGroupOffsets); ``delete`` deletes either kind.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from framework.cli.output import (
     table,
     warn,
 )
+from framework.client.share_admin import describe_share_group, list_share_groups
 from framework.errors import StoreError
 
 EXAMPLES = """\
@@ -60,12 +70,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     gsub = command_group(
         sub,
         "groups",
-        "consumer groups: list, describe (lag, members), delete, reset offsets",
-        "Consumer groups over the Kafka protocol (any Kafka cluster), as kafka-consumer-groups.",
+        "consumer and share groups: list, describe (lag, members), delete, reset offsets",
+        "Consumer groups over the Kafka protocol (any Kafka cluster), as kafka-consumer-groups; "
+        "share groups (KIP-932) are listed and described too, as kafka-share-groups.",
         EXAMPLES,
     )
 
-    ls = command(gsub, "list", "list consumer groups", "sftraffic groups list -o json", output=True)
+    ls = command(gsub, "list", "list consumer and share groups", "sftraffic groups list -o json", output=True)
     ls.set_defaults(func=list_)
 
     d = command(
@@ -112,7 +123,8 @@ def _state(state: Any) -> str:
 
 
 def list_(args: argparse.Namespace) -> int:
-    a = admin(connect(args))
+    conn = connect(args)
+    a = admin(conn)
     with kafka_errors():
         res = a.list_consumer_groups(request_timeout=15).result()
     rows = [
@@ -126,14 +138,24 @@ def list_(args: argparse.Namespace) -> int:
     ]
     for e in res.errors:
         warn(args, f"a broker did not list its groups: {kafka_error(e).message}")
+    shares, errors = list_share_groups(conn.bootstrap, conn.security())
+    for err in errors:
+        warn(args, f"a broker did not list its share groups: {err}")
+    listed = {g["group_id"] for g in rows}
+    rows += [
+        {"group_id": g["group_id"], "state": g["state"], "type": "share", "is_simple_consumer_group": False}
+        for g in shares
+        if g["group_id"] not in listed
+    ]
+    rows.sort(key=lambda g: g["group_id"])
     if json_wanted(args):
         print_json({"groups": rows})
-        return 2 if res.errors else 0
+        return 2 if res.errors or errors else 0
     t = table("group", "state", "type")
     for g in rows:
         t.add_row(g["group_id"], g["state"], "simple" if g["is_simple_consumer_group"] else g["type"])
     console.print(t)
-    return 2 if res.errors else 0
+    return 2 if res.errors or errors else 0
 
 
 def _offsets(a: Any, tps: list[Any], spec: Any) -> dict[tuple[str, int], int]:
@@ -205,7 +227,8 @@ def describe_group(a: Any, d: Any) -> dict[str, Any]:
 
 
 def describe(args: argparse.Namespace) -> int:
-    a = admin(connect(args))
+    conn = connect(args)
+    a = admin(conn)
     rc = 0
     groups = []
     with kafka_errors():
@@ -215,7 +238,11 @@ def describe(args: argparse.Namespace) -> int:
             with kafka_errors():
                 d = fut.result()
                 if _state(d.state) == "Dead":
-                    raise StoreError("does not exist")
+                    share = describe_share_group(conn.bootstrap, conn.security(), group)
+                    if share is None:
+                        raise StoreError("does not exist")
+                    groups.append(share)
+                    continue
                 groups.append(describe_group(a, d))
         except StoreError as err:
             warn(args, f"group {group}: {_missing(err.message)}")
@@ -224,6 +251,9 @@ def describe(args: argparse.Namespace) -> int:
         print_json({"groups": groups})
         return rc
     for g in groups:
+        if g.get("type") == "share":
+            _print_share(g, args.members)
+            continue
         title = f"group {g['group_id']} ({g['state']}, {len(g['members'])} member(s))"
         if args.members and not g["members"]:
             console.print(f"group {g['group_id']} ({g['state']}) has no active members", highlight=False)
@@ -254,6 +284,32 @@ def describe(args: argparse.Namespace) -> int:
         console.print(t)
         console.print(f"total lag: {g['total_lag']}")
     return rc
+
+
+def _print_share(g: dict[str, Any], members: bool) -> None:
+    """A share group as kafka-share-groups --describe: the members, or each partition's
+    share-partition start offset and lag."""
+    title = f"share group {g['group_id']} ({g['state']}, {len(g['members'])} member(s))"
+    if members and not g["members"]:
+        console.print(f"share group {g['group_id']} ({g['state']}) has no active members", highlight=False)
+        return
+    if members:
+        t = table("member id", "client id", "host", "epoch", "assignment", title=title)
+        for m in g["members"]:
+            parts = ", ".join(f"{p['topic']}-{p['partition']}" for p in m["assignment"])
+            t.add_row(m["member_id"], m["client_id"], m["host"], str(m["member_epoch"]), parts or "-")
+    else:
+        t = table("topic", "partition", "start offset", "lag", title=title)
+        for o in g["offsets"]:
+            t.add_row(
+                o["topic"],
+                str(o["partition"]),
+                "-" if o["start_offset"] is None else str(o["start_offset"]),
+                "-" if o["lag"] is None else str(o["lag"]),
+            )
+    console.print(t)
+    if not members:
+        console.print(f"total lag: {g['total_lag']}")
 
 
 def _missing(message: str) -> str:

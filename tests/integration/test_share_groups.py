@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 
+from testing import sftraffic
 from tests.support.brokers import BrokerFactory, create_topic, quiet_logger
 
 pytestmark = pytest.mark.integration
@@ -186,3 +188,52 @@ def test_released_records_are_archived_at_the_delivery_limit(broker_factory: Bro
     finally:
         c.close()
     assert deliveries[0] == 3 and deliveries[1] == 1
+
+
+def cli(*args: str) -> str:
+    """What an ``sftraffic`` command prints; it must succeed."""
+    r = subprocess.run(sftraffic(*args), check=False, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_groups_list_and_describe_show_a_share_group(broker_factory: BrokerFactory) -> None:
+    b = broker_factory(FAST)
+    create_topic(b.bootstrap, TOPIC, 2)
+    produce(b.bootstrap, 6, partitions=2)
+    c = share_consumer(b.bootstrap, "cli-workers")
+    c.subscribe([TOPIC])
+    got = 0
+    deadline = time.monotonic() + 30
+    try:
+        while got < 6:
+            assert time.monotonic() < deadline, f"only {got} of 6 records delivered"
+            got += sum(1 for m in c.poll(0.5) if m.error() is None)
+        c.commit_sync()
+        groups = json.loads(cli("groups", "list", "-o", "json", "-b", b.bootstrap))["groups"]
+        assert {
+            "group_id": "cli-workers",
+            "state": "Stable",
+            "type": "share",
+            "is_simple_consumer_group": False,
+        } in groups
+        out = cli("groups", "describe", "cli-workers", "-o", "json", "-b", b.bootstrap)
+        (g,) = json.loads(out)["groups"]
+        assert (g["type"], g["state"], g["partition_assignor"]) == ("share", "Stable", "simple")
+        (m,) = g["members"]
+        assert m["subscribed_topics"] == [TOPIC]
+        assert m["assignment"] == [{"topic": TOPIC, "partition": p} for p in (0, 1)]
+    finally:
+        c.close()
+    produce(b.bootstrap, 2)  # both to partition 0, unread
+    out = cli("groups", "describe", "cli-workers", "-o", "json", "-b", b.bootstrap)
+    (g,) = json.loads(out)["groups"]
+    assert (g["state"], g["members"]) == ("Empty", [])
+    assert g["offsets"] == [
+        {"topic": TOPIC, "partition": 0, "start_offset": 3, "lag": 2},
+        {"topic": TOPIC, "partition": 1, "start_offset": 3, "lag": 0},
+    ]
+    assert g["total_lag"] == 2
+    assert "deleted group cli-workers" in cli("groups", "delete", "cli-workers", "-b", b.bootstrap)
+    listed = json.loads(cli("groups", "list", "-o", "json", "-b", b.bootstrap))["groups"]
+    assert "cli-workers" not in {x["group_id"] for x in listed}
