@@ -45,7 +45,7 @@ from framework.cli.output import (
     table,
     warn,
 )
-from framework.client.share_admin import describe_share_group, list_share_groups
+from framework.client.share_admin import alter_share_group_offsets, describe_share_group, list_share_groups
 from framework.errors import StoreError
 
 EXAMPLES = """\
@@ -345,45 +345,72 @@ def _timestamp_ms(text: str) -> int:
     return int(when.timestamp() * 1000)
 
 
-def reset(args: argparse.Namespace) -> int:
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition  # noqa: PLC0415
+def _plan(
+    args: argparse.Namespace, a: Any, committed: dict[tuple[str, int], int], when: int | None
+) -> list[tuple[str, int, int, int]]:
+    """(topic, partition, current or -1, new) for every partition of ``--topic``, the new
+    offset clamped to the partition's [earliest, latest]."""
+    from confluent_kafka import TopicPartition  # noqa: PLC0415
     from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]  # noqa: PLC0415
 
+    md = a.list_topics(timeout=15)
+    tps = []
+    for topic in args.topic:
+        tmd = md.topics.get(topic)
+        if tmd is None or tmd.error is not None:
+            raise StoreError(f"topic {topic} does not exist")
+        tps += [TopicPartition(topic, part) for part in sorted(tmd.partitions)]
+    lo = _offsets(a, tps, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
+    hi = _offsets(a, tps, OffsetSpec.latest())  # type: ignore[no-untyped-call]
+    at = _offsets(a, tps, OffsetSpec.for_timestamp(when)) if when is not None else {}
+    plan: list[tuple[str, int, int, int]] = []
+    for tp in tps:
+        key = (tp.topic, tp.partition)
+        cur = committed.get(key, -1)
+        if args.to_earliest:
+            new = lo[key]
+        elif args.to_latest:
+            new = hi[key]
+        elif args.to_offset is not None:
+            new = args.to_offset
+        elif args.shift_by is not None:
+            new = (cur if cur >= 0 else lo[key]) + args.shift_by
+        else:
+            new = at[key] if at[key] >= 0 else hi[key]
+        plan.append((tp.topic, tp.partition, cur, min(max(new, lo[key]), hi[key])))
+    return plan
+
+
+def reset(args: argparse.Namespace) -> int:
+    """Reset a consumer group's committed offsets, or a share group's start offsets
+    (AlterShareGroupOffsets); either must have no members."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition  # noqa: PLC0415
+
     when = _timestamp_ms(args.to_datetime) if args.to_datetime else None
-    a = admin(connect(args))
+    conn = connect(args)
+    a = admin(conn)
     with kafka_errors():
         d = a.describe_consumer_groups([args.group], request_timeout=15)[args.group].result()
-        if d.members:
+        share = (
+            describe_share_group(conn.bootstrap, conn.security(), args.group)
+            if _state(d.state) == "Dead"
+            else None
+        )
+        members = share["members"] if share is not None else d.members
+        if members:
             raise StoreError(
-                f"group {args.group} has {len(d.members)} active member(s); "
+                f"group {args.group} has {len(members)} active member(s); "
                 "stop its consumers before resetting offsets"
             )
-        md = a.list_topics(timeout=15)
-        committed = {(t, p): off for t, p, off, _, _ in committed_and_lag(a, args.group)}
-        tps = []
-        for topic in args.topic:
-            tmd = md.topics.get(topic)
-            if tmd is None or tmd.error is not None:
-                raise StoreError(f"topic {topic} does not exist")
-            tps += [TopicPartition(topic, part) for part in sorted(tmd.partitions)]
-        lo = _offsets(a, tps, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
-        hi = _offsets(a, tps, OffsetSpec.latest())  # type: ignore[no-untyped-call]
-        at = _offsets(a, tps, OffsetSpec.for_timestamp(when)) if when is not None else {}
-        plan: list[tuple[str, int, int, int]] = []
-        for tp in tps:
-            key = (tp.topic, tp.partition)
-            cur = committed.get(key, -1)
-            if args.to_earliest:
-                new = lo[key]
-            elif args.to_latest:
-                new = hi[key]
-            elif args.to_offset is not None:
-                new = args.to_offset
-            elif args.shift_by is not None:
-                new = (cur if cur >= 0 else lo[key]) + args.shift_by
-            else:
-                new = at[key] if at[key] >= 0 else hi[key]
-            plan.append((tp.topic, tp.partition, cur, min(max(new, lo[key]), hi[key])))
+        if share is not None:
+            committed = {
+                (o["topic"], o["partition"]): o["start_offset"]
+                for o in share["offsets"]
+                if o["start_offset"] is not None
+            }
+        else:
+            committed = {(t, p): off for t, p, off, _, _ in committed_and_lag(a, args.group)}
+        plan = _plan(args, a, committed, when)
         t = table(
             "topic",
             "partition",
@@ -394,11 +421,15 @@ def reset(args: argparse.Namespace) -> int:
         for topic, part, cur, new in plan:
             t.add_row(topic, str(part), str(cur) if cur >= 0 else "-", str(new))
         console.print(t)
-        if args.execute:
+        if not args.execute:
+            console.print("nothing changed: add --execute to apply")
+        elif share is not None:
+            offsets = {(topic, part): new for topic, part, _, new in plan}
+            alter_share_group_offsets(conn.bootstrap, conn.security(), args.group, offsets)
+            console.print(f"start offsets of share group [bold]{args.group}[/bold] reset")
+        else:
             new_offsets = [TopicPartition(topic, part, new) for topic, part, _, new in plan]
             fut = a.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(args.group, new_offsets)])
             fut[args.group].result()
             console.print(f"offsets of group [bold]{args.group}[/bold] reset")
-        else:
-            console.print("nothing changed: add --execute to apply")
     return 0

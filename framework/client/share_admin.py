@@ -1,6 +1,7 @@
 """Share groups (KIP-932) over the wire, as ``kafka-share-groups --list/--describe`` reads them:
 confluent-kafka's AdminClient has no share-group calls yet, so these speak ListGroups (type
-filter "share"), FindCoordinator, ShareGroupDescribe and DescribeShareGroupOffsets directly.
+filter "share"), FindCoordinator, ShareGroupDescribe, DescribeShareGroupOffsets and
+AlterShareGroupOffsets directly.
 
 Every call takes the broker address and librdkafka's security settings of the caller's
 connection; ListGroups goes to every broker in Metadata (each coordinator lists its own groups).
@@ -14,6 +15,12 @@ from typing import Any
 from framework.client.wire import WireClient, from_client_config
 from framework.errors import StoreError
 from framework.protocol.error_codes import ErrorCode
+from framework.protocol.messages.alter_share_group_offsets import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequestPartition,
+    AlterShareGroupOffsetsRequestTopic,
+    AlterShareGroupOffsetsResponse,
+)
 from framework.protocol.messages.describe_share_group_offsets import (
     DescribeShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsRequestGroup,
@@ -127,3 +134,28 @@ def describe_share_group(
         "offsets": offsets,
         "total_lag": sum(x["lag"] or 0 for x in offsets),
     }
+
+
+def alter_share_group_offsets(
+    bootstrap: str,
+    security: Security,
+    group: str,
+    offsets: Mapping[tuple[str, int], int],
+    timeout: float = 10.0,
+) -> None:
+    """Set the share-partition start offsets of an empty share group (as ``kafka-share-groups
+    --reset-offsets --execute``); the first partition error raises."""
+    by_topic: dict[str, list[AlterShareGroupOffsetsRequestPartition]] = {}
+    for (topic, part), off in sorted(offsets.items()):
+        by_topic.setdefault(topic, []).append(AlterShareGroupOffsetsRequestPartition(part, off))
+    req = AlterShareGroupOffsetsRequest(
+        group_id=group, topics=[AlterShareGroupOffsetsRequestTopic(t, ps) for t, ps in by_topic.items()]
+    )
+    with _client(bootstrap, security, timeout) as w:
+        coordinator = _coordinator(w, group)
+    with _client(f"{coordinator['host']}:{coordinator['port']}", security, timeout) as w:
+        r = w.send(req, AlterShareGroupOffsetsResponse)
+    _raise(r.error_code, r.error_message, f"group {group}")
+    for t in r.responses:
+        for p in t.partitions:
+            _raise(p.error_code, p.error_message, f"group {group}, {t.topic_name}-{p.partition_index}")

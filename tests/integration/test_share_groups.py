@@ -234,6 +234,14 @@ def test_groups_list_and_describe_show_a_share_group(broker_factory: BrokerFacto
         {"topic": TOPIC, "partition": 1, "start_offset": 3, "lag": 0},
     ]
     assert g["total_lag"] == 2
+    assert "nothing changed" in cli(
+        "groups", "reset-offsets", "cli-workers", "-t", TOPIC, "--to-earliest", "-b", b.bootstrap
+    )
+    cli(
+        "groups", "reset-offsets", "cli-workers", "-t", TOPIC, "--to-earliest", "--execute", "-b", b.bootstrap
+    )
+    (g,) = json.loads(cli("groups", "describe", "cli-workers", "-o", "json", "-b", b.bootstrap))["groups"]
+    assert [(o["start_offset"], o["lag"]) for o in g["offsets"]] == [(0, 5), (0, 3)]
     assert "deleted group cli-workers" in cli("groups", "delete", "cli-workers", "-b", b.bootstrap)
     listed = json.loads(cli("groups", "list", "-o", "json", "-b", b.bootstrap))["groups"]
     assert "cli-workers" not in {x["group_id"] for x in listed}
